@@ -1,0 +1,301 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/capsem/capsem/netstack"
+	"github.com/capsem/capsem/policy"
+	"github.com/capsem/capsem/store"
+)
+
+// exitUsage is the exit status for bad flags or a bad policy file.
+const exitUsage = 2
+
+// usageError marks errors that exit with status 2.
+type usageError struct{ error }
+
+func usagef(format string, a ...any) error {
+	return usageError{fmt.Errorf(format, a...)}
+}
+
+func main() {
+	os.Exit(run(os.Args, os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	app := newApp(stdout, stderr)
+	err := app.Run(args)
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintf(stderr, "capsem-net: %v\n", err)
+	var ue usageError
+	if errors.As(err, &ue) {
+		return exitUsage
+	}
+	var ec cli.ExitCoder
+	if errors.As(err, &ec) {
+		return ec.ExitCode()
+	}
+	return 1
+}
+
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		v := bi.Main.Version
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				v += " " + s.Value[:12]
+			}
+		}
+		return v
+	}
+	return "unknown"
+}
+
+func defaultDataDir() string {
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "capsem")
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".local", "share", "capsem")
+	}
+	return ".capsem"
+}
+
+func newApp(stdout, stderr io.Writer) *cli.App {
+	return &cli.App{
+		Name:    "capsem-net",
+		Usage:   "capsem's network filter for any VM: fake DNS, port/IP blocking and an event log, in a userspace TCP/IP stack",
+		Version: version(),
+		Description: "Point a VM's NIC at one --listen-* socket. The guest gets 198.18.0.2/24 by DHCP, gateway and DNS\n" +
+			"198.18.0.1. Only names the policy allows resolve (to synthetic addresses in 198.19.0.0/16), only\n" +
+			"allowed ports to them connect; everything else is refused and logged to the event store.\n" +
+			"SIGHUP reloads the policy; SIGINT/SIGTERM flush the events and exit 0.",
+		Writer:          stdout,
+		ErrWriter:       stderr,
+		HideHelpCommand: true,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "policy", Usage: "policy `FILE` (TOML); without it everything is denied"},
+			&cli.StringFlag{Name: "data", Value: defaultDataDir(), Usage: "event store `DIR`"},
+			&cli.StringFlag{Name: "listen-qemu", Usage: "QEMU stream socket: unix:///`PATH` (-netdev stream)"},
+			&cli.StringFlag{Name: "listen-vfkit", Usage: "vfkit datagram socket: unixgram:///`PATH`"},
+			&cli.StringFlag{Name: "listen-bess", Usage: "bess packet socket: unixpacket:///`PATH`"},
+			&cli.IntFlag{Name: "listen-fd", Value: -1, Usage: "inherited socket `N`: listening unix socket, or a connected stream/datagram socket"},
+			&cli.UintFlag{Name: "mtu", Value: netstack.DefaultMTU, Usage: "guest link MTU, 576..65520"},
+			&cli.StringFlag{Name: "pcap", Usage: "write every frame, both ways, to pcap `FILE`"},
+			&cli.StringFlag{Name: "guest-mac", Usage: "pin the guest's `MAC` (default: the first MAC seen)"},
+			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
+		},
+		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
+			return usageError{err}
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return usagef("unexpected argument %q (see --help)", c.Args().First())
+			}
+			return serve(c, stdout)
+		},
+	}
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	err := l.UnmarshalText([]byte(s))
+	return l, err
+}
+
+func listenerFromFlags(c *cli.Context) (netstack.Listener, error) {
+	var specs []string
+	for _, f := range []string{"listen-qemu", "listen-vfkit", "listen-bess"} {
+		if c.IsSet(f) {
+			specs = append(specs, f)
+		}
+	}
+	if c.Int("listen-fd") >= 0 {
+		specs = append(specs, "listen-fd")
+	}
+	if len(specs) != 1 {
+		return nil, usagef("give exactly one of --listen-qemu, --listen-vfkit, --listen-bess, --listen-fd (got %d)", len(specs))
+	}
+	want := map[string]string{"listen-qemu": "unix", "listen-vfkit": "unixgram", "listen-bess": "unixpacket"}
+	switch f := specs[0]; f {
+	case "listen-fd":
+		l, err := netstack.ListenFD(c.Int("listen-fd"))
+		if err != nil {
+			return nil, usageError{err}
+		}
+		return l, nil
+	default:
+		addr := c.String(f)
+		if !strings.HasPrefix(addr, want[f]+"://") {
+			return nil, usagef("--%s %q: want %s:///absolute/path", f, addr, want[f])
+		}
+		l, err := netstack.Listen(addr)
+		if err != nil {
+			return nil, err
+		}
+		return l, nil
+	}
+}
+
+func serve(c *cli.Context, stdout io.Writer) error {
+	level, err := parseLevel(c.String("log-level"))
+	if err != nil {
+		return usagef("--log-level %q: want debug, info, warn or error", c.String("log-level"))
+	}
+	log := slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: level}))
+
+	mtu := c.Uint("mtu")
+	if mtu < 576 || mtu > netstack.MaxMTU {
+		return usagef("--mtu %d: use 576..%d", mtu, netstack.MaxMTU)
+	}
+	var guestMAC net.HardwareAddr
+	if s := c.String("guest-mac"); s != "" {
+		guestMAC, err = net.ParseMAC(s)
+		if err != nil || len(guestMAC) != 6 {
+			return usagef("--guest-mac %q: want an Ethernet address like 52:54:00:12:34:56", s)
+		}
+	}
+	policyPath := c.String("policy")
+	pol := policy.DenyAll()
+	if policyPath != "" {
+		pol, err = policy.Load(policyPath)
+		if err != nil {
+			return usageError{err}
+		}
+	} else {
+		log.Warn("no --policy given: every name and flow is denied")
+	}
+	ln, err := listenerFromFlags(c)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+
+	st, err := store.Open(c.String("data"))
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	host, _ := os.Hostname()
+	w, err := st.Begin(store.Session{Command: os.Args, PolicySHA256: pol.SHA256, Host: host})
+	if err != nil {
+		return fmt.Errorf("start session: %w", err)
+	}
+
+	var pcap *netstack.PCAP
+	var tap netstack.FrameTap
+	if p := c.String("pcap"); p != "" {
+		f, err := os.Create(p)
+		if err != nil {
+			return fmt.Errorf("--pcap: %w", err)
+		}
+		defer f.Close()
+		if pcap, err = netstack.NewPCAP(f); err != nil {
+			return err
+		}
+		tap = pcap.Tap
+	}
+
+	stack, err := netstack.New(netstack.Config{
+		MTU:      uint32(mtu),
+		Policy:   pol,
+		Recorder: w,
+		GuestMAC: guestMAC,
+		Tap:      tap,
+		Logger:   log,
+	})
+	if err != nil {
+		return usageError{err}
+	}
+
+	fmt.Fprintf(stdout, "capsem-net %s: listening on %s, session %s, events in %s\n", version(), ln, w.ID(), c.String("data"))
+	if nd := ln.QEMUNetdev(); nd != "" {
+		fmt.Fprintf(stdout, "QEMU: %s -device virtio-net-pci,netdev=net0\n", nd)
+		if mtu > netstack.DefaultMTU {
+			fmt.Fprintf(stdout, "      (and host_mtu=%d on the -device for MTU %d)\n", mtu, mtu)
+		}
+	}
+
+	ctx, cancel := context.WithCancel(c.Context)
+	defer cancel()
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	go func() {
+		for sig := range sigs {
+			if sig == syscall.SIGHUP {
+				reload(log, stack, policyPath)
+				continue
+			}
+			log.Info("shutting down", "signal", sig.String())
+			cancel()
+			ln.Close()
+			return
+		}
+	}()
+
+	serveErr := acceptLoop(ctx, log, ln, stack)
+	stack.Close()
+	if pcap != nil {
+		if err := pcap.Flush(); err != nil {
+			log.Error("pcap incomplete", "err", err)
+		}
+	}
+	if err := w.End(nil); err != nil {
+		return fmt.Errorf("flush events: %w", err)
+	}
+	log.Info("stopped", "session", w.ID(), "stats", stack.Stats().Snapshot())
+	return serveErr
+}
+
+func acceptLoop(ctx context.Context, log *slog.Logger, ln netstack.Listener, stack *netstack.Stack) error {
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			return fmt.Errorf("accept guest: %w", err)
+		}
+		log.Info("guest connected")
+		if err := stack.Serve(ctx, conn); err != nil {
+			log.Warn("guest connection ended", "err", err)
+		} else {
+			log.Info("guest disconnected")
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
+}
+
+// reload applies a new policy to new flows. A broken file keeps the old
+// policy: fail closed, never open.
+func reload(log *slog.Logger, stack *netstack.Stack, path string) {
+	if path == "" {
+		log.Warn("SIGHUP ignored: no --policy file to reload")
+		return
+	}
+	p, err := policy.Load(path)
+	if err != nil {
+		log.Error("policy reload failed; keeping the previous policy", "err", err)
+		return
+	}
+	stack.SetPolicy(p)
+	log.Info("policy reloaded", "file", path, "sha256", p.SHA256)
+}

@@ -1,0 +1,88 @@
+package netstack
+
+import (
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/capsem/capsem/store"
+)
+
+// dropBurst is how many drop events per reason are recorded individually
+// each second. Beyond it, drops are counted and recorded as one event whose
+// Count says how many it stands for, so a guest flooding garbage cannot
+// flood the store, and no drop goes uncounted.
+const dropBurst = 50
+
+type dropState struct {
+	windowStart time.Time
+	inWindow    int
+	suppressed  int64
+	last        store.Net
+}
+
+type dropLog struct {
+	rec   Recorder
+	stats *Stats
+	mu    sync.Mutex
+	per   map[string]*dropState
+}
+
+func newDropLog(rec Recorder, stats *Stats) *dropLog {
+	return &dropLog{rec: rec, stats: stats, per: make(map[string]*dropState)}
+}
+
+// record counts one dropped frame and records it, subject to the rate limit.
+func (d *dropLog) record(reason string, transport store.Transport, ip netip.Addr, port uint16, detail string) {
+	d.stats.FramesDropped.Add(1)
+	ev := store.Net{
+		Transport: transport,
+		Decision:  store.Denied,
+		Reason:    reason,
+		Port:      port,
+		Detail:    detail,
+		Count:     1,
+	}
+	ev.IP = ip
+	now := time.Now()
+	d.mu.Lock()
+	st := d.per[reason]
+	if st == nil {
+		st = &dropState{windowStart: now}
+		d.per[reason] = st
+	}
+	if now.Sub(st.windowStart) >= time.Second {
+		d.emitSuppressedLocked(st)
+		st.windowStart = now
+		st.inWindow = 0
+	}
+	if st.inWindow < dropBurst {
+		st.inWindow++
+		d.mu.Unlock()
+		d.rec.Append(store.Event{Kind: store.KindNet, Net: &ev})
+		return
+	}
+	st.suppressed++
+	st.last = ev
+	d.mu.Unlock()
+}
+
+func (d *dropLog) emitSuppressedLocked(st *dropState) {
+	if st.suppressed == 0 {
+		return
+	}
+	ev := st.last
+	ev.Count = st.suppressed
+	ev.Detail = "rate-limited: this event stands for Count drops like the last one"
+	st.suppressed = 0
+	d.rec.Append(store.Event{Kind: store.KindNet, Net: &ev})
+}
+
+// flush records every pending suppressed count.
+func (d *dropLog) flush() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, st := range d.per {
+		d.emitSuppressedLocked(st)
+	}
+}

@@ -1,0 +1,45 @@
+package netstack
+
+import (
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/checksum"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
+)
+
+// appendUDPFrame appends to dst an Ethernet frame carrying one IPv4 UDP
+// datagram, checksums filled in. Used for the answers the guard gives
+// itself (DHCP, UDP DNS) without a round trip through gVisor.
+func appendUDPFrame(dst []byte, dstMAC, srcMAC tcpip.LinkAddress, srcIP, dstIP tcpip.Address, srcPort, dstPort uint16, payload []byte) []byte {
+	const hdrs = header.EthernetMinimumSize + header.IPv4MinimumSize + header.UDPMinimumSize
+	start := len(dst)
+	dst = append(dst, make([]byte, hdrs)...)
+	dst = append(dst, payload...)
+	frame := dst[start:]
+
+	header.Ethernet(frame).Encode(&header.EthernetFields{
+		SrcAddr: srcMAC,
+		DstAddr: dstMAC,
+		Type:    header.IPv4ProtocolNumber,
+	})
+	ipLen := header.IPv4MinimumSize + header.UDPMinimumSize + len(payload)
+	ip := header.IPv4(frame[header.EthernetMinimumSize:])
+	ip.Encode(&header.IPv4Fields{
+		TotalLength: uint16(ipLen),
+		TTL:         64,
+		Protocol:    uint8(header.UDPProtocolNumber),
+		SrcAddr:     srcIP,
+		DstAddr:     dstIP,
+	})
+	ip.SetChecksum(^ip.CalculateChecksum())
+
+	udpLen := uint16(header.UDPMinimumSize + len(payload))
+	udp := header.UDP(frame[header.EthernetMinimumSize+header.IPv4MinimumSize:])
+	udp.Encode(&header.UDPFields{SrcPort: srcPort, DstPort: dstPort, Length: udpLen})
+	xsum := header.PseudoHeaderChecksum(header.UDPProtocolNumber, srcIP, dstIP, udpLen)
+	xsum = checksum.Checksum(payload, xsum)
+	udp.SetChecksum(^udp.CalculateChecksum(xsum))
+	if udp.Checksum() == 0 {
+		udp.SetChecksum(0xffff)
+	}
+	return dst
+}

@@ -1,0 +1,229 @@
+package netstack
+
+import (
+	"net/netip"
+	"strconv"
+
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
+
+	"github.com/capsem/capsem/store"
+)
+
+// Drop reasons recorded in events. They are stable strings: tests, the
+// SQLite export and users' queries match on them.
+const (
+	ReasonRuntFrame       = "runt-frame"
+	ReasonOversizeFrame   = "oversize-frame"
+	ReasonBadSourceMAC    = "bad-source-mac"
+	ReasonSpoofedMAC      = "spoofed-source-mac"
+	ReasonNotForGateway   = "frame-not-for-gateway"
+	ReasonIPv6            = "ipv6"
+	ReasonEtherType       = "ethertype-not-allowed"
+	ReasonMalformedARP    = "malformed-arp"
+	ReasonARPNotGateway   = "arp-not-for-gateway"
+	ReasonMalformedIPv4   = "malformed-ipv4"
+	ReasonSpoofedIP       = "spoofed-source-ip"
+	ReasonFragment        = "ip-fragment"
+	ReasonUDPNotAllowed   = "udp-not-allowed"
+	ReasonDoT             = "dns-over-tls"
+	ReasonICMPOutside     = "icmp-outside"
+	ReasonICMPType        = "icmp-type-not-allowed"
+	ReasonIPProtocol      = "ip-protocol-not-allowed"
+	ReasonMalformedDHCP   = "malformed-dhcp"
+	ReasonMalformedUDP    = "malformed-udp"
+	ReasonDirectIP        = "direct-ip"
+	ReasonGatewayPort     = "gateway-port-closed"
+	ReasonUpstreamPrivate = "upstream-private-address"
+	ReasonUpstreamFailed  = "upstream-unreachable"
+	ReasonUpstreamNoAddr  = "upstream-no-address"
+	ReasonHandshakeFailed = "guest-handshake-failed"
+	ReasonPoolExhausted   = "dns-pool-exhausted"
+	ReasonStackClosed     = "stack-closed"
+	ReasonMalformedDNS    = "malformed-dns"
+	ReasonDNSNotSupported = "dns-opcode-not-supported"
+	ReasonDNSClassNotIN   = "dns-class-not-in"
+	ReasonDNSDeniedName   = "denied-name"
+	ReasonDNSAllowedName  = "allowed-name"
+	ReasonDNSEmptyAnswer  = "allowed-name-no-records"
+	ReasonDNSPTRSynthetic = "ptr-synthetic"
+)
+
+const (
+	udpPortDNS        = 53
+	udpPortDHCPServer = 67
+	udpPortDHCPClient = 68
+	portDoT           = 853
+)
+
+var (
+	gatewayAddr = tcpip.AddrFrom4(GatewayIP.As4())
+	guestAddr   = tcpip.AddrFrom4(GuestIP.As4())
+)
+
+// inbound is the guard every guest frame passes before gVisor sees it.
+// Anything not explicitly expected is dropped and recorded: the guest is
+// assumed hostile. Only TCP, ARP for the gateway and ICMP echo to the
+// gateway reach gVisor; DHCP and UDP DNS are answered here directly.
+func (s *Stack) inbound(frame []byte) {
+	if len(frame) < header.EthernetMinimumSize {
+		s.drops.record(ReasonRuntFrame, store.TransportOther, netip.Addr{}, 0, "")
+		return
+	}
+	if len(frame) > int(s.link.MTU())+header.EthernetMinimumSize {
+		s.drops.record(ReasonOversizeFrame, store.TransportOther, netip.Addr{}, 0, "")
+		return
+	}
+	eth := header.Ethernet(frame)
+	src := eth.SourceAddress()
+	if !header.IsValidUnicastEthernetAddress(src) {
+		s.drops.record(ReasonBadSourceMAC, store.TransportOther, netip.Addr{}, 0, src.String())
+		return
+	}
+	if !s.checkGuestMAC(src) {
+		s.drops.record(ReasonSpoofedMAC, store.TransportOther, netip.Addr{}, 0, src.String())
+		return
+	}
+	dst := eth.DestinationAddress()
+	if dst != s.link.mac && dst != header.EthernetBroadcastAddress {
+		if eth.Type() == header.IPv6ProtocolNumber {
+			s.dropIPv6(frame)
+			return
+		}
+		s.drops.record(ReasonNotForGateway, store.TransportOther, netip.Addr{}, 0, dst.String())
+		return
+	}
+	switch eth.Type() {
+	case header.ARPProtocolNumber:
+		s.guardARP(frame, src)
+	case header.IPv4ProtocolNumber:
+		s.guardIPv4(frame)
+	case header.IPv6ProtocolNumber:
+		s.dropIPv6(frame)
+	default:
+		s.drops.record(ReasonEtherType, store.TransportOther, netip.Addr{}, 0, "ethertype 0x"+strconv.FormatUint(uint64(eth.Type()), 16))
+	}
+}
+
+// dropIPv6 drops and counts an IPv6 frame: capsem's guest link is IPv4 only.
+func (s *Stack) dropIPv6(frame []byte) {
+	s.stats.IPv6Dropped.Add(1)
+	var dst netip.Addr
+	detail := ""
+	if ip := header.IPv6(frame[header.EthernetMinimumSize:]); len(ip) >= header.IPv6MinimumSize {
+		dst = netip.AddrFrom16(ip.DestinationAddress().As16())
+		detail = "next header " + strconv.Itoa(int(ip.NextHeader()))
+	}
+	s.drops.record(ReasonIPv6, store.TransportIPv6, dst, 0, detail)
+}
+
+func (s *Stack) guardARP(frame []byte, src tcpip.LinkAddress) {
+	a := header.ARP(frame[header.EthernetMinimumSize:])
+	if !a.IsValid() {
+		s.drops.record(ReasonMalformedARP, store.TransportARP, netip.Addr{}, 0, "")
+		return
+	}
+	if tcpip.LinkAddress(a.HardwareAddressSender()) != src {
+		s.drops.record(ReasonSpoofedMAC, store.TransportARP, netip.Addr{}, 0, "arp sender differs from frame source")
+		return
+	}
+	sender := tcpip.AddrFromSlice(a.ProtocolAddressSender())
+	if sender != guestAddr && sender != (tcpip.Address{}) && sender != tcpip.AddrFrom4([4]byte{}) {
+		s.drops.record(ReasonSpoofedIP, store.TransportARP, addrOf(sender), 0, "")
+		return
+	}
+	target := tcpip.AddrFromSlice(a.ProtocolAddressTarget())
+	if target != gatewayAddr {
+		s.drops.record(ReasonARPNotGateway, store.TransportARP, addrOf(target), 0, "")
+		return
+	}
+	s.link.deliver(frame)
+}
+
+func (s *Stack) guardIPv4(frame []byte) {
+	pkt := frame[header.EthernetMinimumSize:]
+	ip := header.IPv4(pkt)
+	if !ip.IsValid(len(pkt)) || !ip.IsChecksumValid() {
+		s.drops.record(ReasonMalformedIPv4, store.TransportOther, netip.Addr{}, 0, "")
+		return
+	}
+	src, dst := ip.SourceAddress(), ip.DestinationAddress()
+	proto := ip.TransportProtocol()
+	fragmented := ip.More() || ip.FragmentOffset() != 0
+	dstIP := addrOf(dst)
+
+	if proto == header.UDPProtocolNumber && !fragmented {
+		udp := header.UDP(ip.Payload())
+		if len(udp) < header.UDPMinimumSize || int(udp.Length()) > len(udp) || udp.Length() < header.UDPMinimumSize {
+			s.drops.record(ReasonMalformedUDP, store.TransportUDP, dstIP, 0, "")
+			return
+		}
+		payload := udp[header.UDPMinimumSize:udp.Length()]
+		if udp.DestinationPort() == udpPortDHCPServer && udp.SourcePort() == udpPortDHCPClient &&
+			(src == guestAddr || src == tcpip.AddrFrom4([4]byte{})) {
+			s.serveDHCP(frame, payload)
+			return
+		}
+		if src != guestAddr {
+			s.drops.record(ReasonSpoofedIP, store.TransportUDP, addrOf(src), udp.DestinationPort(), "")
+			return
+		}
+		switch udp.DestinationPort() {
+		case udpPortDNS:
+			s.serveUDPDNS(dst, udp.SourcePort(), payload)
+		case portDoT:
+			s.drops.record(ReasonDoT, store.TransportUDP, dstIP, portDoT, "")
+		default:
+			s.drops.record(ReasonUDPNotAllowed, store.TransportUDP, dstIP, udp.DestinationPort(), "")
+		}
+		return
+	}
+	if src != guestAddr {
+		s.drops.record(ReasonSpoofedIP, transportName(proto), addrOf(src), 0, "")
+		return
+	}
+	switch proto {
+	case header.TCPProtocolNumber:
+		// gVisor reassembles fragments; the flow decision is made on the
+		// SYN in handleTCP, before the handshake completes.
+		s.link.deliver(frame)
+	case header.ICMPv4ProtocolNumber:
+		if fragmented {
+			s.drops.record(ReasonFragment, store.TransportICMP, dstIP, 0, "")
+			return
+		}
+		if dst != gatewayAddr {
+			s.drops.record(ReasonICMPOutside, store.TransportICMP, dstIP, 0, "")
+			return
+		}
+		icmp := header.ICMPv4(ip.Payload())
+		if len(icmp) < header.ICMPv4MinimumSize || icmp.Type() != header.ICMPv4Echo {
+			s.drops.record(ReasonICMPType, store.TransportICMP, dstIP, 0, "")
+			return
+		}
+		s.link.deliver(frame)
+	case header.UDPProtocolNumber:
+		s.drops.record(ReasonFragment, store.TransportUDP, dstIP, 0, "")
+	default:
+		s.drops.record(ReasonIPProtocol, store.TransportOther, dstIP, 0, "ip protocol "+strconv.Itoa(int(proto)))
+	}
+}
+
+func transportName(p tcpip.TransportProtocolNumber) store.Transport {
+	switch p {
+	case header.TCPProtocolNumber:
+		return store.TransportTCP
+	case header.UDPProtocolNumber:
+		return store.TransportUDP
+	case header.ICMPv4ProtocolNumber:
+		return store.TransportICMP
+	}
+	return store.TransportOther
+}
+
+func addrOf(a tcpip.Address) netip.Addr {
+	if a.Len() == 4 {
+		return netip.AddrFrom4(a.As4())
+	}
+	return netip.Addr{}
+}

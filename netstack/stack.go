@@ -1,0 +1,337 @@
+package netstack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/network/arp"
+	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
+	"gvisor.dev/gvisor/pkg/tcpip/stack"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/icmp"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
+
+	"github.com/capsem/capsem/policy"
+	"github.com/capsem/capsem/store"
+)
+
+// The guest link. These ranges (RFC 2544 benchmarking, 198.18.0.0/15) never
+// route anywhere real.
+var (
+	GatewayIP  = netip.MustParseAddr("198.18.0.1")
+	GuestIP    = netip.MustParseAddr("198.18.0.2")
+	LinkPrefix = netip.MustParsePrefix("198.18.0.0/24")
+	PoolPrefix = netip.MustParsePrefix("198.19.0.0/16")
+	// GatewayMAC is the stack's own, locally administered, MAC address.
+	GatewayMAC = net.HardwareAddr{0x02, 0xca, 0x95, 0x00, 0x00, 0x01}
+)
+
+const (
+	// DefaultMTU is the guest MTU when none is configured.
+	DefaultMTU = 1500
+	// DefaultMaxInFlightSYN caps TCP handshakes awaiting a policy decision
+	// and an upstream dial. gvproxy's 10 stalls real workloads.
+	DefaultMaxInFlightSYN = 1024
+	// DefaultDialTimeout bounds the upstream dial made while the guest's SYN
+	// waits.
+	DefaultDialTimeout = 10 * time.Second
+)
+
+// Recorder receives every event the stack produces. store.Writer is one.
+type Recorder interface {
+	Append(store.Event)
+}
+
+// Resolver looks up the real addresses of an allowed name when capsem dials
+// it. net.DefaultResolver is one.
+type Resolver interface {
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
+}
+
+// Config configures a Stack. Policy and Recorder are required.
+type Config struct {
+	// MTU of the guest link, 576..65520. Zero means 1500.
+	MTU uint32
+	// Policy is the initial policy; SetPolicy swaps it atomically later.
+	Policy *policy.Policy
+	// Recorder gets every decision as an event.
+	Recorder Recorder
+	// Resolver resolves allowed names on dial. Nil means net.DefaultResolver.
+	Resolver Resolver
+	// Dial opens upstream connections. Nil means a net.Dialer.
+	Dial func(ctx context.Context, network, address string) (net.Conn, error)
+	// DialTimeout bounds an upstream dial. Zero means DefaultDialTimeout.
+	DialTimeout time.Duration
+	// GuestMAC pins the guest's MAC. Nil means: the first source MAC seen on
+	// a connection is the guest's, and any other is a spoof.
+	GuestMAC net.HardwareAddr
+	// MaxInFlightSYN caps pending TCP handshakes. Zero means 1024.
+	MaxInFlightSYN int
+	// Tap sees every frame both ways (pcap). Optional.
+	Tap FrameTap
+	// Flows handles allowed TCP flows. Nil means Splice.
+	Flows FlowHandler
+	// Logger for operational messages (not events). Nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Stats are the stack's counters. All fields are safe to read concurrently.
+type Stats struct {
+	FramesIn, FramesOut, WriteErrors   atomic.Uint64
+	IPv6Dropped, FramesDropped         atomic.Uint64
+	DNSQueries, DNSAllowed, DNSDenied  atomic.Uint64
+	FlowsAllowed, FlowsDenied          atomic.Uint64
+	DHCPAcks                           atomic.Uint64
+	BytesToUpstream, BytesFromUpstream atomic.Uint64
+}
+
+// Snapshot returns the counters as a map, for logs and tests.
+func (s *Stats) Snapshot() map[string]uint64 {
+	return map[string]uint64{
+		"frames_in":           s.FramesIn.Load(),
+		"frames_out":          s.FramesOut.Load(),
+		"write_errors":        s.WriteErrors.Load(),
+		"ipv6_dropped":        s.IPv6Dropped.Load(),
+		"frames_dropped":      s.FramesDropped.Load(),
+		"dns_queries":         s.DNSQueries.Load(),
+		"dns_allowed":         s.DNSAllowed.Load(),
+		"dns_denied":          s.DNSDenied.Load(),
+		"flows_allowed":       s.FlowsAllowed.Load(),
+		"flows_denied":        s.FlowsDenied.Load(),
+		"dhcp_acks":           s.DHCPAcks.Load(),
+		"bytes_to_upstream":   s.BytesToUpstream.Load(),
+		"bytes_from_upstream": s.BytesFromUpstream.Load(),
+	}
+}
+
+const nicID tcpip.NICID = 1
+
+// Stack is one guest's network: a gVisor stack behind the guard, fake DNS,
+// DHCP and the TCP flow dispatcher.
+type Stack struct {
+	cfg    Config
+	log    *slog.Logger
+	policy atomic.Pointer[policy.Policy]
+	stats  Stats
+
+	gs    *stack.Stack
+	link  *link
+	dns   *FakeDNS
+	drops *dropLog
+	flows FlowHandler
+
+	// guestMAC is the locked guest MAC (6 bytes) or empty.
+	macMu    sync.Mutex
+	guestMAC tcpip.LinkAddress
+
+	ctx     context.Context
+	cancel  context.CancelFunc
+	flowMu  sync.Mutex // orders flowStart against Close
+	flowsWG sync.WaitGroup
+	closed  atomic.Bool
+}
+
+// New builds a Stack. It does not start serving: call Serve with a guest
+// connection.
+func New(cfg Config) (*Stack, error) {
+	if cfg.Policy == nil {
+		return nil, errors.New("netstack: Config.Policy is nil (use policy.DenyAll() to deny everything)")
+	}
+	if cfg.Recorder == nil {
+		return nil, errors.New("netstack: Config.Recorder is nil: every decision must be recorded")
+	}
+	if cfg.MTU == 0 {
+		cfg.MTU = DefaultMTU
+	}
+	if cfg.MTU < 576 || cfg.MTU > MaxMTU {
+		return nil, fmt.Errorf("netstack: MTU %d out of range: use 576..%d", cfg.MTU, MaxMTU)
+	}
+	if cfg.MaxInFlightSYN == 0 {
+		cfg.MaxInFlightSYN = DefaultMaxInFlightSYN
+	}
+	if cfg.DialTimeout == 0 {
+		cfg.DialTimeout = DefaultDialTimeout
+	}
+	if cfg.Resolver == nil {
+		cfg.Resolver = net.DefaultResolver
+	}
+	if cfg.Dial == nil {
+		d := &net.Dialer{}
+		cfg.Dial = d.DialContext
+	}
+	if cfg.GuestMAC != nil && len(cfg.GuestMAC) != 6 {
+		return nil, fmt.Errorf("netstack: guest MAC %s is not a 6-byte Ethernet address", cfg.GuestMAC)
+	}
+	if cfg.Flows == nil {
+		cfg.Flows = Splice
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &Stack{cfg: cfg, log: cfg.Logger, dns: NewFakeDNS(), flows: cfg.Flows}
+	s.policy.Store(cfg.Policy)
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.drops = newDropLog(cfg.Recorder, &s.stats)
+	s.link = newLink(cfg.MTU, tcpip.LinkAddress(GatewayMAC), &s.stats)
+	s.link.tap = cfg.Tap
+	if cfg.GuestMAC != nil {
+		s.guestMAC = tcpip.LinkAddress(cfg.GuestMAC)
+	}
+	if err := s.buildGVisor(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Stack) buildGVisor() error {
+	gs := stack.New(stack.Options{
+		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol, arp.NewProtocol},
+		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol, icmp.NewProtocol4},
+	})
+	s.gs = gs
+	if err := gs.CreateNIC(nicID, s.link); err != nil {
+		return fmt.Errorf("netstack: create NIC: %s", err)
+	}
+	addr := tcpip.ProtocolAddress{
+		Protocol:          ipv4.ProtocolNumber,
+		AddressWithPrefix: tcpip.AddrFrom4(GatewayIP.As4()).WithPrefix(),
+	}
+	addr.AddressWithPrefix.PrefixLen = LinkPrefix.Bits()
+	if err := gs.AddProtocolAddress(nicID, addr, stack.AddressProperties{}); err != nil {
+		return fmt.Errorf("netstack: add gateway address: %s", err)
+	}
+	// The stack answers for any destination (promiscuous) and sends from
+	// any source (spoofing): a synthetic 198.19.x.y, or 1.1.1.1 for DNS.
+	if err := gs.SetPromiscuousMode(nicID, true); err != nil {
+		return fmt.Errorf("netstack: promiscuous mode: %s", err)
+	}
+	if err := gs.SetSpoofing(nicID, true); err != nil {
+		return fmt.Errorf("netstack: spoofing: %s", err)
+	}
+	subnet, _ := tcpip.NewSubnet(tcpip.AddrFrom4(LinkPrefix.Addr().As4()), tcpip.MaskFromBytes(net.CIDRMask(LinkPrefix.Bits(), 32)))
+	gs.SetRouteTable([]tcpip.Route{{Destination: subnet, NIC: nicID}})
+
+	sack := tcpip.TCPSACKEnabled(true)
+	gs.SetTransportProtocolOption(tcp.ProtocolNumber, &sack)
+	rcv := tcpip.TCPReceiveBufferSizeRangeOption{Min: 4 << 10, Default: 1 << 20, Max: 8 << 20}
+	gs.SetTransportProtocolOption(tcp.ProtocolNumber, &rcv)
+	snd := tcpip.TCPSendBufferSizeRangeOption{Min: 4 << 10, Default: 1 << 20, Max: 8 << 20}
+	gs.SetTransportProtocolOption(tcp.ProtocolNumber, &snd)
+	moderate := tcpip.TCPModerateReceiveBufferOption(true)
+	gs.SetTransportProtocolOption(tcp.ProtocolNumber, &moderate)
+
+	fwd := tcp.NewForwarder(gs, 0, s.cfg.MaxInFlightSYN, s.handleTCP)
+	gs.SetTransportProtocolHandler(tcp.ProtocolNumber, fwd.HandlePacket)
+	if s.guestMAC != "" {
+		s.addGuestNeighbor(s.guestMAC)
+	}
+	return nil
+}
+
+func (s *Stack) addGuestNeighbor(mac tcpip.LinkAddress) {
+	s.gs.AddStaticNeighbor(nicID, ipv4.ProtocolNumber, tcpip.AddrFrom4(GuestIP.As4()), mac)
+}
+
+// SetPolicy swaps the policy. Flows and queries that start after the call
+// see the new policy; running flows keep the decision they were given.
+func (s *Stack) SetPolicy(p *policy.Policy) {
+	if p != nil {
+		s.policy.Store(p)
+	}
+}
+
+// Policy returns the policy in force.
+func (s *Stack) Policy() *policy.Policy { return s.policy.Load() }
+
+// Stats returns the live counters.
+func (s *Stack) Stats() *Stats { return &s.stats }
+
+// DNS returns the fake-DNS table (names handed out this session).
+func (s *Stack) DNS() *FakeDNS { return s.dns }
+
+// Serve pumps frames between conn and the stack until conn fails, ctx is
+// done or the stack is closed. A clean end of the guest's stream returns nil.
+// Serve closes conn.
+func (s *Stack) Serve(ctx context.Context, conn FrameConn) error {
+	if s.closed.Load() {
+		conn.Close()
+		return net.ErrClosed
+	}
+	s.link.setConn(conn)
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	stopClose := context.AfterFunc(s.ctx, func() { conn.Close() })
+	defer func() {
+		stop()
+		stopClose()
+		s.link.setConn(nil)
+		conn.Close()
+		if s.cfg.GuestMAC == nil {
+			// The next connection may be a different guest.
+			s.macMu.Lock()
+			if s.guestMAC != "" {
+				s.gs.RemoveNeighbor(nicID, ipv4.ProtocolNumber, tcpip.AddrFrom4(GuestIP.As4()))
+			}
+			s.guestMAC = ""
+			s.macMu.Unlock()
+		}
+	}()
+	for {
+		frame, err := conn.ReadFrame()
+		if err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || ctx.Err() != nil || s.ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("netstack: reading guest frames: %w", err)
+		}
+		s.stats.FramesIn.Add(1)
+		if s.cfg.Tap != nil {
+			s.cfg.Tap(FromGuest, frame)
+		}
+		s.inbound(frame)
+	}
+}
+
+// Close ends every flow, waits for their events to be recorded, flushes
+// rate-limited drop counts and stops the stack.
+func (s *Stack) Close() error {
+	s.flowMu.Lock()
+	if s.closed.Load() {
+		s.flowMu.Unlock()
+		return nil
+	}
+	s.closed.Store(true)
+	s.flowMu.Unlock()
+	s.cancel()
+	s.flowsWG.Wait()
+	s.drops.flush()
+	s.gs.Close()
+	s.gs.Wait()
+	return nil
+}
+
+// guestLinkAddr returns the locked guest MAC, locking it to src when none
+// is locked yet. ok is false when src is not the guest.
+func (s *Stack) checkGuestMAC(src tcpip.LinkAddress) bool {
+	s.macMu.Lock()
+	defer s.macMu.Unlock()
+	if s.guestMAC == "" {
+		s.guestMAC = src
+		s.addGuestNeighbor(src)
+		return true
+	}
+	return s.guestMAC == src
+}
+
+func (s *Stack) guestLink() tcpip.LinkAddress {
+	s.macMu.Lock()
+	defer s.macMu.Unlock()
+	return s.guestMAC
+}

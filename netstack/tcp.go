@@ -1,0 +1,319 @@
+package netstack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
+	"gvisor.dev/gvisor/pkg/waiter"
+
+	"github.com/capsem/capsem/policy"
+	"github.com/capsem/capsem/store"
+)
+
+// Flow is an allowed TCP connection, handed to a FlowHandler once both ends
+// are connected.
+type Flow struct {
+	Name     string         // the allowed name the guest resolved
+	Port     uint16         // the port the guest dialled
+	Guest    netip.AddrPort // the guest's end
+	Dst      netip.AddrPort // the synthetic address the guest dialled
+	Upstream netip.AddrPort // where capsem really connected
+	Decision policy.Decision
+	Policy   *policy.Policy // the policy that allowed the flow
+}
+
+// FlowResult is what a FlowHandler reports when the flow ends.
+type FlowResult struct {
+	BytesSent     int64          // guest to upstream
+	BytesReceived int64          // upstream to guest
+	ConnType      store.ConnType // tcp for a plain splice; handlers may say tls, https, …
+	Err           error
+}
+
+// FlowHandler carries one allowed flow until it ends. netstack never
+// imports mitm: the MITM is a FlowHandler. A handler must return when ctx
+// is done and must not close the conns before returning (the caller does).
+type FlowHandler func(ctx context.Context, guest, upstream net.Conn, f *Flow) FlowResult
+
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
+
+// Splice copies bytes both ways until both directions end, propagating
+// half-closes.
+func Splice(ctx context.Context, guest, upstream net.Conn, _ *Flow) FlowResult {
+	stop := context.AfterFunc(ctx, func() {
+		guest.Close()
+		upstream.Close()
+	})
+	defer stop()
+	var res FlowResult
+	res.ConnType = store.ConnTCP
+	var wg sync.WaitGroup
+	var upErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		res.BytesReceived, upErr = copyHalf(guest, upstream)
+	}()
+	var downErr error
+	res.BytesSent, downErr = copyHalf(upstream, guest)
+	wg.Wait()
+	res.Err = errors.Join(downErr, upErr)
+	return res
+}
+
+type closeWriter interface{ CloseWrite() error }
+
+// copyHalf copies src to dst, then half-closes dst.
+func copyHalf(dst, src net.Conn) (int64, error) {
+	bp := copyBufs.Get().(*[]byte)
+	// Hide ReaderFrom/WriterTo so the pooled buffer is used.
+	n, err := io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, *bp)
+	copyBufs.Put(bp)
+	if cw, ok := dst.(closeWriter); ok {
+		cw.CloseWrite()
+	} else {
+		dst.Close()
+	}
+	if errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) {
+		err = nil
+	}
+	return n, err
+}
+
+// handleTCP decides a guest's SYN before the handshake completes: a denied
+// flow gets a RST and the guest never sees a connection; an allowed one is
+// dialled upstream first, so an unreachable upstream is a RST too.
+func (s *Stack) handleTCP(r *tcp.ForwarderRequest) {
+	if !s.flowStart() {
+		r.Complete(true)
+		return
+	}
+	defer s.flowsWG.Done()
+
+	id := r.ID()
+	dst := netip.AddrPortFrom(addrOf(id.LocalAddress), id.LocalPort)
+	src := netip.AddrPortFrom(addrOf(id.RemoteAddress), id.RemotePort)
+	ev := store.Net{
+		Transport: store.TransportTCP,
+		IP:        dst.Addr(),
+		Port:      dst.Port(),
+		SrcIP:     src.Addr(),
+		SrcPort:   src.Port(),
+		ConnType:  store.ConnTCP,
+		Count:     1,
+	}
+	deny := func(reason, detail string) {
+		r.Complete(true)
+		s.stats.FlowsDenied.Add(1)
+		ev.Decision, ev.Reason, ev.Detail = store.Denied, reason, detail
+		s.cfg.Recorder.Append(store.Event{Kind: store.KindNet, Net: &ev})
+	}
+
+	if dst.Port() == udpPortDNS {
+		// DNS over TCP, to any address, is answered by fake DNS.
+		conn, ok := s.accept(r)
+		if !ok {
+			return
+		}
+		s.serveTCPDNS(conn, dst.Addr())
+		return
+	}
+	if dst.Port() == portDoT {
+		deny(ReasonDoT, "DNS over TLS is never forwarded: capsem answers DNS itself")
+		return
+	}
+	name, ok := s.dns.NameOf(dst.Addr())
+	if !ok {
+		if dst.Addr() == GatewayIP {
+			deny(ReasonGatewayPort, "the gateway only serves DNS on port 53")
+		} else {
+			deny(ReasonDirectIP, "only addresses handed out by capsem's DNS for allowed names can be dialled")
+		}
+		return
+	}
+	ev.Domain = name
+	pol := s.policy.Load()
+	dec := pol.DecideFlow(name, dst.Port())
+	ev.MatchedRule = dec.Rule
+	if !dec.Allowed {
+		deny(dec.Reason, "")
+		return
+	}
+
+	start := time.Now()
+	upstream, upAddr, reason, err := s.dialUpstream(pol, name, dst.Port())
+	if err != nil {
+		deny(reason, err.Error())
+		return
+	}
+	var wq waiter.Queue
+	ep, terr := r.CreateEndpoint(&wq)
+	r.Complete(false)
+	ev.Decision = store.Allowed
+	if terr != nil {
+		upstream.Close()
+		ev.Reason, ev.Detail = ReasonHandshakeFailed, terr.String()
+		s.cfg.Recorder.Append(store.Event{Kind: store.KindNet, Net: &ev})
+		return
+	}
+	s.stats.FlowsAllowed.Add(1)
+	guest := gonet.NewTCPConn(&wq, ep)
+	flow := &Flow{Name: name, Port: dst.Port(), Guest: src, Dst: dst, Upstream: upAddr, Decision: dec, Policy: pol}
+	res := s.flows(s.ctx, guest, upstream, flow)
+	guest.Close()
+	upstream.Close()
+
+	s.stats.BytesToUpstream.Add(uint64(res.BytesSent))
+	s.stats.BytesFromUpstream.Add(uint64(res.BytesReceived))
+	ev.Reason = dec.Reason
+	ev.BytesSent, ev.BytesReceived = res.BytesSent, res.BytesReceived
+	ev.Duration = time.Since(start)
+	ev.Detail = "upstream " + upAddr.String()
+	if res.ConnType != "" {
+		ev.ConnType = res.ConnType
+	}
+	if res.Err != nil {
+		ev.Detail += ": " + res.Err.Error()
+	}
+	s.cfg.Recorder.Append(store.Event{Kind: store.KindNet, Net: &ev})
+}
+
+// flowStart registers a flow unless the stack is closing.
+func (s *Stack) flowStart() bool {
+	s.flowMu.Lock()
+	defer s.flowMu.Unlock()
+	if s.closed.Load() {
+		return false
+	}
+	s.flowsWG.Add(1)
+	return true
+}
+
+func (s *Stack) accept(r *tcp.ForwarderRequest) (net.Conn, bool) {
+	var wq waiter.Queue
+	ep, terr := r.CreateEndpoint(&wq)
+	r.Complete(false)
+	if terr != nil {
+		return nil, false
+	}
+	return gonet.NewTCPConn(&wq, ep), true
+}
+
+// dialUpstream connects to the real endpoint of an allowed name. A name
+// pinned to a literal IP in [upstream] resolve is trusted as written; any
+// other name is resolved by the host, and answers in loopback, private,
+// link-local, metadata or other special ranges are refused unless the
+// policy sets allow_private (DNS rebinding).
+func (s *Stack) dialUpstream(pol *policy.Policy, name string, port uint16) (net.Conn, netip.AddrPort, string, error) {
+	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.DialTimeout)
+	defer cancel()
+	host := name
+	if t, ok := pol.Resolve(name); ok {
+		host = t.Host
+		if t.Port != 0 {
+			port = t.Port
+		}
+		if t.Pinned {
+			ip, err := netip.ParseAddr(host)
+			if err != nil {
+				return nil, netip.AddrPort{}, ReasonUpstreamNoAddr, fmt.Errorf("resolve target %q: %w", host, err)
+			}
+			return s.dialAddrs(ctx, []netip.Addr{ip}, port)
+		}
+	}
+	ips, err := s.cfg.Resolver.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return nil, netip.AddrPort{}, ReasonUpstreamNoAddr, fmt.Errorf("host lookup of %s: %w", host, err)
+	}
+	var usable []netip.Addr
+	var refused []string
+	for _, ip := range ips {
+		ip = ip.Unmap()
+		if !pol.AllowPrivate && IsSpecialAddr(ip) {
+			refused = append(refused, ip.String())
+			continue
+		}
+		usable = append(usable, ip)
+	}
+	if len(usable) == 0 {
+		if len(refused) > 0 {
+			return nil, netip.AddrPort{}, ReasonUpstreamPrivate,
+				fmt.Errorf("%s resolved to %v, a private or special address; set [upstream] allow_private = true to allow it", host, refused)
+		}
+		return nil, netip.AddrPort{}, ReasonUpstreamNoAddr, fmt.Errorf("host lookup of %s returned no address", host)
+	}
+	return s.dialAddrs(ctx, usable, port)
+}
+
+func (s *Stack) dialAddrs(ctx context.Context, ips []netip.Addr, port uint16) (net.Conn, netip.AddrPort, string, error) {
+	var errs []error
+	for _, ip := range ips {
+		ap := netip.AddrPortFrom(ip, port)
+		c, err := s.cfg.Dial(ctx, "tcp", ap.String())
+		if err == nil {
+			return c, ap, "", nil
+		}
+		errs = append(errs, err)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, netip.AddrPort{}, ReasonUpstreamFailed, errors.Join(errs...)
+}
+
+var specialPrefixes = func() []netip.Prefix {
+	var ps []netip.Prefix
+	for _, s := range []string{
+		"0.0.0.0/8",       // "this network"
+		"10.0.0.0/8",      // RFC 1918
+		"100.64.0.0/10",   // carrier-grade NAT
+		"127.0.0.0/8",     // loopback
+		"169.254.0.0/16",  // link-local, cloud metadata
+		"172.16.0.0/12",   // RFC 1918
+		"192.0.0.0/24",    // IETF protocol assignments
+		"192.168.0.0/16",  // RFC 1918
+		"198.18.0.0/15",   // benchmarking: capsem's own guest link and pool
+		"224.0.0.0/4",     // multicast
+		"240.0.0.0/4",     // reserved, broadcast
+		"::/128",          // unspecified
+		"::1/128",         // loopback
+		"64:ff9b::/96",    // NAT64: may embed any IPv4 address
+		"64:ff9b:1::/48",  // local-use NAT64
+		"fc00::/7",        // unique local (includes fd00:ec2::254 metadata)
+		"fe80::/10",       // link-local
+		"ff00::/8",        // multicast
+		"2001:db8::/32",   // documentation
+		"2002::/16",       // 6to4: embeds an IPv4 address
+		"::ffff:0:0/96",   // IPv4-mapped (normally unmapped first)
+		"100::/64",        // discard
+		"2001::/23",       // IETF special purpose (Teredo etc.)
+		"192.0.2.0/24",    // documentation
+		"198.51.100.0/24", // documentation
+		"203.0.113.0/24",  // documentation
+	} {
+		ps = append(ps, netip.MustParsePrefix(s))
+	}
+	return ps
+}()
+
+// IsSpecialAddr reports whether ip is loopback, private, link-local,
+// metadata, multicast or otherwise not a public unicast address: an upstream
+// answer in these ranges is a DNS-rebinding attempt unless the policy says
+// allow_private.
+func IsSpecialAddr(ip netip.Addr) bool {
+	ip = ip.Unmap()
+	for _, p := range specialPrefixes {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}

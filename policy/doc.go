@@ -1,0 +1,42 @@
+// Package policy is capsem's network policy: the policy file, its parser and
+// the decisions made from it.
+//
+// A policy file is TOML:
+//
+//	[network]
+//	default = "deny"     # optional; "deny" is the only accepted value
+//	allow = ["api.anthropic.com", "*.githubusercontent.com", "pypi.org:443", "example.test:8080"]
+//	deny  = ["uploads.github.com"]
+//
+//	[upstream]
+//	resolve = { "api.anthropic.com" = "127.0.0.1:8443" }
+//	ca_files = ["extra-roots.pem"]
+//	allow_private = false
+//
+// Parse turns the file into an immutable *Policy; its methods answer the
+// questions the rest of capsem asks, per DNS query and per TCP SYN:
+//
+//   - DecideName: may the guest resolve this name (fake DNS answers it)?
+//   - DecideFlow: may the guest open a connection to this name on this port?
+//   - Resolve:    where does capsem really connect for this name?
+//
+// Capsem is default-deny: a name or port that no allow entry names is refused,
+// and a deny entry always wins over an allow entry. An empty policy (or
+// DenyAll) refuses everything. The full grammar of entries, and the choices
+// made about IP literals, wildcards and ports, are documented on Parse.
+//
+// What this package must never do:
+//
+//   - perform network I/O of any kind (no DNS lookups, no dials): it is pure
+//     and decides from the file alone; resolving names and checking that a
+//     resolved address is not private is the caller's job;
+//   - read any file other than the policy file (Load reads that one file;
+//     Load stats, but never reads, the ca_files it names; Parse touches no
+//     file at all);
+//   - import any other package of capsem (imports point into policy, never
+//     out of it);
+//   - mutate a Policy after Parse returns it: decisions are made concurrently
+//     from many goroutines without locks;
+//   - panic on any input: a bad policy file is an error that names the file
+//     and line and says how to fix it, a bad name in a query is a denial.
+package policy

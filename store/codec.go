@@ -1,0 +1,493 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+)
+
+// Event values, version 1:
+//
+//	byte 0       version (1)
+//	bytes 1..8   wall time, Unix nanoseconds, int64 big-endian
+//	bytes 9..    fields, in any order, each a tag then a value
+//
+// A tag is a uvarint: field number << 3 | wire type. Wire type 0 is a uvarint
+// (signed integers are zig-zag encoded, as in protobuf); wire type 2 is a
+// uvarint length followed by that many bytes. Zero values are not written.
+// A reader skips fields whose number it does not know, so fields and kinds
+// are added without a new version; the version byte changes only if this
+// framing does. The session id and the sequence number live in the key, not
+// the value.
+//
+// Addresses are stored as their 4 or 16 bytes (an IPv6 zone is not kept).
+//
+// Field numbers: 1–15 the envelope, 16–63 DNS, 64–127 Net; each future kind
+// takes its own block (128–191 http, …). Numbers are never reused.
+const eventVersion = 1
+
+const (
+	wireVarint = 0
+	wireBytes  = 2
+)
+
+const timeOffset = 1 // the wall time sits at value[1:9]
+const headerLen = 9  // version + time
+
+// Envelope fields.
+const (
+	fKind = 1
+)
+
+// DNS fields.
+const (
+	fDNSQName         = 16
+	fDNSQType         = 17
+	fDNSTransport     = 18
+	fDNSDecision      = 19
+	fDNSReason        = 20
+	fDNSMatchedRule   = 21
+	fDNSAnswer        = 22
+	fDNSResolverAsked = 23
+)
+
+// Net fields.
+const (
+	fNetDomain              = 64
+	fNetIP                  = 65
+	fNetPort                = 66
+	fNetSrcIP               = 67
+	fNetSrcPort             = 68
+	fNetTransport           = 69
+	fNetConnType            = 70
+	fNetDecision            = 71
+	fNetReason              = 72
+	fNetMatchedRule         = 73
+	fNetMethod              = 74
+	fNetPath                = 75
+	fNetQuery               = 76
+	fNetStatusCode          = 77
+	fNetBytesSent           = 78
+	fNetBytesReceived       = 79
+	fNetDuration            = 80 // nanoseconds
+	fNetRequestHeader       = 81 // repeated: uvarint len(name), name, value
+	fNetResponseHeader      = 82 // repeated
+	fNetRequestBodyPreview  = 83
+	fNetResponseBodyPreview = 84
+	fNetCount               = 85
+	fNetDetail              = 86
+)
+
+// ErrCorrupt is wrapped by the errors readers return for a record they
+// cannot decode.
+var ErrCorrupt = errors.New("corrupt record")
+
+// ErrUnknownVersion is wrapped by the errors readers return for a record
+// written in an encoding this build does not know (a newer capsem).
+var ErrUnknownVersion = errors.New("unknown record version")
+
+// appendEvent appends the encoding of ev to b. The time slot holds ev.Time,
+// or 0 when it is zero (Append patches it).
+func appendEvent(b []byte, ev *Event) []byte {
+	var t int64
+	if !ev.Time.IsZero() {
+		t = ev.Time.UnixNano()
+	}
+	b = append(b, eventVersion)
+	b = binary.BigEndian.AppendUint64(b, uint64(t))
+	b = appendString(b, fKind, string(ev.Kind))
+	if d := ev.DNS; d != nil {
+		b = appendString(b, fDNSQName, d.QName)
+		b = appendString(b, fDNSQType, d.QType)
+		b = appendString(b, fDNSTransport, string(d.Transport))
+		b = appendString(b, fDNSDecision, string(d.Decision))
+		b = appendString(b, fDNSReason, d.Reason)
+		b = appendString(b, fDNSMatchedRule, d.MatchedRule)
+		b = appendString(b, fDNSAnswer, d.Answer)
+		b = appendAddr(b, fDNSResolverAsked, d.ResolverAsked)
+	}
+	if n := ev.Net; n != nil {
+		b = appendString(b, fNetDomain, n.Domain)
+		b = appendAddr(b, fNetIP, n.IP)
+		b = appendUint(b, fNetPort, uint64(n.Port))
+		b = appendAddr(b, fNetSrcIP, n.SrcIP)
+		b = appendUint(b, fNetSrcPort, uint64(n.SrcPort))
+		b = appendString(b, fNetTransport, string(n.Transport))
+		b = appendString(b, fNetConnType, string(n.ConnType))
+		b = appendString(b, fNetDecision, string(n.Decision))
+		b = appendString(b, fNetReason, n.Reason)
+		b = appendString(b, fNetMatchedRule, n.MatchedRule)
+		b = appendString(b, fNetMethod, n.Method)
+		b = appendString(b, fNetPath, n.Path)
+		b = appendString(b, fNetQuery, n.Query)
+		b = appendInt(b, fNetStatusCode, int64(n.StatusCode))
+		b = appendInt(b, fNetBytesSent, n.BytesSent)
+		b = appendInt(b, fNetBytesReceived, n.BytesReceived)
+		b = appendInt(b, fNetDuration, int64(n.Duration))
+		b = appendHeaders(b, fNetRequestHeader, n.RequestHeaders)
+		b = appendHeaders(b, fNetResponseHeader, n.ResponseHeaders)
+		b = appendString(b, fNetRequestBodyPreview, n.RequestBodyPreview)
+		b = appendString(b, fNetResponseBodyPreview, n.ResponseBodyPreview)
+		b = appendInt(b, fNetCount, n.Count)
+		b = appendString(b, fNetDetail, n.Detail)
+	}
+	return b
+}
+
+func appendTag(b []byte, num, wire int) []byte {
+	return binary.AppendUvarint(b, uint64(num)<<3|uint64(wire))
+}
+
+func appendString(b []byte, num int, s string) []byte {
+	if s == "" {
+		return b
+	}
+	b = appendTag(b, num, wireBytes)
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendUint(b []byte, num int, v uint64) []byte {
+	if v == 0 {
+		return b
+	}
+	b = appendTag(b, num, wireVarint)
+	return binary.AppendUvarint(b, v)
+}
+
+func appendInt(b []byte, num int, v int64) []byte {
+	return appendUint(b, num, uint64(v<<1)^uint64(v>>63))
+}
+
+func appendAddr(b []byte, num int, a netip.Addr) []byte {
+	switch {
+	case a.Is4():
+		b = appendTag(b, num, wireBytes)
+		a4 := a.As4()
+		b = append(b, 4)
+		return append(b, a4[:]...)
+	case a.Is6():
+		b = appendTag(b, num, wireBytes)
+		a16 := a.As16()
+		b = append(b, 16)
+		return append(b, a16[:]...)
+	}
+	return b // the zero Addr is not written
+}
+
+func appendHeaders(b []byte, num int, hs []Header) []byte {
+	for _, h := range hs {
+		n := uvarintLen(uint64(len(h.Name))) + len(h.Name) + len(h.Value)
+		b = appendTag(b, num, wireBytes)
+		b = binary.AppendUvarint(b, uint64(n))
+		b = binary.AppendUvarint(b, uint64(len(h.Name)))
+		b = append(b, h.Name...)
+		b = append(b, h.Value...)
+	}
+	return b
+}
+
+func uvarintLen(v uint64) int {
+	n := 1
+	for v >= 0x80 {
+		v >>= 7
+		n++
+	}
+	return n
+}
+
+// decodeEvent decodes an event value into ev (Session and Seq are left as
+// they are: they come from the key). It never panics on bad input.
+func decodeEvent(v []byte, ev *Event) error {
+	if len(v) == 0 {
+		return fmt.Errorf("%w: empty value", ErrCorrupt)
+	}
+	if v[0] != eventVersion {
+		return fmt.Errorf("%w %d (this build reads version %d; the store was written by a newer capsem, or is damaged)",
+			ErrUnknownVersion, v[0], eventVersion)
+	}
+	if len(v) < headerLen {
+		return fmt.Errorf("%w: value of %d bytes is shorter than the %d-byte header", ErrCorrupt, len(v), headerLen)
+	}
+	if t := int64(binary.BigEndian.Uint64(v[timeOffset:])); t != 0 {
+		ev.Time = time.Unix(0, t).UTC()
+	} else {
+		ev.Time = time.Time{}
+	}
+	ev.Kind, ev.DNS, ev.Net = "", nil, nil
+	d := decoder{b: v[headerLen:]}
+	for len(d.b) > 0 {
+		num, wire, err := d.tag()
+		if err != nil {
+			return err
+		}
+		var u uint64
+		var s []byte
+		switch wire {
+		case wireVarint:
+			u, err = d.uvarint()
+		case wireBytes:
+			s, err = d.bytes()
+		default:
+			return fmt.Errorf("%w: field %d has unknown wire type %d", ErrCorrupt, num, wire)
+		}
+		if err != nil {
+			return fmt.Errorf("field %d: %w", num, err)
+		}
+		if err := ev.setField(num, wire, u, s); err != nil {
+			return fmt.Errorf("field %d: %w", num, err)
+		}
+	}
+	switch {
+	case ev.Kind == KindDNS && ev.DNS == nil:
+		ev.DNS = &DNS{}
+	case ev.Kind == KindNet && ev.Net == nil:
+		ev.Net = &Net{}
+	}
+	return nil
+}
+
+func (ev *Event) setField(num, wire int, u uint64, s []byte) error {
+	want := wireBytes
+	switch num {
+	case fNetPort, fNetSrcPort, fNetStatusCode, fNetBytesSent, fNetBytesReceived, fNetDuration, fNetCount:
+		want = wireVarint
+	}
+	known := num == fKind || (num >= 16 && num < 24) || (num >= 64 && num < 87)
+	if !known {
+		return nil // a field from a newer writer: skip it
+	}
+	if wire != want {
+		return fmt.Errorf("%w: wire type %d, want %d", ErrCorrupt, wire, want)
+	}
+	if num == fKind {
+		ev.Kind = Kind(internKind(s))
+		return nil
+	}
+	if num < 64 {
+		if ev.DNS == nil {
+			ev.DNS = &DNS{}
+		}
+		d := ev.DNS
+		switch num {
+		case fDNSQName:
+			d.QName = string(s)
+		case fDNSQType:
+			d.QType = string(s)
+		case fDNSTransport:
+			d.Transport = Transport(internTransport(s))
+		case fDNSDecision:
+			d.Decision = Decision(internDecision(s))
+		case fDNSReason:
+			d.Reason = string(s)
+		case fDNSMatchedRule:
+			d.MatchedRule = string(s)
+		case fDNSAnswer:
+			d.Answer = string(s)
+		case fDNSResolverAsked:
+			return decodeAddr(s, &d.ResolverAsked)
+		}
+		return nil
+	}
+	if ev.Net == nil {
+		ev.Net = &Net{}
+	}
+	n := ev.Net
+	switch num {
+	case fNetDomain:
+		n.Domain = string(s)
+	case fNetIP:
+		return decodeAddr(s, &n.IP)
+	case fNetPort:
+		return decodePort(u, &n.Port)
+	case fNetSrcIP:
+		return decodeAddr(s, &n.SrcIP)
+	case fNetSrcPort:
+		return decodePort(u, &n.SrcPort)
+	case fNetTransport:
+		n.Transport = Transport(internTransport(s))
+	case fNetConnType:
+		n.ConnType = ConnType(internConnType(s))
+	case fNetDecision:
+		n.Decision = Decision(internDecision(s))
+	case fNetReason:
+		n.Reason = string(s)
+	case fNetMatchedRule:
+		n.MatchedRule = string(s)
+	case fNetMethod:
+		n.Method = internMethod(s)
+	case fNetPath:
+		n.Path = string(s)
+	case fNetQuery:
+		n.Query = string(s)
+	case fNetStatusCode:
+		n.StatusCode = int(unzigzag(u))
+	case fNetBytesSent:
+		n.BytesSent = unzigzag(u)
+	case fNetBytesReceived:
+		n.BytesReceived = unzigzag(u)
+	case fNetDuration:
+		n.Duration = time.Duration(unzigzag(u))
+	case fNetRequestHeader:
+		return decodeHeader(s, &n.RequestHeaders)
+	case fNetResponseHeader:
+		return decodeHeader(s, &n.ResponseHeaders)
+	case fNetRequestBodyPreview:
+		n.RequestBodyPreview = string(s)
+	case fNetResponseBodyPreview:
+		n.ResponseBodyPreview = string(s)
+	case fNetCount:
+		n.Count = unzigzag(u)
+	case fNetDetail:
+		n.Detail = string(s)
+	}
+	return nil
+}
+
+func unzigzag(u uint64) int64 { return int64(u>>1) ^ -int64(u&1) }
+
+func decodeAddr(s []byte, a *netip.Addr) error {
+	switch len(s) {
+	case 4:
+		*a = netip.AddrFrom4([4]byte(s))
+	case 16:
+		*a = netip.AddrFrom16([16]byte(s))
+	default:
+		return fmt.Errorf("%w: address of %d bytes, want 4 or 16", ErrCorrupt, len(s))
+	}
+	return nil
+}
+
+func decodePort(u uint64, p *uint16) error {
+	if u > 0xffff {
+		return fmt.Errorf("%w: port %d out of range", ErrCorrupt, u)
+	}
+	*p = uint16(u)
+	return nil
+}
+
+func decodeHeader(s []byte, hs *[]Header) error {
+	n, k := binary.Uvarint(s)
+	if k <= 0 || n > uint64(len(s)-k) {
+		return fmt.Errorf("%w: bad header name length", ErrCorrupt)
+	}
+	name := s[k : k+int(n)]
+	*hs = append(*hs, Header{Name: string(name), Value: string(s[k+int(n):])})
+	return nil
+}
+
+type decoder struct{ b []byte }
+
+func (d *decoder) uvarint() (uint64, error) {
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		return 0, fmt.Errorf("%w: truncated or overlong varint", ErrCorrupt)
+	}
+	d.b = d.b[n:]
+	return v, nil
+}
+
+func (d *decoder) tag() (num, wire int, err error) {
+	t, err := d.uvarint()
+	if err != nil {
+		return 0, 0, err
+	}
+	if t>>3 == 0 || t>>3 > 1<<20 {
+		return 0, 0, fmt.Errorf("%w: field number %d out of range", ErrCorrupt, t>>3)
+	}
+	return int(t >> 3), int(t & 7), nil
+}
+
+func (d *decoder) bytes() ([]byte, error) {
+	n, err := d.uvarint()
+	if err != nil {
+		return nil, err
+	}
+	if n > uint64(len(d.b)) {
+		return nil, fmt.Errorf("%w: length %d runs past the end of the value (%d bytes left)", ErrCorrupt, n, len(d.b))
+	}
+	s := d.b[:n:n]
+	d.b = d.b[n:]
+	return s, nil
+}
+
+// The intern functions return a constant for the common values so that
+// decoding them does not allocate.
+
+func internKind(s []byte) string {
+	switch string(s) {
+	case string(KindDNS):
+		return string(KindDNS)
+	case string(KindNet):
+		return string(KindNet)
+	}
+	return string(s)
+}
+
+func internDecision(s []byte) string {
+	switch string(s) {
+	case string(Allowed):
+		return string(Allowed)
+	case string(Denied):
+		return string(Denied)
+	}
+	return string(s)
+}
+
+func internTransport(s []byte) string {
+	switch string(s) {
+	case string(TransportTCP):
+		return string(TransportTCP)
+	case string(TransportUDP):
+		return string(TransportUDP)
+	case string(TransportICMP):
+		return string(TransportICMP)
+	case string(TransportARP):
+		return string(TransportARP)
+	case string(TransportIPv6):
+		return string(TransportIPv6)
+	case string(TransportOther):
+		return string(TransportOther)
+	}
+	return string(s)
+}
+
+func internConnType(s []byte) string {
+	switch string(s) {
+	case string(ConnTCP):
+		return string(ConnTCP)
+	case string(ConnTLS):
+		return string(ConnTLS)
+	case string(ConnHTTPS):
+		return string(ConnHTTPS)
+	case string(ConnHTTP):
+		return string(ConnHTTP)
+	case string(ConnQUIC):
+		return string(ConnQUIC)
+	}
+	return string(s)
+}
+
+func internMethod(s []byte) string {
+	switch string(s) {
+	case "GET":
+		return "GET"
+	case "POST":
+		return "POST"
+	case "PUT":
+		return "PUT"
+	case "DELETE":
+		return "DELETE"
+	case "HEAD":
+		return "HEAD"
+	case "PATCH":
+		return "PATCH"
+	case "OPTIONS":
+		return "OPTIONS"
+	case "CONNECT":
+		return "CONNECT"
+	}
+	return string(s)
+}

@@ -1,0 +1,44 @@
+// Package store is capsem's event log: an append-only, crash-safe record of
+// everything a sandboxed run did on the network (and, later, of its HTTP
+// requests, model calls, tool calls, MCP calls, file events and execs).
+//
+// A store is a directory holding a pebble database. Each run of capsem is one
+// session: [Store.Begin] records the session's metadata and returns a
+// [Writer]; the netstack and the MITM proxy call [Writer.Append] from any
+// goroutine; a background goroutine commits the appended events in group
+// batches, each synced to the write-ahead log, so a committed batch survives
+// a crash or SIGKILL of the process. [Writer.End] flushes, syncs and closes
+// the session record. Readers ([Store.Sessions], [Store.Session],
+// [Store.Events]) see every synced event, including the events of a session
+// whose writer crashed before End.
+//
+// Layout of the keys (all sortable byte strings):
+//
+//	s/<session id>                     the session record (version byte, JSON)
+//	e/<session id>/<seq, 8 bytes BE>   one event (version byte, binary fields)
+//
+// Sequence numbers start at 1 and are gap-free within a session; batches are
+// committed in sequence order, so after a crash the events on disk are always
+// a prefix 1..N of what was appended. The event encoding is described in
+// codec.go: a version byte, the wall time, then tagged fields, so that new
+// kinds and new fields can be added without breaking old records.
+//
+// What this package must never do:
+//
+//   - drop an event silently. Append blocks when the write queue is full
+//     (backpressure) rather than discard. An event that cannot be written
+//     (appended after End, or after a commit was refused) is counted, logged,
+//     reported by Sync, End and Err, and recorded as Counts.Lost in the
+//     session record when possible. pebble treats a failed write-ahead-log
+//     write as fatal: the process stops with a logged error, and everything
+//     synced before it is still there on the next Open.
+//   - rewrite an event. Keys are written once; Begin refuses a session id
+//     that already exists, because a second writer would overwrite its
+//     events.
+//   - panic on what it reads. A value with an unknown version or garbage
+//     bytes is reported as an error by the reader, naming the record.
+//   - import anything of the rest of capsem.
+//
+// One process at a time may open a store directory; a second Open reports
+// that the store is in use, and by which process id when it can.
+package store

@@ -1,0 +1,147 @@
+package store
+
+import (
+	"net/netip"
+	"time"
+)
+
+// Kind names the type of an event. Kinds are stored as strings, so a new kind
+// is added by declaring a constant and a payload; readers built before it see
+// the kind with no payload instead of an error.
+type Kind string
+
+// The kinds of events recorded today. Planned: "http", "model_call",
+// "tool_call", "tool_response", "mcp_call", "fs", "exec".
+const (
+	KindDNS Kind = "dns"
+	KindNet Kind = "net"
+)
+
+// Decision is the outcome of applying policy to a query or a flow.
+type Decision string
+
+// Decisions.
+const (
+	Allowed Decision = "allowed"
+	Denied  Decision = "denied"
+)
+
+// Transport is the layer-3/4 protocol of a flow (net_events.transport) or
+// the transport a DNS query came over (dns_events.transport: udp or tcp).
+type Transport string
+
+// Transports.
+const (
+	TransportTCP   Transport = "tcp"
+	TransportUDP   Transport = "udp"
+	TransportICMP  Transport = "icmp"
+	TransportARP   Transport = "arp"
+	TransportIPv6  Transport = "ipv6"
+	TransportOther Transport = "other"
+)
+
+// ConnType says how far into a connection capsem saw (net_events.conn_type).
+type ConnType string
+
+// Connection types.
+const (
+	ConnTCP   ConnType = "tcp"
+	ConnTLS   ConnType = "tls"
+	ConnHTTPS ConnType = "https"
+	ConnHTTP  ConnType = "http"
+	ConnQUIC  ConnType = "quic"
+)
+
+// Event is one record of the log. The payload pointer matching Kind is set;
+// for a kind this build does not know (written by a newer capsem) none is.
+type Event struct {
+	Session string    // filled by Append
+	Seq     uint64    // filled by Append: 1, 2, 3, … with no gaps
+	Time    time.Time // wall time; Append fills it when zero
+	Kind    Kind      // Append infers it from the payload when empty
+
+	DNS *DNS
+	Net *Net
+}
+
+// DNS is a query the guest sent to capsem's fake DNS server and the answer it
+// got. It maps to the dns_events table.
+type DNS struct {
+	QName         string     // qname, as asked
+	QType         string     // qtype: "A", "AAAA", "TXT", … or "TYPE65"
+	Transport     Transport  // transport: udp or tcp
+	Decision      Decision   // decision
+	Reason        string     // reason: why, in words
+	MatchedRule   string     // matched_rule: the policy rule that decided, if any
+	Answer        string     // answer: what the guest got (a synthetic address, "NXDOMAIN", …)
+	ResolverAsked netip.Addr // resolver_asked: the IP the guest sent the query to
+}
+
+// Header is one HTTP header line. Headers are kept in wire order, duplicates
+// included; the exporter writes them as JSON.
+type Header struct {
+	Name, Value string
+}
+
+// Net is a flow, a refused packet, or an HTTP request seen on a flow. It maps
+// to the net_events table.
+type Net struct {
+	Domain    string     // domain: the name behind IP (fake DNS, SNI or Host), if known
+	IP        netip.Addr // ip: the destination address
+	Port      uint16     // port: the destination port
+	SrcIP     netip.Addr // the guest-side address
+	SrcPort   uint16     // the guest-side port
+	Transport Transport  // transport: tcp, udp, icmp, arp, ipv6, other
+	ConnType  ConnType   // conn_type: tcp, tls, https, http, quic
+
+	Decision    Decision // decision
+	Reason      string   // reason
+	MatchedRule string   // matched_rule
+
+	Method        string        // method
+	Path          string        // path
+	Query         string        // query
+	StatusCode    int           // status_code
+	BytesSent     int64         // bytes_sent (guest to upstream)
+	BytesReceived int64         // bytes_received (upstream to guest)
+	Duration      time.Duration // exported as duration_ms
+
+	RequestHeaders      []Header // request_headers
+	ResponseHeaders     []Header // response_headers
+	RequestBodyPreview  string   // request_body_preview; may hold arbitrary bytes
+	ResponseBodyPreview string   // response_body_preview; may hold arbitrary bytes
+
+	// Count is how many identical events this one stands for when the
+	// caller rate-limits logging of repeated drops; 0 and 1 both mean one.
+	Count int64
+	// Detail is free text for whatever the fields above do not say.
+	Detail string
+}
+
+// Session is the metadata of one run. It maps to the sessions table.
+type Session struct {
+	ID           string
+	StartedAt    time.Time
+	EndedAt      time.Time // zero while running, or when the writer crashed
+	Command      []string
+	ExitCode     *int // nil until End, or when End was given nil
+	PolicySHA256 string
+	Image        string
+	Host         string
+	Counts       Counts
+}
+
+// Counts summarise a session's events. They are written with every committed
+// batch, so a session whose writer crashed still has the counts of its last
+// synced batch.
+type Counts struct {
+	Events int64          // events recorded (equals the highest Seq)
+	Kinds  map[Kind]int64 // events recorded, per kind
+	// Denied is the number of denied decisions among DNS and Net events,
+	// each Net event weighted by its Count.
+	Denied int64
+	// Lost is the number of events that were appended but could not be
+	// recorded: a write failed, or Append was called after End or Close.
+	// It is zero in a healthy store.
+	Lost int64
+}

@@ -1,0 +1,297 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Group-commit limits. While the committer writes one batch, Append fills the
+// next; when that one reaches either limit, Append blocks until the
+// committer takes it. Memory is bounded at about two batches.
+// They are variables only so that a test can make the queue tiny.
+var (
+	maxBatchEvents = 16 << 10
+	maxBatchBytes  = 1 << 20
+)
+
+// Writer appends the events of one session. Its methods are safe for
+// concurrent use.
+type Writer struct {
+	s       *Store
+	id      string
+	meta    Session // as recorded by Begin; Counts live in counts
+	sessKey []byte
+	done    chan struct{} // closed when the committer exits
+
+	mu       sync.Mutex
+	room     sync.Cond // Append waits here while the batch is full
+	work     sync.Cond // the committer waits here for events
+	synced   sync.Cond // Sync waits here
+	cur      *pebble.Batch
+	spare    *pebble.Batch // nil while the committer holds it
+	curN     int
+	seq      uint64 // last sequence number given out
+	durable  uint64 // last sequence number synced
+	counts   Counts // of the events given a sequence number
+	err      error  // first write error; sticky
+	lost     int64  // events appended but not recorded
+	stopping bool   // End or Close was called: refuse new events
+	ended    bool
+	keyBuf   []byte
+}
+
+func newWriter(s *Store, meta Session) *Writer {
+	w := &Writer{
+		s:       s,
+		id:      meta.ID,
+		meta:    meta,
+		sessKey: sessionKey(meta.ID),
+		done:    make(chan struct{}),
+		cur:     newBatch(s.db),
+		spare:   newBatch(s.db),
+		counts:  Counts{Kinds: map[Kind]int64{}},
+	}
+	w.room.L = &w.mu
+	w.work.L = &w.mu
+	w.synced.L = &w.mu
+	go w.commitLoop()
+	return w
+}
+
+func newBatch(db *pebble.DB) *pebble.Batch {
+	return db.NewBatchWithSize(maxBatchBytes+maxBatchBytes/4, pebble.WithMaxRetainedSizeBytes(8*maxBatchBytes))
+}
+
+// ID returns the session id.
+func (w *Writer) ID() string { return w.id }
+
+var encPool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+// Append records ev. It fills ev.Session and ev.Seq (the next number, with no
+// gaps), ev.Time when zero, and ev.Kind when empty and a payload is set.
+// Append copies what it needs before it returns: the caller may reuse ev and
+// its payload. It never drops the event: when the committer is behind, it
+// blocks until there is room. The event is durable once a later Sync
+// returns nil (the committer syncs continuously, so that is usually soon).
+//
+// An event appended after End or Close, or after a write error, cannot be
+// recorded: it is counted in Counts.Lost, logged, and reported by Err, Sync
+// and End.
+func (w *Writer) Append(ev Event) {
+	if ev.Kind == "" {
+		switch {
+		case ev.DNS != nil:
+			ev.Kind = KindDNS
+		case ev.Net != nil:
+			ev.Kind = KindNet
+		}
+	}
+	bp := encPool.Get().(*[]byte)
+	v := appendEvent((*bp)[:0], &ev)
+
+	w.mu.Lock()
+	for w.curN > 0 && (w.curN >= maxBatchEvents || w.cur.Len() >= maxBatchBytes) && w.err == nil && !w.stopping {
+		w.room.Wait()
+	}
+	if w.err != nil || w.stopping {
+		w.loseLocked(&ev)
+		w.mu.Unlock()
+		putEnc(bp, v)
+		return
+	}
+	if ev.Time.IsZero() {
+		binary.BigEndian.PutUint64(v[timeOffset:], uint64(time.Now().UnixNano()))
+	}
+	w.seq++
+	w.keyBuf = appendEventKey(w.keyBuf[:0], w.id, w.seq)
+	_ = w.cur.Set(w.keyBuf, v, nil) // cannot fail: the batch is not indexed
+	w.curN++
+	w.counts.add(&ev)
+	if w.curN == 1 {
+		w.work.Signal()
+	}
+	w.mu.Unlock()
+	putEnc(bp, v)
+}
+
+func putEnc(bp *[]byte, v []byte) {
+	if cap(v) > 64<<10 {
+		return // do not keep a buffer grown by one huge event
+	}
+	*bp = v
+	encPool.Put(bp)
+}
+
+func (c *Counts) add(ev *Event) {
+	c.Events++
+	c.Kinds[ev.Kind]++
+	if ev.DNS != nil && ev.DNS.Decision == Denied {
+		c.Denied++
+	}
+	if ev.Net != nil && ev.Net.Decision == Denied {
+		c.Denied += max(ev.Net.Count, 1)
+	}
+}
+
+// loseLocked counts an event that cannot be recorded and logs it, at
+// 1, 2, 4, 8, … lost events so that a flood does not flood the log.
+func (w *Writer) loseLocked(ev *Event) {
+	w.lost++
+	if w.lost&(w.lost-1) != 0 {
+		return
+	}
+	why := "the session has ended (Append after End or Close)"
+	if w.err != nil {
+		why = "writing to the store failed: " + w.err.Error()
+	}
+	slog.Error("store: event not recorded", "session", w.id, "kind", string(ev.Kind), "reason", why, "lost", w.lost)
+}
+
+// commitLoop is the committer: it takes the batch being filled, adds the
+// session record with the current counts, commits it with a WAL sync, and
+// hands the batch back for reuse. Events that arrive while a commit is in
+// flight go into the next batch: that is the group commit.
+func (w *Writer) commitLoop() {
+	defer close(w.done)
+	w.mu.Lock()
+	for {
+		for w.curN == 0 && !w.stopping {
+			w.work.Wait()
+		}
+		if w.curN == 0 { // stopping, and everything is committed
+			break
+		}
+		b, n, last := w.cur, w.curN, w.seq
+		w.cur, w.spare, w.curN = w.spare, nil, 0
+		sess := w.snapshotLocked()
+		w.room.Broadcast()
+		w.mu.Unlock()
+
+		_ = b.Set(w.sessKey, encodeSession(&sess), nil)
+		err := b.Commit(pebble.Sync)
+		b.Reset()
+
+		w.mu.Lock()
+		w.spare = b
+		if err != nil {
+			w.failLocked(err, n)
+			break
+		}
+		w.durable = last
+		w.synced.Broadcast()
+	}
+	w.cur.Close()
+	w.spare.Close()
+	w.cur, w.spare = nil, nil
+	w.mu.Unlock()
+}
+
+// failLocked records the first write error. The events of the failed batch
+// and of the one being filled are lost; later Appends are counted as lost
+// too. Everyone waiting is woken up to see the error.
+func (w *Writer) failLocked(err error, inFlight int) {
+	w.err = err
+	w.lost += int64(inFlight + w.curN)
+	w.curN = 0
+	w.cur.Reset()
+	slog.Error("store: writing events failed; the session's events are no longer recorded",
+		"session", w.id, "err", err, "lost", w.lost)
+	w.synced.Broadcast()
+	w.room.Broadcast()
+}
+
+func (w *Writer) snapshotLocked() Session {
+	s := w.meta
+	s.Counts = w.counts
+	s.Counts.Kinds = maps.Clone(w.counts.Kinds)
+	s.Counts.Lost = w.lost
+	return s
+}
+
+func (w *Writer) errLocked() error {
+	if w.err != nil {
+		return fmt.Errorf("store: session %s: writing events failed, %d events not recorded: %w", w.id, w.lost, w.err)
+	}
+	if w.lost > 0 {
+		return fmt.Errorf("store: session %s: %d events were appended after the session ended and not recorded", w.id, w.lost)
+	}
+	return nil
+}
+
+// Err reports whether any appended event could not be recorded: the first
+// write error, or events appended after End or Close. It does not wait.
+func (w *Writer) Err() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.errLocked()
+}
+
+// Sync returns once every event Appended before the call is durable (in the
+// synced write-ahead log), or with the error that prevents it.
+func (w *Writer) Sync() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	target := w.seq
+	for w.durable < target && w.err == nil {
+		w.synced.Wait()
+	}
+	return w.errLocked()
+}
+
+// stop refuses further events, lets the committer write and sync everything
+// already appended, and waits for it to exit. It is idempotent.
+func (w *Writer) stop() error {
+	w.mu.Lock()
+	w.stopping = true
+	w.work.Broadcast()
+	w.room.Broadcast()
+	w.mu.Unlock()
+	<-w.done
+	w.s.forget(w)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.errLocked()
+}
+
+// End flushes and syncs the session's events, then records EndedAt (now),
+// the exit code (nil when unknown) and the final counts. Events appended
+// after End are not recorded (see Append). End returns the write error, if
+// any, of this session; calling it twice is an error.
+func (w *Writer) End(exitCode *int) error {
+	w.mu.Lock()
+	if w.ended {
+		w.mu.Unlock()
+		return fmt.Errorf("store: session %s already ended", w.id)
+	}
+	w.ended = true
+	w.mu.Unlock()
+
+	werr := w.stop()
+
+	w.mu.Lock()
+	sess := w.snapshotLocked()
+	w.mu.Unlock()
+	sess.EndedAt = time.Now().UTC()
+	if exitCode != nil {
+		c := *exitCode
+		sess.ExitCode = &c
+	}
+	rec := encodeSession(&sess)
+
+	s := w.s
+	if err := s.acquire(); err != nil {
+		return errors.Join(werr, fmt.Errorf("store: session %s: the store was closed before End; the session is left without an end time: %w", w.id, err))
+	}
+	defer s.release()
+	if err := s.db.Set(w.sessKey, rec, pebble.Sync); err != nil {
+		return errors.Join(werr, fmt.Errorf("store: session %s: record the end of the session: %w", w.id, err))
+	}
+	return werr
+}
