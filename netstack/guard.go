@@ -6,6 +6,8 @@ import (
 
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
+	"gvisor.dev/gvisor/pkg/tcpip/stack"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
 
 	"github.com/capsem/capsem/store"
 )
@@ -186,6 +188,9 @@ func (s *Stack) guardIPv4(frame []byte) {
 	case header.TCPProtocolNumber:
 		// gVisor reassembles fragments; the flow decision is made on the
 		// SYN in handleTCP, before the handshake completes.
+		if !fragmented {
+			s.reopenTimeWait(ip, src, dst)
+		}
 		s.link.deliver(frame)
 	case header.ICMPv4ProtocolNumber:
 		if fragmented {
@@ -206,6 +211,26 @@ func (s *Stack) guardIPv4(frame []byte) {
 		s.drops.record(ReasonFragment, store.TransportUDP, dstIP, 0, "")
 	default:
 		s.drops.record(ReasonIPProtocol, store.TransportOther, dstIP, 0, "ip protocol "+strconv.Itoa(int(proto)))
+	}
+}
+
+// reopenTimeWait lets a guest SYN reopen a 4-tuple whose previous
+// connection gVisor still holds in TIME-WAIT. RFC 1122 allows it, and
+// gVisor only does it for listening sockets, not for the forwarder: without
+// this, a guest that reuses a source port quickly (Linux does, after a
+// passive close) has its SYN silently dropped and its connect times out.
+func (s *Stack) reopenTimeWait(ip header.IPv4, src, dst tcpip.Address) {
+	t := header.TCP(ip.Payload())
+	if len(t) < header.TCPMinimumSize {
+		return
+	}
+	if f := t.Flags(); !f.Contains(header.TCPFlagSyn) || f.Contains(header.TCPFlagAck) {
+		return
+	}
+	id := stack.TransportEndpointID{LocalPort: t.DestinationPort(), LocalAddress: dst, RemotePort: t.SourcePort(), RemoteAddress: src}
+	ep := s.gs.FindTransportEndpoint(header.IPv4ProtocolNumber, header.TCPProtocolNumber, id, nicID)
+	if tep, ok := ep.(*tcp.Endpoint); ok && tcp.EndpointState(tep.State()) == tcp.StateTimeWait {
+		tep.Abort()
 	}
 }
 

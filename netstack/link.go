@@ -1,6 +1,7 @@
 package netstack
 
 import (
+	"net"
 	"sync"
 	"sync/atomic"
 
@@ -23,11 +24,18 @@ const (
 // FrameTap sees every frame in both directions. It must not retain frame.
 type FrameTap func(dir Direction, frame []byte)
 
+// maxPending bounds the bytes queued for the guest. A producer that finds
+// the queue full waits for the writer (backpressure), as a blocking socket
+// write would; nothing is dropped.
+const maxPending = 4 << 20
+
 // link is capsem's gVisor link endpoint. It is written for this job rather
-// than taken from gvisor-tap-vsock: writes are batched into one buffer and one
-// syscall per WritePackets call, the buffer is reused (no allocation per
-// frame), and inbound frames pass the guard in guard.go before gVisor sees
-// them.
+// than taken from gvisor-tap-vsock, whose endpoint takes a global lock and
+// allocates per frame: here outbound frames are appended, framing included,
+// to one reused queue buffer, and a single writer goroutine writes whatever
+// has accumulated with one call per batch (under load, dozens of frames per
+// syscall; idle, one frame with a goroutine wake-up of latency). Inbound
+// frames pass the guard in guard.go before gVisor sees them.
 type link struct {
 	mtu atomic.Uint32
 	mac tcpip.LinkAddress
@@ -35,28 +43,115 @@ type link struct {
 	dmu        sync.RWMutex
 	dispatcher stack.NetworkDispatcher
 
-	wmu    sync.Mutex
-	conn   FrameConn
-	wbuf   []byte
-	frames [][]byte
-	tap    FrameTap
+	mu      sync.Mutex
+	work    *sync.Cond // the writer waits here for frames
+	space   *sync.Cond // producers wait here while the queue is full
+	conn    FrameConn  // nil when no guest is attached
+	over    int        // framing bytes the transport reserves per frame
+	pending []byte     // queued frames, each after over reserved bytes
+	spans   []span     // where each queued frame sits in pending
+	tap     FrameTap
 
 	stats *Stats
 }
+
+type span struct{ start, end int }
 
 var _ stack.LinkEndpoint = (*link)(nil)
 
 func newLink(mtu uint32, mac tcpip.LinkAddress, stats *Stats) *link {
 	l := &link{mac: mac, stats: stats}
+	l.work = sync.NewCond(&l.mu)
+	l.space = sync.NewCond(&l.mu)
 	l.mtu.Store(mtu)
 	return l
 }
 
-// setConn points the link at a guest connection (nil detaches it).
-func (l *link) setConn(c FrameConn) {
-	l.wmu.Lock()
+// attach points the link at a guest connection and starts its writer. The
+// returned func detaches it and waits for the writer to stop; frames still
+// queued then are discarded (the guest is gone).
+func (l *link) attach(c FrameConn) (detach func()) {
+	l.mu.Lock()
 	l.conn = c
-	l.wmu.Unlock()
+	l.over = c.FramingOverhead()
+	l.pending, l.spans = l.pending[:0], l.spans[:0]
+	l.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		l.writeLoop(c)
+	}()
+	return func() {
+		l.mu.Lock()
+		l.conn = nil
+		l.pending, l.spans = l.pending[:0], l.spans[:0]
+		l.work.Broadcast()
+		l.space.Broadcast()
+		l.mu.Unlock()
+		<-done
+	}
+}
+
+// writeLoop writes queued frames to c, a batch per call, until c is
+// detached.
+func (l *link) writeLoop(c FrameConn) {
+	var buf []byte
+	var spans []span
+	var frames [][]byte
+	for {
+		l.mu.Lock()
+		for len(l.spans) == 0 && l.conn == c {
+			l.work.Wait()
+		}
+		if l.conn != c {
+			l.mu.Unlock()
+			return
+		}
+		// Swap the queue with the writer's spare buffers.
+		buf, l.pending = l.pending, buf[:0]
+		spans, l.spans = l.spans, spans[:0]
+		l.space.Broadcast()
+		l.mu.Unlock()
+
+		frames = frames[:0]
+		for _, sp := range spans {
+			// Keep buf's capacity: the stream transport finds each
+			// frame's reserved header bytes by cap(buf)-cap(frame).
+			f := buf[sp.start:sp.end]
+			frames = append(frames, f)
+			if l.tap != nil {
+				l.tap(ToGuest, f)
+			}
+		}
+		l.stats.FramesOut.Add(uint64(len(frames)))
+		if err := c.WriteFrames(buf, frames); err != nil {
+			l.stats.WriteErrors.Add(1)
+			// The guest connection is broken; Serve notices on its read
+			// side. Keep draining so producers never block on a dead guest.
+		}
+	}
+}
+
+// enqueueLocked waits for room, then reserves framing and n frame bytes at
+// the end of the queue and returns them. l.mu must be held and l.conn set.
+func (l *link) enqueueLocked(n int) []byte {
+	c := l.conn
+	for len(l.pending) > maxPending && l.conn == c {
+		l.space.Wait()
+	}
+	if l.conn != c {
+		return nil
+	}
+	start := len(l.pending) + l.over
+	end := start + n
+	if cap(l.pending) < end {
+		grown := make([]byte, len(l.pending), 2*end)
+		copy(grown, l.pending)
+		l.pending = grown
+	}
+	l.pending = l.pending[:end]
+	l.spans = append(l.spans, span{start, end})
+	return l.pending[start:end]
 }
 
 // deliver hands one inbound Ethernet frame, already checked by the guard, to
@@ -80,71 +175,56 @@ func (l *link) deliver(frame []byte) {
 	pkt.DecRef()
 }
 
-// writeFrame sends one frame built outside gVisor (DHCP and DNS answers).
+// writeFrame queues one frame built outside gVisor (DHCP and DNS answers).
 func (l *link) writeFrame(frame []byte) error {
-	l.wmu.Lock()
-	defer l.wmu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	if l.conn == nil {
-		return nil
+		return net.ErrClosed
 	}
-	over := l.conn.FramingOverhead()
-	l.wbuf = append(l.wbuf[:0], make([]byte, over)...)
-	l.wbuf = append(l.wbuf, frame...)
-	l.frames = append(l.frames[:0], l.wbuf[over:])
-	return l.flushLocked()
+	dst := l.enqueueLocked(len(frame))
+	if dst == nil {
+		return net.ErrClosed
+	}
+	copy(dst, frame)
+	l.work.Signal()
+	return nil
 }
 
-func (l *link) flushLocked() error {
-	for _, f := range l.frames {
-		if l.tap != nil {
-			l.tap(ToGuest, f)
-		}
-	}
-	l.stats.FramesOut.Add(uint64(len(l.frames)))
-	return l.conn.WriteFrames(l.wbuf, l.frames)
-}
-
-// WritePackets implements stack.LinkWriter: every packet of the batch is
-// copied into one reused buffer and written with a single call.
+// WritePackets implements stack.LinkWriter: the packets are copied into the
+// queue for the writer goroutine.
 func (l *link) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) {
-	l.wmu.Lock()
-	defer l.wmu.Unlock()
-	if l.conn == nil {
-		return 0, &tcpip.ErrClosedForSend{}
-	}
-	over := l.conn.FramingOverhead()
-	total := 0
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
 	for _, pkt := range pkts.AsSlice() {
-		total += over + pkt.Size()
-	}
-	if cap(l.wbuf) < total {
-		l.wbuf = make([]byte, 0, total+total/2)
-	}
-	buf := l.wbuf[:0]
-	l.frames = l.frames[:0]
-	for _, pkt := range pkts.AsSlice() {
-		buf = buf[:len(buf)+over]
-		start := len(buf)
+		if l.conn == nil {
+			break
+		}
+		dst := l.enqueueLocked(pkt.Size())
+		if dst == nil {
+			break
+		}
 		vl, off := pkt.AsViewList()
-		for v := vl.Front(); v != nil; v = v.Next() {
+		for v := vl.Front(); v != nil && len(dst) > 0; v = v.Next() {
 			b := v.AsSlice()
 			if off >= len(b) {
 				off -= len(b)
 				continue
 			}
-			buf = append(buf, b[off:]...)
+			c := copy(dst, b[off:])
+			dst = dst[c:]
 			off = 0
 		}
-		// The frame keeps buf's capacity: the stream transport finds the
-		// reserved header bytes before it by cap(buf)-cap(frame).
-		l.frames = append(l.frames, buf[start:])
+		n++
 	}
-	l.wbuf = buf
-	if err := l.flushLocked(); err != nil {
-		l.stats.WriteErrors.Add(1)
-		return 0, &tcpip.ErrClosedForSend{}
+	if n > 0 {
+		l.work.Signal()
 	}
-	return pkts.Len(), nil
+	if n < pkts.Len() {
+		return n, &tcpip.ErrClosedForSend{}
+	}
+	return n, nil
 }
 
 func (l *link) MTU() uint32                             { return l.mtu.Load() }

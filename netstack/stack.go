@@ -265,14 +265,14 @@ func (s *Stack) Serve(ctx context.Context, conn FrameConn) error {
 		conn.Close()
 		return net.ErrClosed
 	}
-	s.link.setConn(conn)
+	detach := s.link.attach(conn)
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	stopClose := context.AfterFunc(s.ctx, func() { conn.Close() })
 	defer func() {
 		stop()
 		stopClose()
-		s.link.setConn(nil)
 		conn.Close()
+		detach()
 		if s.cfg.GuestMAC == nil {
 			// The next connection may be a different guest.
 			s.macMu.Lock()

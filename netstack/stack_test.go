@@ -326,7 +326,7 @@ func (discardConn) Close() error                       { return nil }
 
 func TestWritePathDoesNotAllocatePerFrame(t *testing.T) {
 	l := newLink(1500, tcpip.LinkAddress(GatewayMAC), &Stats{})
-	l.setConn(discardConn{})
+	defer l.attach(discardConn{})()
 	var pkts stack.PacketBufferList
 	for i := 0; i < 8; i++ {
 		pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{
@@ -416,7 +416,7 @@ func FuzzFrameDecoder(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	s.link.setConn(discardConn{})
+	s.link.attach(discardConn{})
 	f.Fuzz(func(t *testing.T, wire []byte) {
 		sc := NewStreamConn(&readOnlyConn{r: bytes.NewReader(wire)})
 		for {

@@ -534,3 +534,59 @@ func TestPCAPRecordsBothDirections(t *testing.T) {
 		t.Errorf("pcap has %d frames from the gateway and %d from the guest; want both", fromGW, toGW)
 	}
 }
+
+const manyConnects = `
+import socket, sys
+addr = socket.gethostbyname(sys.argv[1])
+port, n = int(sys.argv[2]), int(sys.argv[3])
+for i in range(n):
+    try:
+        s = socket.create_connection((addr, port), timeout=5)
+    except OSError as e:
+        sys.exit("connect %d of %d failed: %s" % (i + 1, n, e))
+    s.close()
+print("ok")
+`
+
+// TestManyShortConnections reuses guest source ports quickly, as Linux does
+// after a passive close: a SYN for a 4-tuple gVisor still holds in
+// TIME-WAIT must open a new connection, not vanish.
+func TestManyShortConnections(t *testing.T) {
+	// An upstream that closes at once makes capsem's side the active
+	// closer, so it is capsem that holds each 4-tuple in TIME-WAIT.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	e := startEnv(t, fmt.Sprintf(`[network]
+allow = ["closer.test:8080"]
+[upstream]
+resolve = { "closer.test" = "127.0.0.1:%d" }
+`, port), envOptions{})
+	const n = 6000
+	out, err := e.python(120*time.Second, manyConnects, "closer.test", "8080", fmt.Sprint(n))
+	if err != nil || strings.TrimSpace(out) != "ok" {
+		t.Fatalf("%v: %s", err, out)
+	}
+	evs := e.stop()
+	allowed := 0
+	for _, ev := range evs {
+		if ev.Net != nil && ev.Net.Domain == "closer.test" && ev.Net.Decision == store.Allowed {
+			allowed++
+		}
+	}
+	if allowed != n {
+		t.Errorf("%d allowed flow events for %d connections", allowed, n)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 
@@ -99,6 +100,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			&cli.StringFlag{Name: "pcap", Usage: "write every frame, both ways, to pcap `FILE`"},
 			&cli.StringFlag{Name: "guest-mac", Usage: "pin the guest's `MAC` (default: the first MAC seen)"},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
+			&cli.StringFlag{Name: "cpu-profile", Usage: "write a Go CPU profile to `FILE` until exit (for performance work)"},
 		},
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
 			return usageError{err}
@@ -169,6 +171,17 @@ func serve(c *cli.Context, stdout io.Writer) error {
 		if err != nil || len(guestMAC) != 6 {
 			return usagef("--guest-mac %q: want an Ethernet address like 52:54:00:12:34:56", s)
 		}
+	}
+	if p := c.String("cpu-profile"); p != "" {
+		f, err := os.Create(p)
+		if err != nil {
+			return fmt.Errorf("--cpu-profile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("--cpu-profile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	policyPath := c.String("policy")
 	pol := policy.DenyAll()

@@ -1,0 +1,421 @@
+// Command netbench measures guest-to-host throughput and short-connection
+// rate through capsem-net, gvproxy (gvisor-tap-vsock) and passt, side by
+// side in one run, over the same namespace harness and the same QEMU stream
+// framing: iperf3 in a network namespace whose TAP is pumped to the peer's
+// socket, to an iperf3 server on host loopback.
+//
+// Run as root: go tool task bench (or go run ./bench/netbench -h).
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/capsem/capsem/tests/harness"
+)
+
+const gvproxyModule = "github.com/containers/gvisor-tap-vsock/cmd/gvproxy@v0.8.9"
+
+var (
+	flagDuration = flag.Duration("t", 10*time.Second, "duration of each iperf3 run and each connection-rate run")
+	flagReps     = flag.Int("reps", 1, "repetitions of each measurement (the median is reported)")
+	flagPeers    = flag.String("peers", "capsem-net,gvproxy,passt", "peers to measure, comma separated")
+	flagMTUs     = flag.String("mtus", "1500,65520", "guest MTUs to measure, comma separated")
+	flagCache    = flag.String("cache", ".cache/bin", "where built peer binaries are kept")
+	flagSkip     = flag.String("skip", "", "measurements to skip: any of up,down,conn")
+	flagProfile  = flag.String("capsem-profile", "", "write capsem-net CPU profiles to DIR (one per MTU)")
+)
+
+// peer is one userspace network stack under test.
+type peer struct {
+	name string
+	// start launches the peer listening on sock and returns the address
+	// the guest dials for host loopback, and a stop func.
+	start func(dir, sock string, mtu int, iperfPort, connPort int) (target string, stop func(), err error)
+	// guestMAC, when set, is given to the TAP (gvproxy leases by MAC).
+	guestMAC string
+}
+
+type result struct {
+	peer           string
+	mtu            int
+	upGbps, downGb float64
+	connsPerSec    float64
+	note           string
+	err            error
+}
+
+func main() {
+	flag.Parse()
+	if why := harness.Requirements("iperf3", "python3"); why != "" {
+		fmt.Fprintln(os.Stderr, "netbench:", why)
+		os.Exit(2)
+	}
+	cache, _ := filepath.Abs(*flagCache)
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		fatal(err)
+	}
+	peers := map[string]peer{}
+	for _, name := range strings.Split(*flagPeers, ",") {
+		p, err := makePeer(strings.TrimSpace(name), cache)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "netbench: %s unavailable: %v\n", name, err)
+			continue
+		}
+		peers[p.name] = p
+	}
+	iperfPort, stopIperf, err := startIperfServer()
+	if err != nil {
+		fatal(err)
+	}
+	defer stopIperf()
+	connPort, stopConn, err := startAcceptCloser()
+	if err != nil {
+		fatal(err)
+	}
+	defer stopConn()
+
+	var results []result
+	for _, mtuS := range strings.Split(*flagMTUs, ",") {
+		mtu, err := strconv.Atoi(strings.TrimSpace(mtuS))
+		if err != nil {
+			fatal(err)
+		}
+		for _, name := range strings.Split(*flagPeers, ",") {
+			p, ok := peers[strings.TrimSpace(name)]
+			if !ok {
+				continue
+			}
+			r := measure(p, mtu, iperfPort, connPort)
+			if r.err != nil {
+				fmt.Fprintf(os.Stderr, "netbench: %s at MTU %d: %v\n", p.name, mtu, r.err)
+			}
+			results = append(results, r)
+			fmt.Fprintf(os.Stderr, "%-10s mtu %-5d up %6.2f Gbit/s  down %6.2f Gbit/s  %7.0f conn/s\n", r.peer, r.mtu, r.upGbps, r.downGb, r.connsPerSec)
+		}
+	}
+	printTable(results)
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "netbench:", err)
+	os.Exit(1)
+}
+
+func makePeer(name, cache string) (peer, error) {
+	switch name {
+	case "capsem-net":
+		bin := filepath.Join(cache, "capsem-net")
+		if out, err := exec.Command("go", "build", "-o", bin, "./cmd/capsem-net").CombinedOutput(); err != nil {
+			return peer{}, fmt.Errorf("go build: %v: %s", err, out)
+		}
+		return peer{name: name, start: func(dir, sock string, mtu, iperfPort, connPort int) (string, func(), error) {
+			pol := fmt.Sprintf(`[network]
+allow = ["iperf.test:%d", "conn.test:%d"]
+[upstream]
+resolve = { "iperf.test" = "127.0.0.1", "conn.test" = "127.0.0.1" }
+`, iperfPort, connPort)
+			pf := filepath.Join(dir, "policy.toml")
+			if err := os.WriteFile(pf, []byte(pol), 0o644); err != nil {
+				return "", nil, err
+			}
+			args := []string{"--policy", pf, "--data", filepath.Join(dir, "data"),
+				"--listen-qemu", "unix://" + sock, "--mtu", strconv.Itoa(mtu), "--log-level", "warn"}
+			if *flagProfile != "" {
+				args = append(args, "--cpu-profile", filepath.Join(*flagProfile, fmt.Sprintf("capsem-net-mtu%d.pprof", mtu)))
+			}
+			stop, err := startProcess(bin, args...)
+			return "iperf.test", stop, err
+		}}, nil
+	case "gvproxy":
+		bin := filepath.Join(cache, "gvproxy")
+		if _, err := os.Stat(bin); err != nil {
+			cmd := exec.Command("go", "install", gvproxyModule)
+			cmd.Env = append(os.Environ(), "GOBIN="+cache, "GOFLAGS=-mod=mod")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				return peer{}, fmt.Errorf("go install %s: %v: %s", gvproxyModule, err, out)
+			}
+		}
+		return peer{name: name, guestMAC: "5a:94:ef:e4:0c:ee", start: func(dir, sock string, mtu, _, _ int) (string, func(), error) {
+			stop, err := startProcess(bin, "-listen-qemu", "unix://"+sock, "-mtu", strconv.Itoa(mtu), "-ssh-port", "-1")
+			// gvproxy NATs 192.168.127.254 to the host's loopback.
+			return "192.168.127.254", stop, err
+		}}, nil
+	case "passt":
+		bin, err := exec.LookPath("passt")
+		if err != nil {
+			return peer{}, errors.New("passt not installed (apt-get install passt)")
+		}
+		return peer{name: name, start: func(dir, sock string, mtu, _, _ int) (string, func(), error) {
+			// passt drops root for "nobody", which must be able to create
+			// the socket in dir.
+			if err := os.Chmod(dir, 0o777); err != nil {
+				return "", nil, err
+			}
+			stop, err := startProcess(bin, "-f", "-q", "-s", sock, "-m", strconv.Itoa(mtu), "-e", "-4", "-t", "none", "-u", "none")
+			// passt maps the guest's default gateway to the host's loopback;
+			// the gateway is read from the DHCP lease.
+			return "", stop, err
+		}}, nil
+	}
+	return peer{}, fmt.Errorf("unknown peer %q", name)
+}
+
+func startProcess(bin string, args ...string) (func(), error) {
+	cmd := exec.Command(bin, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	return func() {
+		cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+	}, nil
+}
+
+func measure(p peer, mtu, iperfPort, connPort int) (r result) {
+	r.peer, r.mtu = p.name, mtu
+	dir, err := os.MkdirTemp("", "netbench")
+	if err != nil {
+		r.err = err
+		return
+	}
+	defer os.RemoveAll(dir)
+	sock := filepath.Join(dir, "net.sock")
+	target, stop, err := p.start(dir, sock, mtu, iperfPort, connPort)
+	if err != nil {
+		r.err = err
+		return
+	}
+	defer stop()
+	ns, err := harness.NewNamespace(mtu)
+	if err != nil {
+		r.err = err
+		return
+	}
+	defer ns.Close()
+	if p.guestMAC != "" {
+		if err := ns.IP("link", "set", "tap0", "address", p.guestMAC); err != nil {
+			r.err = err
+			return
+		}
+	}
+	conn, err := harness.DialQEMU(sock, 10*time.Second)
+	if err != nil {
+		r.err = err
+		return
+	}
+	pump := harness.StartPump(ns.TAP, conn)
+	defer pump.Close()
+	lease, err := ns.DHCP()
+	if err != nil {
+		r.err = fmt.Errorf("dhcp: %w", err)
+		return
+	}
+	if target == "" {
+		target = lease.Router
+	}
+	connTarget := target
+	if target == "iperf.test" {
+		connTarget = "conn.test"
+	}
+	var ups, downs, conns []float64
+	for i := 0; i < *flagReps; i++ {
+		var up, down, c float64
+		var note string
+		if !skip("up") {
+			if up, err = iperf(ns, target, iperfPort, false); err != nil {
+				r.err = err
+				return
+			}
+		}
+		if !skip("down") {
+			if down, err = iperf(ns, target, iperfPort, true); err != nil {
+				r.err = err
+				return
+			}
+		}
+		if !skip("conn") {
+			if c, note, err = connRate(ns, connTarget, connPort); err != nil {
+				r.err = err
+				return
+			}
+		}
+		if note != "" {
+			r.note = note
+		}
+		ups, downs, conns = append(ups, up), append(downs, down), append(conns, c)
+	}
+	r.upGbps, r.downGb, r.connsPerSec = median(ups), median(downs), median(conns)
+	return r
+}
+
+func skip(what string) bool {
+	for _, s := range strings.Split(*flagSkip, ",") {
+		if strings.TrimSpace(s) == what {
+			return true
+		}
+	}
+	return false
+}
+
+func median(v []float64) float64 {
+	sort.Float64s(v)
+	return v[len(v)/2]
+}
+
+func iperf(ns *harness.Namespace, target string, port int, reverse bool) (float64, error) {
+	args := []string{"-c", target, "-p", strconv.Itoa(port), "-t", strconv.Itoa(int(flagDuration.Seconds())), "-J"}
+	if reverse {
+		args = append(args, "-R")
+	}
+	out, err := ns.Run(*flagDuration+30*time.Second, "iperf3", args...)
+	if err != nil {
+		return 0, fmt.Errorf("iperf3 %v: %v: %s", args, err, tail(out))
+	}
+	var res struct {
+		End struct {
+			SumReceived struct {
+				BitsPerSecond float64 `json:"bits_per_second"`
+			} `json:"sum_received"`
+		} `json:"end"`
+		Error string `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		return 0, fmt.Errorf("iperf3 output: %v: %s", err, tail(out))
+	}
+	if res.Error != "" {
+		return 0, errors.New("iperf3: " + res.Error)
+	}
+	return res.End.SumReceived.BitsPerSecond / 1e9, nil
+}
+
+const connProbe = `
+import socket, sys, time
+host, port, dur = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+addr = socket.gethostbyname(host)
+n = 0
+end = time.monotonic() + dur
+while time.monotonic() < end:
+    t0 = time.monotonic()
+    try:
+        s = socket.create_connection((addr, port), timeout=5)
+    except OSError as e:
+        # A stall: report the rate up to it and how many succeeded.
+        print(n / (t0 - (end - dur)), "stalled-after", n, e)
+        sys.exit(0)
+    s.close()
+    n += 1
+print(n / dur)
+`
+
+// connRate counts sequential connect+close cycles per second.
+func connRate(ns *harness.Namespace, host string, port int) (float64, string, error) {
+	d := flagDuration.Seconds() / 2
+	out, err := ns.Run(time.Duration(d*float64(time.Second))+30*time.Second, "python3", "-c", connProbe, host, strconv.Itoa(port), fmt.Sprint(d))
+	if err != nil {
+		return 0, "", fmt.Errorf("connection rate: %v: %s", err, tail(out))
+	}
+	f := strings.Fields(out)
+	if len(f) == 0 {
+		return 0, "", fmt.Errorf("connection rate: no output")
+	}
+	rate, err := strconv.ParseFloat(f[0], 64)
+	note := ""
+	if len(f) >= 3 && f[1] == "stalled-after" {
+		note = "stalled after " + f[2] + " connects (5 s connect timeout)"
+	}
+	return rate, note, err
+}
+
+func tail(s string) string {
+	if len(s) > 600 {
+		return "…" + s[len(s)-600:]
+	}
+	return s
+}
+
+func startIperfServer() (int, func(), error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, nil, err
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, "iperf3", "-s", "-B", "127.0.0.1", "-p", strconv.Itoa(port))
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	if err := cmd.Start(); err != nil {
+		cancel()
+		return 0, nil, err
+	}
+	for i := 0; i < 100; i++ {
+		if c, err := net.Dial("tcp", l.Addr().String()); err == nil {
+			c.Close()
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return port, func() { cancel(); cmd.Wait() }, nil
+}
+
+// startAcceptCloser is the connection-rate upstream: accept, close.
+func startAcceptCloser() (int, func(), error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, nil, err
+	}
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	return l.Addr().(*net.TCPAddr).Port, func() { l.Close() }, nil
+}
+
+func printTable(results []result) {
+	base := map[int]result{}
+	for _, r := range results {
+		if r.peer == "gvproxy" {
+			base[r.mtu] = r
+		}
+	}
+	fmt.Printf("| peer | MTU | guest→host Gbit/s | host→guest Gbit/s | connects/s | vs gvproxy (up / down / conn) | note |\n")
+	fmt.Printf("|---|---:|---:|---:|---:|---|---|\n")
+	for _, r := range results {
+		if r.err != nil {
+			fmt.Printf("| %s | %d | failed: %s | | | | |\n", r.peer, r.mtu, strings.ReplaceAll(r.err.Error(), "\n", " "))
+			continue
+		}
+		ratio := ""
+		if b, ok := base[r.mtu]; ok && b.err == nil && b.upGbps > 0 && b.downGb > 0 && b.connsPerSec > 0 {
+			ratio = fmt.Sprintf("%.2f× / %.2f× / %.2f×", r.upGbps/b.upGbps, r.downGb/b.downGb, r.connsPerSec/b.connsPerSec)
+		}
+		fmt.Printf("| %s | %d | %.2f | %.2f | %.0f | %s | %s |\n", r.peer, r.mtu, r.upGbps, r.downGb, r.connsPerSec, ratio, r.note)
+	}
+}
