@@ -67,7 +67,13 @@ var (
 // Anything not explicitly expected is dropped and recorded: the guest is
 // assumed hostile. Only TCP, ARP for the gateway and ICMP echo to the
 // gateway reach gVisor; DHCP and UDP DNS are answered here directly.
-func (s *Stack) inbound(frame []byte) {
+//
+// more says whether further frames are already waiting to be read, so that
+// TCP segments may be coalesced (gro.go).
+func (s *Stack) inbound(frame []byte, more bool) {
+	if !isIPv4TCP(frame) {
+		s.groFlush()
+	}
 	if len(frame) < header.EthernetMinimumSize {
 		s.drops.record(ReasonRuntFrame, store.TransportOther, netip.Addr{}, 0, "")
 		return
@@ -99,7 +105,7 @@ func (s *Stack) inbound(frame []byte) {
 	case header.ARPProtocolNumber:
 		s.guardARP(frame, src)
 	case header.IPv4ProtocolNumber:
-		s.guardIPv4(frame)
+		s.guardIPv4(frame, more)
 	case header.IPv6ProtocolNumber:
 		s.dropIPv6(frame)
 	default:
@@ -142,7 +148,7 @@ func (s *Stack) guardARP(frame []byte, src tcpip.LinkAddress) {
 	s.link.deliver(frame)
 }
 
-func (s *Stack) guardIPv4(frame []byte) {
+func (s *Stack) guardIPv4(frame []byte, more bool) {
 	pkt := frame[header.EthernetMinimumSize:]
 	ip := header.IPv4(pkt)
 	if !ip.IsValid(len(pkt)) || !ip.IsChecksumValid() {
@@ -188,8 +194,13 @@ func (s *Stack) guardIPv4(frame []byte) {
 	case header.TCPProtocolNumber:
 		// gVisor reassembles fragments; the flow decision is made on the
 		// SYN in handleTCP, before the handshake completes.
-		if !fragmented {
+		if fragmented {
+			s.groFlush()
+		} else {
 			s.reopenTimeWait(ip, src, dst)
+			if s.groAdd(frame, more) {
+				return
+			}
 		}
 		s.link.deliver(frame)
 	case header.ICMPv4ProtocolNumber:
@@ -232,6 +243,13 @@ func (s *Stack) reopenTimeWait(ip header.IPv4, src, dst tcpip.Address) {
 	if tep, ok := ep.(*tcp.Endpoint); ok && tcp.EndpointState(tep.State()) == tcp.StateTimeWait {
 		tep.Abort()
 	}
+}
+
+// isIPv4TCP is a cheap look at the headers: is this an IPv4 TCP frame?
+func isIPv4TCP(frame []byte) bool {
+	return len(frame) >= header.EthernetMinimumSize+header.IPv4MinimumSize &&
+		header.Ethernet(frame).Type() == header.IPv4ProtocolNumber &&
+		header.IPv4(frame[header.EthernetMinimumSize:]).Protocol() == uint8(header.TCPProtocolNumber)
 }
 
 func transportName(p tcpip.TransportProtocolNumber) store.Transport {

@@ -163,7 +163,7 @@ func (l *link) deliver(frame []byte) {
 	if d == nil {
 		return
 	}
-	pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(frame)})
+	pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: frameBuffer(frame)})
 	hdr, ok := pkt.LinkHeader().Consume(header.EthernetMinimumSize)
 	if !ok {
 		pkt.DecRef()
@@ -173,6 +173,42 @@ func (l *link) deliver(frame []byte) {
 	pkt.NetworkProtocolNumber = proto
 	d.DeliverNetworkPacket(proto, pkt)
 	pkt.DecRef()
+}
+
+// splitMin is the payload size above which a TCP frame's headers and payload
+// go into separate gVisor chunks. gVisor clones a shared chunk whenever it
+// pulls headers up from it, and its TCP layer shares every segment's chunk:
+// with the headers alone in theirs, that clone copies ~100 bytes instead of
+// the whole payload.
+const splitMin = 512
+
+// frameBuffer copies frame into gVisor's pooled buffers.
+func frameBuffer(frame []byte) buffer.Buffer {
+	if h := tcpHeadersLen(frame); h > 0 && len(frame)-h >= splitMin {
+		var b buffer.Buffer
+		b.Append(buffer.NewViewWithData(frame[:h]))
+		b.Append(buffer.NewViewWithData(frame[h:]))
+		return b
+	}
+	return buffer.MakeWithData(frame)
+}
+
+// tcpHeadersLen is the length of the Ethernet, IPv4 and TCP headers of an
+// IPv4 TCP frame, or 0 for any other frame.
+func tcpHeadersLen(frame []byte) int {
+	if !isIPv4TCP(frame) {
+		return 0
+	}
+	ip := header.IPv4(frame[header.EthernetMinimumSize:])
+	ihl := int(ip.HeaderLength())
+	if ip.FragmentOffset() != 0 || len(ip) < ihl+header.TCPMinimumSize {
+		return 0
+	}
+	off := int(header.TCP(ip[ihl:]).DataOffset())
+	if off < header.TCPMinimumSize || len(ip) < ihl+off {
+		return 0
+	}
+	return header.EthernetMinimumSize + ihl + off
 }
 
 // writeFrame queues one frame built outside gVisor (DHCP and DNS answers).

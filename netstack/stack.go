@@ -91,6 +91,8 @@ type Stats struct {
 	FlowsAllowed, FlowsDenied          atomic.Uint64
 	DHCPAcks                           atomic.Uint64
 	BytesToUpstream, BytesFromUpstream atomic.Uint64
+	// GROSegments were coalesced into GROMerged segments before gVisor.
+	GROSegments, GROMerged atomic.Uint64
 }
 
 // Snapshot returns the counters as a map, for logs and tests.
@@ -109,6 +111,8 @@ func (s *Stats) Snapshot() map[string]uint64 {
 		"dhcp_acks":           s.DHCPAcks.Load(),
 		"bytes_to_upstream":   s.BytesToUpstream.Load(),
 		"bytes_from_upstream": s.BytesFromUpstream.Load(),
+		"gro_segments":        s.GROSegments.Load(),
+		"gro_merged":          s.GROMerged.Load(),
 	}
 }
 
@@ -127,6 +131,7 @@ type Stack struct {
 	dns   *FakeDNS
 	drops *dropLog
 	flows FlowHandler
+	gro   gro // only touched by the Serve goroutine
 
 	// guestMAC is the locked guest MAC (6 bytes) or empty.
 	macMu    sync.Mutex
@@ -283,6 +288,8 @@ func (s *Stack) Serve(ctx context.Context, conn FrameConn) error {
 			s.macMu.Unlock()
 		}
 	}()
+	buffered, _ := conn.(interface{ Buffered() bool })
+	defer s.groFlush()
 	for {
 		frame, err := conn.ReadFrame()
 		if err != nil {
@@ -295,7 +302,7 @@ func (s *Stack) Serve(ctx context.Context, conn FrameConn) error {
 		if s.cfg.Tap != nil {
 			s.cfg.Tap(FromGuest, frame)
 		}
-		s.inbound(frame)
+		s.inbound(frame, buffered != nil && buffered.Buffered())
 	}
 }
 

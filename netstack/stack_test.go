@@ -424,8 +424,9 @@ func FuzzFrameDecoder(f *testing.F) {
 			if err != nil {
 				break
 			}
-			s.inbound(frame)
+			s.inbound(frame, true)
 		}
+		s.groFlush()
 		rec.mu.Lock()
 		rec.evs = rec.evs[:0]
 		rec.mu.Unlock()

@@ -110,6 +110,10 @@ func (s *streamConn) ReadFrame() ([]byte, error) {
 
 func (s *streamConn) FramingOverhead() int { return 4 }
 
+// Buffered reports whether another frame's header is already read in: the
+// next ReadFrame will not block (used to decide whether to coalesce).
+func (s *streamConn) Buffered() bool { return s.r.Buffered()-s.pending >= 4 }
+
 func (s *streamConn) WriteFrames(buf []byte, frames [][]byte) error {
 	for _, f := range frames {
 		// The 4 reserved bytes sit right before each frame inside buf.
