@@ -32,10 +32,11 @@ const maxPending = 4 << 20
 // link is capsem's gVisor link endpoint. It is written for this job rather
 // than taken from gvisor-tap-vsock, whose endpoint takes a global lock and
 // allocates per frame: here outbound frames are appended, framing included,
-// to one reused queue buffer, and a single writer goroutine writes whatever
-// has accumulated with one call per batch (under load, dozens of frames per
-// syscall; idle, one frame with a goroutine wake-up of latency). Inbound
-// frames pass the guard in guard.go before gVisor sees them.
+// to one reused queue buffer and written a batch per call. On an idle link
+// the producer writes its own frames at once; while a write is in progress,
+// frames accumulate and the writer goroutine sends them together (under
+// load, dozens of frames per syscall). Inbound frames pass the guard in
+// guard.go before gVisor sees them.
 type link struct {
 	mtu atomic.Uint32
 	mac tcpip.LinkAddress
@@ -51,6 +52,13 @@ type link struct {
 	pending []byte     // queued frames, each after over reserved bytes
 	spans   []span     // where each queued frame sits in pending
 	tap     FrameTap
+
+	// The writing token: whoever holds it (a producer on an idle link,
+	// else the writer goroutine) owns the spare buffers below.
+	writing    bool
+	spare      []byte
+	spareSpans []span
+	frames     [][]byte
 
 	stats *Stats
 }
@@ -92,44 +100,76 @@ func (l *link) attach(c FrameConn) (detach func()) {
 	}
 }
 
-// writeLoop writes queued frames to c, a batch per call, until c is
-// detached.
+// writeLoop writes queued frames to c while no producer is writing them
+// itself, until c is detached.
 func (l *link) writeLoop(c FrameConn) {
-	var buf []byte
-	var spans []span
-	var frames [][]byte
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	for {
-		l.mu.Lock()
-		for len(l.spans) == 0 && l.conn == c {
+		for (len(l.spans) == 0 || l.writing) && l.conn == c {
 			l.work.Wait()
 		}
 		if l.conn != c {
-			l.mu.Unlock()
 			return
 		}
-		// Swap the queue with the writer's spare buffers.
-		buf, l.pending = l.pending, buf[:0]
-		spans, l.spans = l.spans, spans[:0]
-		l.space.Broadcast()
-		l.mu.Unlock()
+		l.writing = true
+		l.writeBatchLocked(c)
+		l.writing = false
+	}
+}
 
-		frames = frames[:0]
-		for _, sp := range spans {
-			// Keep buf's capacity: the stream transport finds each
-			// frame's reserved header bytes by cap(buf)-cap(frame).
-			f := buf[sp.start:sp.end]
-			frames = append(frames, f)
-			if l.tap != nil {
-				l.tap(ToGuest, f)
-			}
-		}
-		l.stats.FramesOut.Add(uint64(len(frames)))
-		if err := c.WriteFrames(buf, frames); err != nil {
-			l.stats.WriteErrors.Add(1)
-			// The guest connection is broken; Serve notices on its read
-			// side. Keep draining so producers never block on a dead guest.
+// syncWriteMax is the most queued bytes a producer writes itself: control
+// segments (SYN-ACK, ACK, FIN, RST) and DNS answers go out without a
+// goroutine hand-off, while data goes to the writer goroutine, where it
+// batches with whatever else is produced during a write.
+const syncWriteMax = 256
+
+// flushLocked is called by a producer after queueing: if nobody is writing,
+// it writes the queue itself; otherwise the current writer, or the writer
+// goroutine after it, will.
+func (l *link) flushLocked() {
+	if l.writing || l.conn == nil {
+		l.work.Signal()
+		return
+	}
+	l.writing = true
+	l.writeBatchLocked(l.conn)
+	l.writing = false
+	if len(l.spans) > 0 {
+		l.work.Signal()
+	}
+}
+
+// writeBatchLocked swaps the queue out and writes it as one batch. l.mu is
+// held on entry and exit but not during the write; the caller holds the
+// writing token.
+func (l *link) writeBatchLocked(c FrameConn) {
+	buf, spans := l.pending, l.spans
+	l.pending, l.spans = l.spare[:0], l.spareSpans[:0]
+	l.space.Broadcast()
+	l.mu.Unlock()
+
+	frames := l.frames[:0]
+	for _, sp := range spans {
+		// Keep buf's capacity: the stream transport finds each frame's
+		// reserved header bytes by cap(buf)-cap(frame).
+		f := buf[sp.start:sp.end]
+		frames = append(frames, f)
+		if l.tap != nil {
+			l.tap(ToGuest, f)
 		}
 	}
+	l.stats.FramesOut.Add(uint64(len(frames)))
+	if err := c.WriteFrames(buf, frames); err != nil {
+		// The guest connection is broken; Serve notices on its read side.
+		// Keep draining so producers never block on a dead guest.
+		l.stats.WriteErrors.Add(1)
+	}
+	clear(frames)
+
+	l.mu.Lock()
+	l.frames = frames[:0]
+	l.spare, l.spareSpans = buf[:0], spans[:0]
 }
 
 // enqueueLocked waits for room, then reserves framing and n frame bytes at
@@ -223,7 +263,7 @@ func (l *link) writeFrame(frame []byte) error {
 		return net.ErrClosed
 	}
 	copy(dst, frame)
-	l.work.Signal()
+	l.flushLocked()
 	return nil
 }
 
@@ -255,7 +295,11 @@ func (l *link) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) {
 		n++
 	}
 	if n > 0 {
-		l.work.Signal()
+		if len(l.pending) <= syncWriteMax {
+			l.flushLocked()
+		} else {
+			l.work.Signal()
+		}
 	}
 	if n < pkts.Len() {
 		return n, &tcpip.ErrClosedForSend{}

@@ -57,7 +57,22 @@ type streamConn struct {
 // NewStreamConn wraps a connected stream socket (unix or socketpair) that
 // carries QEMU-framed Ethernet frames.
 func NewStreamConn(c net.Conn) FrameConn {
+	growSocketBuffers(c)
 	return &streamConn{c: c, r: bufio.NewReaderSize(c, 256<<10)}
+}
+
+// socketBuffer is the kernel buffer asked for on frame sockets: deep enough
+// that a burst of jumbo frames is fetched with one read, not one per frame.
+const socketBuffer = 4 << 20
+
+func growSocketBuffers(c net.Conn) {
+	if b, ok := c.(interface {
+		SetReadBuffer(int) error
+		SetWriteBuffer(int) error
+	}); ok {
+		b.SetReadBuffer(socketBuffer)
+		b.SetWriteBuffer(socketBuffer)
+	}
 }
 
 func (s *streamConn) ReadFrame() ([]byte, error) {
@@ -136,6 +151,7 @@ type datagramConn struct {
 
 // NewDatagramConn wraps a connected datagram or seqpacket socket.
 func NewDatagramConn(c net.Conn) FrameConn {
+	growSocketBuffers(c)
 	return &datagramConn{c: c, buf: make([]byte, maxFrame+1)}
 }
 
