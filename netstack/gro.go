@@ -2,9 +2,7 @@ package netstack
 
 import (
 	"encoding/binary"
-	"math/bits"
 
-	"gvisor.dev/gvisor/pkg/tcpip/checksum"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 )
 
@@ -19,15 +17,12 @@ import (
 // Segments merge only when they could not be told apart by the receiver:
 // same 4-tuple, contiguous sequence numbers, identical ACK number, window
 // and TCP options, flags ACK only (a PSH ends a merge), no IP options or
-// fragments, and a valid checksum (checked here: the merged segment's
-// checksum is rebuilt from the parts' sums, so a corrupt part must never get
-// in).
+// fragments. Transport checksums are not involved: the link trusts them
+// (see link.Capabilities).
 type gro struct {
 	buf     []byte // the merged frame: Ethernet + IPv4 + TCP + payload
 	n       int    // segments in buf
 	nextSeq uint32
-	sum     uint16 // ones'-complement sum of the merged payload
-	plen    int    // merged payload length
 }
 
 // groMaxIP is the largest IPv4 packet a merge may grow to.
@@ -35,30 +30,26 @@ const groMaxIP = 65535
 
 // groTCP returns the TCP header and payload of a frame that may take part
 // in a merge.
-func groTCP(ip header.IPv4) (header.TCP, []byte, uint16, bool) {
+func groTCP(ip header.IPv4) (header.TCP, []byte, bool) {
 	if ip.HeaderLength() != header.IPv4MinimumSize {
-		return nil, nil, 0, false
+		return nil, nil, false
 	}
 	t := header.TCP(ip.Payload())
 	if len(t) < header.TCPMinimumSize {
-		return nil, nil, 0, false
+		return nil, nil, false
 	}
 	off := int(t.DataOffset())
 	if off < header.TCPMinimumSize || off > len(t) {
-		return nil, nil, 0, false
+		return nil, nil, false
 	}
 	if f := t.Flags(); f&^(header.TCPFlagAck|header.TCPFlagPsh) != 0 || f&header.TCPFlagAck == 0 {
-		return nil, nil, 0, false
+		return nil, nil, false
 	}
 	payload := t[off:]
 	if len(payload) == 0 {
-		return nil, nil, 0, false
+		return nil, nil, false
 	}
-	xsum := checksum.Checksum(payload, 0)
-	if !t.IsChecksumValid(ip.SourceAddress(), ip.DestinationAddress(), xsum, uint16(len(payload))) {
-		return nil, nil, 0, false
-	}
-	return t, payload, xsum, true
+	return t, payload, true
 }
 
 // add offers one guarded TCP frame. more says whether further frames are
@@ -67,7 +58,7 @@ func groTCP(ip header.IPv4) (header.TCP, []byte, uint16, bool) {
 func (s *Stack) groAdd(frame []byte, more bool) bool {
 	g := &s.gro
 	ip := header.IPv4(frame[header.EthernetMinimumSize:])
-	t, payload, xsum, ok := groTCP(ip)
+	t, payload, ok := groTCP(ip)
 	if !ok {
 		s.groFlush()
 		return false
@@ -75,7 +66,6 @@ func (s *Stack) groAdd(frame []byte, more bool) bool {
 	if g.n > 0 && g.canMerge(t, ip, len(payload)) {
 		g.buf = append(g.buf, payload...)
 		g.nextSeq += uint32(len(payload))
-		g.addSum(xsum, len(payload))
 		g.n++
 		if t.Flags()&header.TCPFlagPsh != 0 {
 			s.mergedTCP().SetFlags(uint8(header.TCPFlagAck | header.TCPFlagPsh))
@@ -92,19 +82,7 @@ func (s *Stack) groAdd(frame []byte, more bool) bool {
 	g.buf = append(g.buf[:0], frame[:header.EthernetMinimumSize+int(ip.TotalLength())]...)
 	g.n = 1
 	g.nextSeq = t.SequenceNumber() + uint32(len(payload))
-	g.sum, g.plen = xsum, len(payload)
 	return true
-}
-
-// addSum folds a part's checksum into the running payload sum. A part that
-// starts at an odd offset has its bytes in swapped positions of the 16-bit
-// words, so its sum is byte-swapped first.
-func (g *gro) addSum(part uint16, n int) {
-	if g.plen%2 == 1 {
-		part = bits.RotateLeft16(part, 8)
-	}
-	g.sum = checksum.Combine(g.sum, part)
-	g.plen += n
 }
 
 func (g *gro) canMerge(t header.TCP, ip header.IPv4, n int) bool {
@@ -142,13 +120,6 @@ func (s *Stack) groFlush() {
 		binary.BigEndian.PutUint16(ip[2:4], uint16(len(g.buf)-header.EthernetMinimumSize))
 		ip.SetChecksum(0)
 		ip.SetChecksum(^ip.CalculateChecksum())
-		// The TCP checksum is rebuilt from the parts' sums (each verified
-		// in groTCP) without another pass over the payload.
-		t := header.TCP(ip.Payload())
-		t.SetChecksum(0)
-		xsum := header.PseudoHeaderChecksum(header.TCPProtocolNumber, ip.SourceAddress(), ip.DestinationAddress(), uint16(len(t)))
-		xsum = checksum.Combine(xsum, g.sum)
-		t.SetChecksum(^t.CalculateChecksum(xsum))
 		s.stats.GROSegments.Add(uint64(g.n))
 		s.stats.GROMerged.Add(1)
 	}
