@@ -259,6 +259,14 @@ func (s *Stack) Policy() *policy.Policy { return s.policy.Load() }
 // Stats returns the live counters.
 func (s *Stack) Stats() *Stats { return &s.stats }
 
+// Snapshot returns the stack's counters, with gVisor's count of SYNs
+// ignored because MaxInFlightSYN handshakes were already pending.
+func (s *Stack) Snapshot() map[string]uint64 {
+	m := s.stats.Snapshot()
+	m["syn_inflight_drops"] = s.gs.Stats().TCP.ForwardMaxInFlightDrop.Value()
+	return m
+}
+
 // DNS returns the fake-DNS table (names handed out this session).
 func (s *Stack) DNS() *FakeDNS { return s.dns }
 

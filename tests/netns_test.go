@@ -590,3 +590,79 @@ resolve = { "closer.test" = "127.0.0.1:%d" }
 		t.Errorf("%d allowed flow events for %d connections", allowed, n)
 	}
 }
+
+const parallelConnects = `
+import errno, select, socket, sys, time
+addr = socket.gethostbyname(sys.argv[1])
+port, n, limit = int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+poller = select.poll()
+socks = {}
+for i in range(n):
+    s = socket.socket()
+    s.setblocking(False)
+    s.connect_ex((addr, port))
+    socks[s.fileno()] = s
+    poller.register(s, select.POLLOUT)
+counts = {"connected": 0, "refused": 0, "other": 0}
+deadline = time.time() + limit
+while socks and time.time() < deadline:
+    for fd, ev in poller.poll(200):
+        s = socks.pop(fd)
+        poller.unregister(fd)
+        err = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        key = "connected" if err == 0 else "refused" if err == errno.ECONNREFUSED else "other"
+        counts[key] += 1
+print(counts["connected"], counts["refused"], counts["other"], len(socks))
+`
+
+// TestSYNsAwaitingUpstreamAreAllHeld opens 600 connections at once to an
+// allowed name whose upstream connect hangs: every SYN must be held while
+// capsem dials (gvproxy holds 10 and silently drops the rest), then refused
+// when the dial times out.
+func TestSYNsAwaitingUpstreamAreAllHeld(t *testing.T) {
+	// A listener with a backlog of 1 that never accepts: once its queue is
+	// full, the host's connects to it hang.
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd)
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Listen(fd, 1); err != nil {
+		t.Fatal(err)
+	}
+	sa, _ := syscall.Getsockname(fd)
+	port := sa.(*syscall.SockaddrInet4).Port
+	e := startEnv(t, fmt.Sprintf(`[network]
+allow = ["hang.test:8080"]
+[upstream]
+resolve = { "hang.test" = "127.0.0.1:%d" }
+`, port), envOptions{extraArgs: []string{"--dial-timeout", "3s"}})
+	const n = 600
+	out, err := e.python(60*time.Second, parallelConnects, "hang.test", "8080", fmt.Sprint(n), "30")
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	var connected, refused, other, pending int
+	fmt.Sscan(out, &connected, &refused, &other, &pending)
+	// The listener's accept queue takes a couple; every other connect
+	// waits for the dial and is then refused.
+	if connected > 5 || refused+connected != n || pending != 0 || other != 0 {
+		t.Errorf("connected %d, refused %d, other %d, still pending %d; want all %d refused but a few", connected, refused, other, pending, n)
+	}
+	evs := e.stop()
+	unreachable := 0
+	for _, ev := range evs {
+		if ev.Net != nil && ev.Net.Reason == "upstream-unreachable" {
+			unreachable++
+		}
+	}
+	if unreachable != refused {
+		t.Errorf("%d upstream-unreachable events for %d refused connects", unreachable, refused)
+	}
+	if !strings.Contains(e.out.String(), "syn_inflight_drops:0") {
+		t.Errorf("SYNs were dropped at the in-flight cap:\n%s", e.out.String())
+	}
+}

@@ -98,6 +98,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			&cli.IntFlag{Name: "listen-fd", Value: -1, Usage: "inherited socket `N`: listening unix socket, or a connected stream/datagram socket"},
 			&cli.UintFlag{Name: "mtu", Value: netstack.DefaultMTU, Usage: "guest link MTU, 576..65520"},
 			&cli.StringFlag{Name: "pcap", Usage: "write every frame, both ways, to pcap `FILE`"},
+			&cli.DurationFlag{Name: "dial-timeout", Value: netstack.DefaultDialTimeout, Usage: "how long an allowed flow's upstream connect may take while the guest's SYN waits"},
 			&cli.StringFlag{Name: "guest-mac", Usage: "pin the guest's `MAC` (default: the first MAC seen)"},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
 			&cli.StringFlag{Name: "cpu-profile", Usage: "write a Go CPU profile to `FILE` until exit (for performance work)"},
@@ -161,6 +162,9 @@ func serve(c *cli.Context, stdout io.Writer) error {
 	}
 	log := slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: level}))
 
+	if c.Duration("dial-timeout") <= 0 {
+		return usagef("--dial-timeout %s: must be positive", c.Duration("dial-timeout"))
+	}
 	mtu := c.Uint("mtu")
 	if mtu < 576 || mtu > netstack.MaxMTU {
 		return usagef("--mtu %d: use 576..%d", mtu, netstack.MaxMTU)
@@ -225,12 +229,13 @@ func serve(c *cli.Context, stdout io.Writer) error {
 	}
 
 	stack, err := netstack.New(netstack.Config{
-		MTU:      uint32(mtu),
-		Policy:   pol,
-		Recorder: w,
-		GuestMAC: guestMAC,
-		Tap:      tap,
-		Logger:   log,
+		MTU:         uint32(mtu),
+		Policy:      pol,
+		Recorder:    w,
+		GuestMAC:    guestMAC,
+		Tap:         tap,
+		Logger:      log,
+		DialTimeout: c.Duration("dial-timeout"),
 	})
 	if err != nil {
 		return usageError{err}
@@ -272,7 +277,7 @@ func serve(c *cli.Context, stdout io.Writer) error {
 	if err := w.End(nil); err != nil {
 		return fmt.Errorf("flush events: %w", err)
 	}
-	log.Info("stopped", "session", w.ID(), "stats", stack.Stats().Snapshot())
+	log.Info("stopped", "session", w.ID(), "stats", stack.Snapshot())
 	return serveErr
 }
 
