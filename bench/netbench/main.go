@@ -24,7 +24,7 @@ const gvproxyModule = "github.com/containers/gvisor-tap-vsock/cmd/gvproxy@v0.8.9
 
 var (
 	flagDuration = flag.Duration("t", 10*time.Second, "duration of each iperf3 run and each connection-rate run")
-	flagReps     = flag.Int("reps", 1, "repetitions of each measurement (the median is reported)")
+	flagReps     = flag.Int("reps", 3, "repetitions of each measurement, each with a fresh peer and namespace (the median is reported)")
 	flagPeers    = flag.String("peers", "capsem-net,gvproxy,passt", "peers to measure, comma separated")
 	flagMTUs     = flag.String("mtus", "1500,65520", "guest MTUs to measure, comma separated")
 	flagCache    = flag.String("cache", ".cache/bin", "where built peer binaries are kept")
@@ -92,7 +92,7 @@ func main() {
 			if !ok {
 				continue
 			}
-			r := measure(p, mtu, iperfPort, connPort)
+			r := measureReps(p, mtu, iperfPort, connPort)
 			if r.err != nil {
 				fmt.Fprintf(os.Stderr, "netbench: %s at MTU %d: %v\n", p.name, mtu, r.err)
 			}
@@ -233,34 +233,49 @@ func measure(p peer, mtu, iperfPort, connPort int) (r result) {
 	if target == "iperf.test" {
 		connTarget = "conn.test"
 	}
-	var ups, downs, conns []float64
-	for i := 0; i < *flagReps; i++ {
-		var up, down, c float64
-		var note string
-		if !skip("up") {
-			if up, err = iperf(ns, target, iperfPort, false); err != nil {
-				r.err = err
-				return
-			}
+	var note string
+	if !skip("up") {
+		if r.upGbps, err = iperf(ns, target, iperfPort, false); err != nil {
+			r.err = err
+			return
 		}
-		if !skip("down") {
-			if down, err = iperf(ns, target, iperfPort, true); err != nil {
-				r.err = err
-				return
-			}
-		}
-		if !skip("conn") {
-			if c, note, err = connRate(ns, connTarget, connPort); err != nil {
-				r.err = err
-				return
-			}
-		}
-		if note != "" {
-			r.note = note
-		}
-		ups, downs, conns = append(ups, up), append(downs, down), append(conns, c)
 	}
-	r.upGbps, r.downGb, r.connsPerSec = median(ups), median(downs), median(conns)
+	if !skip("down") {
+		if r.downGb, err = iperf(ns, target, iperfPort, true); err != nil {
+			r.err = err
+			return
+		}
+	}
+	if !skip("conn") {
+		if r.connsPerSec, note, err = connRate(ns, connTarget, connPort); err != nil {
+			r.err = err
+			return
+		}
+		r.note = note
+	}
+	return r
+}
+
+// measureReps repeats measure, each time with a fresh peer process and a
+// fresh namespace (no state carried between repetitions), and reports the
+// median of each figure.
+func measureReps(p peer, mtu, iperfPort, connPort int) result {
+	var ups, downs, conns []float64
+	var notes []string
+	for i := 0; i < *flagReps; i++ {
+		r := measure(p, mtu, iperfPort, connPort)
+		if r.err != nil {
+			return r
+		}
+		ups, downs, conns = append(ups, r.upGbps), append(downs, r.downGb), append(conns, r.connsPerSec)
+		if r.note != "" {
+			notes = append(notes, r.note)
+		}
+	}
+	r := result{peer: p.name, mtu: mtu, upGbps: median(ups), downGb: median(downs), connsPerSec: median(conns)}
+	if len(notes) > 0 {
+		r.note = fmt.Sprintf("%d of %d runs: %s", len(notes), *flagReps, strings.Join(notes, "; "))
+	}
 	return r
 }
 
