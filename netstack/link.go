@@ -177,6 +177,7 @@ func (l *link) writeBatchLocked(c FrameConn) {
 func (l *link) enqueueLocked(n int) []byte {
 	c := l.conn
 	for len(l.pending) > maxPending && l.conn == c {
+		l.work.Signal() // the queue may be full of this producer's own frames
 		l.space.Wait()
 	}
 	if l.conn != c {

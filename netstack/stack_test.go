@@ -432,3 +432,62 @@ func FuzzFrameDecoder(f *testing.F) {
 		rec.mu.Unlock()
 	})
 }
+
+// countingConn counts the bytes of frames written to it.
+type countingConn struct {
+	discardConn
+	mu    sync.Mutex
+	bytes int
+}
+
+func (c *countingConn) WriteFrames(_ []byte, frames [][]byte) error {
+	time.Sleep(time.Millisecond) // a slow guest
+	c.mu.Lock()
+	for _, f := range frames {
+		c.bytes += len(f)
+	}
+	c.mu.Unlock()
+	return nil
+}
+
+// TestWritePacketsLargerThanTheQueue hands the link one batch bigger than
+// its queue: the producer must wait for the writer, not deadlock, and every
+// byte must come out.
+func TestWritePacketsLargerThanTheQueue(t *testing.T) {
+	l := newLink(MaxMTU, tcpip.LinkAddress(GatewayMAC), &Stats{})
+	c := &countingConn{}
+	defer l.attach(c)()
+	var pkts stack.PacketBufferList
+	const n, size = 100, 60000 // 6 MB, more than maxPending
+	for i := 0; i < n; i++ {
+		pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(make([]byte, size))})
+		pkts.PushBack(pkt)
+	}
+	defer pkts.DecRef()
+	done := make(chan int, 1)
+	go func() {
+		written, _ := l.WritePackets(pkts)
+		done <- written
+	}()
+	select {
+	case written := <-done:
+		if written != n {
+			t.Fatalf("wrote %d of %d packets", written, n)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("WritePackets deadlocked on a batch larger than the queue")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c.mu.Lock()
+		got := c.bytes
+		c.mu.Unlock()
+		if got == n*size {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d bytes reached the guest", got, n*size)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
