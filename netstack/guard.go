@@ -136,7 +136,8 @@ func (s *Stack) guardARP(frame []byte, src tcpip.LinkAddress) {
 		return
 	}
 	sender := tcpip.AddrFromSlice(a.ProtocolAddressSender())
-	if sender != guestAddr && sender != (tcpip.Address{}) && sender != tcpip.AddrFrom4([4]byte{}) {
+	// 0.0.0.0 is an address probe (RFC 5227) from a guest still configuring.
+	if sender != guestAddr && sender != tcpip.AddrFrom4([4]byte{}) {
 		s.drops.record(ReasonSpoofedIP, store.TransportARP, addrOf(sender), 0, "")
 		return
 	}

@@ -332,8 +332,8 @@ func (s *Stack) Close() error {
 	return nil
 }
 
-// guestLinkAddr returns the locked guest MAC, locking it to src when none
-// is locked yet. ok is false when src is not the guest.
+// checkGuestMAC reports whether src is the guest's MAC, locking the guest
+// MAC to src when none is locked yet.
 func (s *Stack) checkGuestMAC(src tcpip.LinkAddress) bool {
 	s.macMu.Lock()
 	defer s.macMu.Unlock()
