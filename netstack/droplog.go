@@ -8,7 +8,7 @@ import (
 	"github.com/capsem/capsem/store"
 )
 
-// dropBurst is how many drop events per reason are recorded individually
+// dropBurst is how many events per reason are recorded individually
 // each second. Beyond it, drops are counted and recorded as one event whose
 // Count says how many it stands for, so a guest flooding garbage cannot
 // flood the store, and no drop goes uncounted.
@@ -35,9 +35,19 @@ func newDropLog(rec Recorder, stats *Stats) *dropLog {
 // record counts one dropped frame and records it, subject to the rate limit.
 func (d *dropLog) record(reason string, transport store.Transport, ip netip.Addr, port uint16, detail string) {
 	d.stats.FramesDropped.Add(1)
+	d.log(store.Denied, reason, transport, ip, port, detail)
+}
+
+// allowed records a frame the guard let through that makes no flow of its
+// own (ICMP echo to the gateway), under the same rate limit.
+func (d *dropLog) allowed(reason string, transport store.Transport, ip netip.Addr) {
+	d.log(store.Allowed, reason, transport, ip, 0, "")
+}
+
+func (d *dropLog) log(decision store.Decision, reason string, transport store.Transport, ip netip.Addr, port uint16, detail string) {
 	ev := store.Net{
 		Transport: transport,
-		Decision:  store.Denied,
+		Decision:  decision,
 		Reason:    reason,
 		Port:      port,
 		Detail:    detail,

@@ -31,6 +31,7 @@ const (
 	ReasonDoT             = "dns-over-tls"
 	ReasonICMPOutside     = "icmp-outside"
 	ReasonICMPType        = "icmp-type-not-allowed"
+	ReasonICMPEchoGateway = "icmp-echo-gateway"
 	ReasonIPProtocol      = "ip-protocol-not-allowed"
 	ReasonMalformedDHCP   = "malformed-dhcp"
 	ReasonMalformedUDP    = "malformed-udp"
@@ -218,6 +219,7 @@ func (s *Stack) guardIPv4(frame []byte, more bool) {
 			s.drops.record(ReasonICMPType, store.TransportICMP, dstIP, 0, "")
 			return
 		}
+		s.drops.allowed(ReasonICMPEchoGateway, store.TransportICMP, dstIP)
 		s.link.deliver(frame)
 	case header.UDPProtocolNumber:
 		s.drops.record(ReasonFragment, store.TransportUDP, dstIP, 0, "")

@@ -384,6 +384,12 @@ func TestICMPOnlyToTheGateway(t *testing.T) {
 	if ev == nil || ev.Reason != "icmp-outside" || ev.Decision != store.Denied {
 		t.Errorf("icmp event = %+v, want denied icmp-outside\n%s", ev, dumpEvents(evs))
 	}
+	ev = netEvent(evs, func(n *store.Net) bool {
+		return n.Transport == store.TransportICMP && n.IP == netip.MustParseAddr("198.18.0.1")
+	})
+	if ev == nil || ev.Reason != "icmp-echo-gateway" || ev.Decision != store.Allowed {
+		t.Errorf("icmp event = %+v, want allowed icmp-echo-gateway\n%s", ev, dumpEvents(evs))
+	}
 }
 
 func TestRebindingToPrivateAddressIsRefused(t *testing.T) {
