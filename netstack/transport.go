@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -206,7 +207,7 @@ func Listen(address string) (Listener, error) {
 		return nil, fmt.Errorf("listen address %q: want unix:///abs/path, unixgram:///abs/path or unixpacket:///abs/path", address)
 	}
 	path := u.Path
-	if err := removeStaleSocket(path); err != nil {
+	if err := removeStaleSocket(u.Scheme, path); err != nil {
 		return nil, err
 	}
 	switch u.Scheme {
@@ -227,7 +228,9 @@ func Listen(address string) (Listener, error) {
 	}
 }
 
-func removeStaleSocket(path string) error {
+// removeStaleSocket removes a socket file left behind by a process that is
+// gone. A socket something still listens on is never taken over.
+func removeStaleSocket(network, path string) error {
 	fi, err := os.Lstat(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -237,6 +240,10 @@ func removeStaleSocket(path string) error {
 	}
 	if fi.Mode()&os.ModeSocket == 0 {
 		return fmt.Errorf("%s exists and is not a socket: remove it or choose another path", path)
+	}
+	if c, err := net.DialTimeout(network, path, time.Second); err == nil {
+		c.Close()
+		return fmt.Errorf("%s is in use: another process listens on it; stop it or choose another path", path)
 	}
 	return os.Remove(path)
 }
