@@ -31,7 +31,11 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	capsemNetBin = filepath.Join(dir, "capsem-net")
-	build := exec.Command("go", "build", "-o", capsemNetBin, "../cmd/capsem-net")
+	args := []string{"build", "-o", capsemNetBin}
+	if os.Getenv("CAPSEM_TEST_RACE") != "" {
+		args = append(args, "-race") // run capsem-net itself under the race detector
+	}
+	build := exec.Command("go", append(args, "../cmd/capsem-net")...)
 	build.Stdout, build.Stderr = os.Stdout, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building capsem-net:", err)
