@@ -21,8 +21,9 @@ import (
 	"github.com/capsem/capsem/tests/harness"
 )
 
-// capsemNetBin is the capsem-net binary under test, built once by TestMain.
-var capsemNetBin string
+// capsemNetBin and capsemBin are the binaries under test, built once by
+// TestMain.
+var capsemNetBin, capsemBin string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "capsem-tests")
@@ -31,14 +32,15 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	capsemNetBin = filepath.Join(dir, "capsem-net")
-	args := []string{"build", "-o", capsemNetBin}
+	capsemBin = filepath.Join(dir, "capsem")
+	args := []string{"build", "-o", dir}
 	if os.Getenv("CAPSEM_TEST_RACE") != "" {
-		args = append(args, "-race") // run capsem-net itself under the race detector
+		args = append(args, "-race") // run the binaries under the race detector
 	}
-	build := exec.Command("go", append(args, "../cmd/capsem-net")...)
+	build := exec.Command("go", append(args, "../cmd/capsem-net", "../cmd/capsem")...)
 	build.Stdout, build.Stderr = os.Stdout, os.Stderr
 	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building capsem-net:", err)
+		fmt.Fprintln(os.Stderr, "building capsem-net and capsem:", err)
 		os.Exit(1)
 	}
 	code := m.Run()

@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime/debug"
 	"runtime/pprof"
 	"strings"
@@ -67,16 +66,6 @@ func version() string {
 	return "unknown"
 }
 
-func defaultDataDir() string {
-	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
-		return filepath.Join(d, "capsem")
-	}
-	if h, err := os.UserHomeDir(); err == nil {
-		return filepath.Join(h, ".local", "share", "capsem")
-	}
-	return ".capsem"
-}
-
 func newApp(stdout, stderr io.Writer) *cli.App {
 	return &cli.App{
 		Name:    "capsem-net",
@@ -91,7 +80,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		HideHelpCommand: true,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "policy", Usage: "policy `FILE` (TOML); without it everything is denied"},
-			&cli.StringFlag{Name: "data", Value: defaultDataDir(), Usage: "event store `DIR`"},
+			&cli.StringFlag{Name: "data", Value: store.DefaultDir(), Usage: "event store `DIR`"},
 			&cli.StringFlag{Name: "listen-qemu", Usage: "QEMU stream socket: unix:///`PATH` (-netdev stream)"},
 			&cli.StringFlag{Name: "listen-vfkit", Usage: "vfkit datagram socket: unixgram:///`PATH`"},
 			&cli.StringFlag{Name: "listen-bess", Usage: "bess packet socket: unixpacket:///`PATH`"},

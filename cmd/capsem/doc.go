@@ -1,4 +1,5 @@
-// Command capsem is the user-facing CLI: today it reports its version and
-// points at capsem-net; `capsem run`, `capsem export --sqlite`, `capsem
-// sessions` and `capsem inspect` arrive with their issues.
+// Command capsem is the user-facing CLI. Today: `capsem export --sqlite`,
+// which writes sessions of the event store to a SQLite file (see package
+// store/sqliteexport). `capsem run`, `capsem sessions`, `capsem inspect` and
+// `capsem doctor` arrive with their issues.
 package main

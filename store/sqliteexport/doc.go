@@ -1,0 +1,36 @@
+// Package sqliteexport writes capsem's event store (package store) to a
+// SQLite database file: one row per session in `sessions`, one row per
+// stored event in the table of its kind (`net_events`, `dns_events`, and,
+// as the store learns those kinds, `model_calls`, `tool_calls`,
+// `tool_responses`, `mcp_calls`, `fs_events`, `exec_events`). The file is
+// for people (sqlite3, Datasette), for scripts, and for test fixtures; its
+// schema is versioned in PRAGMA user_version (see [SchemaVersion] and
+// schema.go, which documents every table and column).
+//
+// The export is deterministic: the same store and the same [Options] give a
+// file with the same table contents. Sessions are ordered by start time,
+// then id; events by session in that order, then by their store sequence
+// number; integer ids are assigned in that order, and each event row keeps
+// the store's sequence number in `seq`. Every stored event appears exactly
+// once: an event of a kind this build does not know goes to `other_events`.
+//
+// With [Options.Scrub] every text column goes through [Scrub], which
+// replaces API keys, tokens, credential-bearing header values and private
+// key blocks with "[REDACTED:<kind>]", so that an export can be shared or
+// committed as a fixture.
+//
+// What this package must never do:
+//   - modify the store. It only reads (Sessions, Session, Events); it can
+//     export from a store opened with store.OpenReadOnly.
+//   - leave a partial file at the destination. The database is built in a
+//     temporary file next to it and renamed into place only once it is
+//     complete and synced; on any error (or a cancelled context) the
+//     temporary file is removed and the destination is untouched. An
+//     existing destination is replaced only with [Options.Overwrite].
+//   - let a planted secret through when scrubbing. Every text value written
+//     with Scrub on — session metadata, header names and values, paths,
+//     queries, body previews, reasons, details, DNS names — passes through
+//     Scrub; there is no text column that bypasses it.
+//   - import anything of capsem other than package store (imports point
+//     one way: cmd → … → store).
+package sqliteexport

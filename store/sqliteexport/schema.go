@@ -1,0 +1,272 @@
+package sqliteexport
+
+// SchemaVersion is the version of the exported schema, written to PRAGMA
+// user_version. It changes when a table or column is renamed or removed or
+// changes meaning; adding a table or a column does not require a new
+// version, so readers should name the columns they select.
+const SchemaVersion = 1
+
+// ApplicationID is written to PRAGMA application_id so that tools (and
+// `file`) can tell a capsem export from another SQLite database: "CpSm".
+const ApplicationID = 0x4370536d
+
+// Conventions of the schema:
+//
+//   - Every event table has id (INTEGER PRIMARY KEY, assigned in export
+//     order), session_id (→ sessions.id), seq (the store's sequence number
+//     within the session), timestamp (ISO-8601 UTC text with nanoseconds,
+//     fixed width so that it sorts, e.g. 2026-05-01T12:00:00.123456789Z) and
+//     timestamp_ms (Unix epoch milliseconds). sessions has the same pairs
+//     for started_at and ended_at.
+//   - Absent values are NULL: an empty string, an unset address, port 0,
+//     status 0. Measures (bytes, durations, counts) are 0 when zero.
+//   - duration_ms is REAL: milliseconds with sub-millisecond precision.
+//   - Headers are JSON arrays of [name, value] pairs in wire order,
+//     duplicates included; sessions.command is a JSON array of strings.
+//   - Text that is not valid UTF-8 (body previews may hold any bytes) has
+//     each invalid byte sequence replaced with U+FFFD.
+//   - sessions.id is the store's session id (text), so that ids in the
+//     file match `capsem sessions`.
+
+// tables is the DDL of every table, in creation order.
+var tables = []string{
+	`CREATE TABLE sessions (
+	id            TEXT PRIMARY KEY,
+	started_at    TEXT NOT NULL,
+	started_at_ms INTEGER NOT NULL,
+	ended_at      TEXT,             -- NULL while running or when the writer crashed
+	ended_at_ms   INTEGER,
+	command       TEXT,             -- JSON array of the argv
+	exit_code     INTEGER,          -- NULL until the session ended with a code
+	policy_sha256 TEXT,
+	image         TEXT,
+	host          TEXT,
+	events        INTEGER NOT NULL DEFAULT 0, -- stored events exported, all kinds
+	allowed       INTEGER NOT NULL DEFAULT 0, -- allowed decisions: dns_events + net_events weighted by count
+	denied        INTEGER NOT NULL DEFAULT 0, -- denied decisions, likewise
+	dns           INTEGER NOT NULL DEFAULT 0, -- rows in dns_events
+	net           INTEGER NOT NULL DEFAULT 0, -- rows in net_events
+	model_calls   INTEGER NOT NULL DEFAULT 0, -- rows in model_calls
+	input_tokens  INTEGER NOT NULL DEFAULT 0, -- sum of model_calls.input_tokens
+	output_tokens INTEGER NOT NULL DEFAULT 0, -- sum of model_calls.output_tokens
+	cost_usd      REAL NOT NULL DEFAULT 0,    -- sum of model_calls.estimated_cost_usd
+	lost          INTEGER NOT NULL DEFAULT 0  -- events the writer could not record (store Counts.Lost)
+)`,
+	`CREATE TABLE net_events (
+	id                    INTEGER PRIMARY KEY,
+	session_id            TEXT NOT NULL REFERENCES sessions(id),
+	seq                   INTEGER NOT NULL,
+	timestamp             TEXT NOT NULL,
+	timestamp_ms          INTEGER NOT NULL,
+	domain                TEXT,
+	ip                    TEXT,
+	port                  INTEGER,
+	src_ip                TEXT,
+	src_port              INTEGER,
+	transport             TEXT,    -- tcp, udp, icmp, arp, ipv6, other
+	conn_type             TEXT,    -- tcp, tls, https, http, quic
+	decision              TEXT,    -- allowed, denied
+	reason                TEXT,
+	matched_rule          TEXT,
+	method                TEXT,
+	path                  TEXT,
+	query                 TEXT,
+	status_code           INTEGER,
+	bytes_sent            INTEGER NOT NULL DEFAULT 0, -- guest to upstream
+	bytes_received        INTEGER NOT NULL DEFAULT 0, -- upstream to guest
+	duration_ms           REAL NOT NULL DEFAULT 0,
+	request_headers       TEXT,    -- JSON [[name, value], …]
+	response_headers      TEXT,
+	request_body_preview  TEXT,
+	response_body_preview TEXT,
+	count                 INTEGER NOT NULL DEFAULT 1, -- how many identical events this row stands for (rate-limited drops)
+	detail                TEXT
+)`,
+	`CREATE TABLE dns_events (
+	id             INTEGER PRIMARY KEY,
+	session_id     TEXT NOT NULL REFERENCES sessions(id),
+	seq            INTEGER NOT NULL,
+	timestamp      TEXT NOT NULL,
+	timestamp_ms   INTEGER NOT NULL,
+	qname          TEXT,
+	qtype          TEXT,
+	transport      TEXT,    -- udp, tcp
+	decision       TEXT,    -- allowed, denied
+	reason         TEXT,
+	matched_rule   TEXT,
+	answer         TEXT,    -- what the guest got: a synthetic address, NXDOMAIN, …
+	resolver_asked TEXT     -- the IP the guest sent the query to
+)`,
+	`CREATE TABLE model_calls (
+	id                    INTEGER PRIMARY KEY,
+	session_id            TEXT NOT NULL REFERENCES sessions(id),
+	seq                   INTEGER NOT NULL,
+	timestamp             TEXT NOT NULL,
+	timestamp_ms          INTEGER NOT NULL,
+	provider              TEXT,
+	model                 TEXT,
+	method                TEXT,
+	path                  TEXT,
+	stream                INTEGER,  -- 0 or 1
+	system_prompt_preview TEXT,
+	messages_count        INTEGER,
+	tools_count           INTEGER,
+	request_bytes         INTEGER NOT NULL DEFAULT 0,
+	request_body_preview  TEXT,
+	message_id            TEXT,
+	status_code           INTEGER,
+	text_content          TEXT,
+	thinking_content      TEXT,
+	stop_reason           TEXT,
+	input_tokens          INTEGER NOT NULL DEFAULT 0,
+	output_tokens         INTEGER NOT NULL DEFAULT 0,
+	cache_read_tokens     INTEGER NOT NULL DEFAULT 0,
+	cache_write_tokens    INTEGER NOT NULL DEFAULT 0,
+	duration_ms           REAL NOT NULL DEFAULT 0,
+	response_bytes        INTEGER NOT NULL DEFAULT 0,
+	estimated_cost_usd    REAL NOT NULL DEFAULT 0,
+	trace_id              TEXT,
+	usage_details         TEXT      -- JSON, as the provider reported it
+)`,
+	`CREATE TABLE mcp_calls (
+	id               INTEGER PRIMARY KEY,
+	session_id       TEXT NOT NULL REFERENCES sessions(id),
+	seq              INTEGER NOT NULL,
+	timestamp        TEXT NOT NULL,
+	timestamp_ms     INTEGER NOT NULL,
+	server_name      TEXT,
+	method           TEXT,
+	tool_name        TEXT,
+	request_id       TEXT,
+	request_preview  TEXT,
+	response_preview TEXT,
+	decision         TEXT,
+	duration_ms      REAL NOT NULL DEFAULT 0,
+	error_message    TEXT,
+	bytes_sent       INTEGER NOT NULL DEFAULT 0,
+	bytes_received   INTEGER NOT NULL DEFAULT 0
+)`,
+	`CREATE TABLE tool_calls (
+	id            INTEGER PRIMARY KEY,
+	session_id    TEXT NOT NULL REFERENCES sessions(id),
+	seq           INTEGER NOT NULL,
+	timestamp     TEXT NOT NULL,
+	timestamp_ms  INTEGER NOT NULL,
+	model_call_id INTEGER REFERENCES model_calls(id),
+	call_index    INTEGER,
+	call_id       TEXT,
+	tool_name     TEXT,
+	arguments     TEXT,    -- JSON
+	origin        TEXT,    -- native, mcp
+	mcp_call_id   INTEGER REFERENCES mcp_calls(id)
+)`,
+	`CREATE TABLE tool_responses (
+	id              INTEGER PRIMARY KEY,
+	session_id      TEXT NOT NULL REFERENCES sessions(id),
+	seq             INTEGER NOT NULL,
+	timestamp       TEXT NOT NULL,
+	timestamp_ms    INTEGER NOT NULL,
+	model_call_id   INTEGER REFERENCES model_calls(id),
+	call_id         TEXT,
+	content_preview TEXT,
+	is_error        INTEGER  -- 0 or 1
+)`,
+	`CREATE TABLE fs_events (
+	id           INTEGER PRIMARY KEY,
+	session_id   TEXT NOT NULL REFERENCES sessions(id),
+	seq          INTEGER NOT NULL,
+	timestamp    TEXT NOT NULL,
+	timestamp_ms INTEGER NOT NULL,
+	action       TEXT,    -- created, modified, deleted, renamed
+	path         TEXT,
+	size         INTEGER
+)`,
+	`CREATE TABLE exec_events (
+	id           INTEGER PRIMARY KEY,
+	session_id   TEXT NOT NULL REFERENCES sessions(id),
+	seq          INTEGER NOT NULL,
+	timestamp    TEXT NOT NULL,
+	timestamp_ms INTEGER NOT NULL,
+	command      TEXT,
+	exit_code    INTEGER,
+	duration_ms  REAL NOT NULL DEFAULT 0
+)`,
+	// Events of a kind this build of capsem cannot decode (written by a
+	// newer one): kept as a row so that every stored event appears once.
+	`CREATE TABLE other_events (
+	id           INTEGER PRIMARY KEY,
+	session_id   TEXT NOT NULL REFERENCES sessions(id),
+	seq          INTEGER NOT NULL,
+	timestamp    TEXT NOT NULL,
+	timestamp_ms INTEGER NOT NULL,
+	kind         TEXT NOT NULL
+)`,
+}
+
+// eventTables are the tables with one row per stored event.
+var eventTables = []string{
+	"net_events", "dns_events", "model_calls", "mcp_calls", "tool_calls",
+	"tool_responses", "fs_events", "exec_events", "other_events",
+}
+
+// indexes are created after the rows are in (building an index once is
+// faster than maintaining it row by row).
+func indexes() []string {
+	var out []string
+	for _, t := range eventTables {
+		out = append(out,
+			"CREATE UNIQUE INDEX "+t+"_session_seq ON "+t+"(session_id, seq)",
+			"CREATE INDEX "+t+"_session_time ON "+t+"(session_id, timestamp)")
+	}
+	return append(out,
+		"CREATE INDEX sessions_started_at ON sessions(started_at)",
+		"CREATE INDEX net_events_domain ON net_events(domain)",
+		"CREATE INDEX net_events_path ON net_events(path)",
+		"CREATE INDEX dns_events_qname ON dns_events(qname)",
+		"CREATE INDEX model_calls_trace_id ON model_calls(trace_id)",
+		"CREATE INDEX model_calls_path ON model_calls(path)",
+		"CREATE INDEX tool_calls_model_call_id ON tool_calls(model_call_id)",
+		"CREATE INDEX tool_calls_call_id ON tool_calls(call_id)",
+		"CREATE INDEX tool_calls_mcp_call_id ON tool_calls(mcp_call_id)",
+		"CREATE INDEX tool_responses_model_call_id ON tool_responses(model_call_id)",
+		"CREATE INDEX tool_responses_call_id ON tool_responses(call_id)",
+		"CREATE INDEX fs_events_path ON fs_events(path)",
+	)
+}
+
+// sessionCounts fills the count columns of sessions from the exported
+// tables, so that they agree with the rows whatever kinds the store grows.
+var sessionCounts = []string{
+	`UPDATE sessions SET
+	net     = a.n,
+	allowed = sessions.allowed + a.allowed,
+	denied  = sessions.denied + a.denied
+FROM (SELECT session_id,
+	count(*) AS n,
+	sum(CASE WHEN decision = 'allowed' THEN count ELSE 0 END) AS allowed,
+	sum(CASE WHEN decision = 'denied' THEN count ELSE 0 END) AS denied
+	FROM net_events GROUP BY session_id) AS a
+WHERE a.session_id = sessions.id`,
+	`UPDATE sessions SET
+	dns     = a.n,
+	allowed = sessions.allowed + a.allowed,
+	denied  = sessions.denied + a.denied
+FROM (SELECT session_id,
+	count(*) AS n,
+	sum(CASE WHEN decision = 'allowed' THEN 1 ELSE 0 END) AS allowed,
+	sum(CASE WHEN decision = 'denied' THEN 1 ELSE 0 END) AS denied
+	FROM dns_events GROUP BY session_id) AS a
+WHERE a.session_id = sessions.id`,
+	`UPDATE sessions SET
+	model_calls   = a.n,
+	input_tokens  = a.input_tokens,
+	output_tokens = a.output_tokens,
+	cost_usd      = a.cost
+FROM (SELECT session_id,
+	count(*) AS n,
+	sum(input_tokens) AS input_tokens,
+	sum(output_tokens) AS output_tokens,
+	total(estimated_cost_usd) AS cost
+	FROM model_calls GROUP BY session_id) AS a
+WHERE a.session_id = sessions.id`,
+}
