@@ -137,9 +137,9 @@ type Session struct {
 type Counts struct {
 	Events int64          // events recorded (equals the highest Seq)
 	Kinds  map[Kind]int64 // events recorded, per kind
-	// Denied is the number of denied decisions among DNS and Net events,
-	// each Net event weighted by its Count.
-	Denied int64
+	// Allowed and Denied are the decisions among DNS and Net events, each
+	// Net event weighted by its Count.
+	Allowed, Denied int64
 	// Lost is the number of events that were appended but could not be
 	// recorded: a write failed, or Append was called after End or Close.
 	// It is zero in a healthy store.

@@ -234,6 +234,7 @@ type sessionRecord struct {
 	Host         string         `json:"host,omitempty"`
 	Events       int64          `json:"events"`
 	Kinds        map[Kind]int64 `json:"kinds,omitempty"`
+	Allowed      int64          `json:"allowed,omitempty"`
 	Denied       int64          `json:"denied,omitempty"`
 	Lost         int64          `json:"lost,omitempty"`
 }
@@ -249,6 +250,7 @@ func encodeSession(s *Session) []byte {
 		Host:         s.Host,
 		Events:       s.Counts.Events,
 		Kinds:        s.Counts.Kinds,
+		Allowed:      s.Counts.Allowed,
 		Denied:       s.Counts.Denied,
 		Lost:         s.Counts.Lost,
 	}
@@ -284,7 +286,7 @@ func decodeSession(v []byte) (Session, error) {
 		PolicySHA256: r.PolicySHA256,
 		Image:        r.Image,
 		Host:         r.Host,
-		Counts:       Counts{Events: r.Events, Kinds: r.Kinds, Denied: r.Denied, Lost: r.Lost},
+		Counts:       Counts{Events: r.Events, Kinds: r.Kinds, Allowed: r.Allowed, Denied: r.Denied, Lost: r.Lost},
 	}
 	if r.EndedAt != nil {
 		s.EndedAt = *r.EndedAt

@@ -119,7 +119,7 @@ func TestAppendConcurrent(t *testing.T) {
 		t.Fatal(err)
 	}
 	dns := int64(G * ((N + 2) / 3))
-	want := Counts{Events: G * N, Kinds: map[Kind]int64{KindDNS: dns, KindNet: G*N - dns}, Denied: dns}
+	want := Counts{Events: G * N, Kinds: map[Kind]int64{KindDNS: dns, KindNet: G*N - dns}, Allowed: G*N - dns, Denied: dns}
 	if fmt.Sprint(sess.Counts) != fmt.Sprint(want) {
 		t.Fatalf("counts %+v, want %+v", sess.Counts, want)
 	}

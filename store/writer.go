@@ -132,11 +132,15 @@ func putEnc(bp *[]byte, v []byte) {
 func (c *Counts) add(ev *Event) {
 	c.Events++
 	c.Kinds[ev.Kind]++
-	if ev.DNS != nil && ev.DNS.Decision == Denied {
+	switch {
+	case ev.DNS != nil && ev.DNS.Decision == Denied:
 		c.Denied++
-	}
-	if ev.Net != nil && ev.Net.Decision == Denied {
+	case ev.DNS != nil && ev.DNS.Decision == Allowed:
+		c.Allowed++
+	case ev.Net != nil && ev.Net.Decision == Denied:
 		c.Denied += max(ev.Net.Count, 1)
+	case ev.Net != nil && ev.Net.Decision == Allowed:
+		c.Allowed += max(ev.Net.Count, 1)
 	}
 }
 

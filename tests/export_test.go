@@ -2,6 +2,7 @@ package tests
 
 import (
 	"database/sql"
+	"encoding/json"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -57,6 +58,36 @@ func TestExportOfARealRun(t *testing.T) {
 	if n := one(`SELECT count(*) FROM net_events n JOIN sessions s ON n.session_id = s.id`); n != one(`SELECT count(*) FROM net_events`) {
 		t.Error("net_events rows without their session")
 	}
+	sessions, err := exec.Command(capsemBin, "sessions", "--data", e.dataDir, "--json").Output()
+	var list []struct {
+		ID      string `json:"id"`
+		Allowed int64  `json:"allowed"`
+		Denied  int64  `json:"denied"`
+	}
+	if err != nil || json.Unmarshal(sessions, &list) != nil || len(list) != 1 || list[0].Denied < 2 || list[0].Allowed < 2 {
+		t.Errorf("capsem sessions --json: %v: %s", err, sessions)
+	}
+	inspect, err := exec.Command(capsemBin, "inspect", "--data", e.dataDir, "--json").Output()
+	var rep struct {
+		Rows   map[string]int64 `json:"rows"`
+		Denied []string         `json:"denied"`
+		Checks []struct {
+			Name string `json:"name"`
+			OK   bool   `json:"ok"`
+		} `json:"checks"`
+	}
+	if err != nil || json.Unmarshal(inspect, &rep) != nil {
+		t.Fatalf("capsem inspect --json: %v: %s", err, inspect)
+	}
+	if rep.Rows["dns_events"] < 2 || len(rep.Checks) < 4 || !strings.Contains(strings.Join(rep.Denied, "\n"), "reason=direct-ip") {
+		t.Errorf("capsem inspect: %s", inspect)
+	}
+	for _, ch := range rep.Checks {
+		if !ch.OK {
+			t.Errorf("inspect check failed on a real run: %s", ch.Name)
+		}
+	}
+
 	var check string
 	if err := db.QueryRow(`PRAGMA integrity_check`).Scan(&check); err != nil || check != "ok" {
 		t.Errorf("integrity_check: %q %v", check, err)

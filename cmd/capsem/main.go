@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -9,9 +8,6 @@ import (
 	"runtime/debug"
 
 	"github.com/urfave/cli/v2"
-
-	"github.com/capsem/capsem/store"
-	"github.com/capsem/capsem/store/sqliteexport"
 )
 
 func version() string {
@@ -48,75 +44,14 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		Name:    "capsem",
 		Usage:   "run AI coding agents in a Linux VM whose only way out is capsem's filtering netstack",
 		Version: version(),
-		Description: "The network filter ships as capsem-net (see its --help); its sessions are exported here.\n" +
-			"`capsem run`, `capsem sessions` and `capsem inspect` are not built yet.",
+		Description: "The network filter ships as capsem-net (see its --help); its sessions are listed, inspected\n" +
+			"and exported here. `capsem run` is not built yet.",
 		Writer:          stdout,
 		ErrWriter:       stderr,
 		HideHelpCommand: true,
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
 			return usageError{err}
 		},
-		Commands: []*cli.Command{exportCommand()},
+		Commands: []*cli.Command{exportCommand(), sessionsCommand(), inspectCommand()},
 	}
-}
-
-func exportCommand() *cli.Command {
-	return &cli.Command{
-		Name:      "export",
-		Usage:     "write sessions of the event store to a SQLite file",
-		UsageText: "capsem export --sqlite OUT.db [--data DIR] [--session ID | --all] [--scrub] [--force]",
-		Description: "Without --session or --all, the newest session is exported. --scrub replaces API keys,\n" +
-			"tokens, credential headers and private keys with [REDACTED:<kind>], for sharing and fixtures.",
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "sqlite", Usage: "the SQLite `FILE` to write (required)"},
-			&cli.StringFlag{Name: "data", Value: store.DefaultDir(), Usage: "event store `DIR`"},
-			&cli.StringSliceFlag{Name: "session", Usage: "export session `ID` (repeatable)"},
-			&cli.BoolFlag{Name: "all", Usage: "export every session"},
-			&cli.BoolFlag{Name: "scrub", Usage: "redact secrets in every text column"},
-			&cli.BoolFlag{Name: "force", Usage: "replace FILE if it exists"},
-		},
-		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
-			return usageError{err}
-		},
-		Action: runExport,
-	}
-}
-
-func runExport(c *cli.Context) error {
-	if c.NArg() > 0 {
-		return usageError{fmt.Errorf("unexpected argument %q", c.Args().First())}
-	}
-	if c.String("sqlite") == "" {
-		return usageError{errors.New("--sqlite FILE is required: where to write the export")}
-	}
-	ids := c.StringSlice("session")
-	if len(ids) > 0 && c.Bool("all") {
-		return usageError{errors.New("give --session or --all, not both")}
-	}
-	st, err := store.OpenReadOnly(c.String("data"))
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	if len(ids) == 0 && !c.Bool("all") {
-		sessions, err := st.Sessions()
-		if err != nil {
-			return err
-		}
-		if len(sessions) == 0 {
-			return fmt.Errorf("no sessions in %s", c.String("data"))
-		}
-		ids = []string{sessions[0].ID}
-	}
-	res, err := sqliteexport.Export(context.Background(), st, c.String("sqlite"), sqliteexport.Options{
-		Sessions:  ids,
-		Scrub:     c.Bool("scrub"),
-		Overwrite: c.Bool("force"),
-	})
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(c.App.Writer, "exported %d session(s), %d events (%d net, %d dns) to %s in %s\n",
-		res.Sessions, res.Events, res.NetEvents, res.DNSEvents, c.String("sqlite"), res.Duration.Round(1e6))
-	return nil
 }

@@ -2,11 +2,16 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"database/sql"
+	"net/netip"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/capsem/capsem/store"
+	"github.com/capsem/capsem/store/sqliteexport"
 )
 
 func TestExportUsageAndErrors(t *testing.T) {
@@ -59,5 +64,81 @@ func TestExportNewestSessionByDefault(t *testing.T) {
 	}
 	if code := run([]string{"capsem", "export", "--sqlite", out, "--data", dir, "--all", "--force"}, &stdout, &stderr); code != 0 {
 		t.Errorf("--all --force: exit %d: %s", code, stderr.String())
+	}
+}
+
+func TestInspectTextReport(t *testing.T) {
+	dir := t.TempDir()
+	st, err := store.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := st.Begin(store.Session{Command: []string{"capsem-net", "--policy", "p.toml"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Append(store.Event{DNS: &store.DNS{QName: "api.example.com", QType: "A", Decision: store.Allowed, Answer: "198.19.0.1"}})
+	w.Append(store.Event{DNS: &store.DNS{QName: "evil.example", QType: "TXT", Decision: store.Denied}})
+	w.Append(store.Event{Net: &store.Net{Transport: store.TransportTCP, Decision: store.Denied, Reason: "direct-ip", IP: netip.MustParseAddr("203.0.113.9"), Port: 443, Count: 1}})
+	w.Append(store.Event{Net: &store.Net{Transport: store.TransportTCP, Decision: store.Allowed, Reason: "allowed", Domain: "api.example.com", Port: 443, BytesSent: 10, BytesReceived: 20}})
+	if err := w.End(nil); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"capsem", "inspect", "--data", dir}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	out := stdout.String()
+	t.Log("\n" + out)
+	for _, want := range []string{`net_events\s+2\n`, `dns_events\s+2\n`, "reason=direct-ip", "domain=api.example.com", "ok   all tables exist", "ok   no orphaned tool_calls"} {
+		if !regexp.MustCompile(want).MatchString(out) {
+			t.Errorf("inspect output lacks %q", want)
+		}
+	}
+	stdout.Reset()
+	if code := run([]string{"capsem", "sessions", "--data", dir}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "capsem-net --policy p.toml") {
+		t.Errorf("sessions: exit %d\n%s", code, stdout.String())
+	}
+	if code := run([]string{"capsem", "inspect", "--data", dir, "no-such-session"}, &stdout, &stderr); code == 0 {
+		t.Error("inspect of an unknown session succeeded")
+	}
+}
+
+// TestInspectChecksFail plants an orphaned tool call in an export: the
+// check must fail.
+func TestInspectChecksFail(t *testing.T) {
+	dir := t.TempDir()
+	st, err := store.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, _ := st.Begin(store.Session{})
+	w.End(nil)
+	dbPath := filepath.Join(t.TempDir(), "x.db")
+	if _, err := sqliteexport.Export(context.Background(), st, dbPath, sqliteexport.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	db, err := sql.Open("sqlite", dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`INSERT INTO tool_calls (session_id, seq, timestamp, timestamp_ms, model_call_id, call_index, call_id, tool_name) SELECT id, 1, started_at, started_at_ms, 999, 0, 'c1', 'bash' FROM sessions`); err != nil {
+		t.Fatal(err)
+	}
+	r, err := buildReport(db, sessionSummary{}, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := map[string]bool{}
+	for _, ch := range r.Checks {
+		if !ch.OK {
+			failed[ch.Name] = true
+		}
+	}
+	if !failed["no orphaned tool_calls"] || !failed["no foreign-key violations"] {
+		t.Errorf("checks %+v: want the orphan and FK checks to fail", r.Checks)
 	}
 }

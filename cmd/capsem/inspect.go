@@ -1,0 +1,269 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/urfave/cli/v2"
+	_ "modernc.org/sqlite"
+
+	"github.com/capsem/capsem/store"
+	"github.com/capsem/capsem/store/sqliteexport"
+)
+
+func inspectCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "inspect",
+		Usage:     "summarise one session and check its integrity (exit 1 when a check fails)",
+		UsageText: "capsem inspect [ID] [--data DIR] [--json] [-n ROWS]",
+		Description: "Without ID, the newest session. The session is exported (scrubbed) to a temporary SQLite\n" +
+			"file and summarised from it: rows per table, the first rows of each, denied flows, top domains,\n" +
+			"and the integrity checks.",
+		Flags: []cli.Flag{
+			dataFlag(),
+			&cli.BoolFlag{Name: "json", Usage: "the report as JSON"},
+			&cli.IntFlag{Name: "n", Value: 5, Usage: "`ROWS` to show per list"},
+		},
+		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
+			return usageError{err}
+		},
+		Action: runInspect,
+	}
+}
+
+// inspectTables are the tables a capsem export must have, in report order.
+var inspectTables = []string{"sessions", "net_events", "dns_events", "model_calls", "tool_calls",
+	"tool_responses", "mcp_calls", "fs_events", "exec_events", "other_events"}
+
+// knownProviders are the model_calls.provider values capsem writes. (That
+// each call was seen on its provider's API domain is checked once
+// model_calls records the domain, with TLS interception.)
+var knownProviders = map[string]bool{"anthropic": true, "openai": true, "google": true}
+
+type check struct {
+	Name   string `json:"name"`
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail,omitempty"`
+}
+
+type report struct {
+	Session   sessionSummary      `json:"session"`
+	Rows      map[string]int64    `json:"rows"`
+	Preview   map[string][]string `json:"preview"`
+	Denied    []string            `json:"denied"`
+	TopDomain []string            `json:"top_domains"`
+	Checks    []check             `json:"checks"`
+}
+
+func runInspect(c *cli.Context) error {
+	if c.NArg() > 1 {
+		return usageError{fmt.Errorf("unexpected argument %q", c.Args().Get(1))}
+	}
+	n := c.Int("n")
+	if n < 0 {
+		return usageError{errors.New("-n must not be negative")}
+	}
+	st, err := store.OpenReadOnly(c.String("data"))
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	id := c.Args().First()
+	if id == "" {
+		sessions, err := st.Sessions()
+		if err != nil {
+			return err
+		}
+		if len(sessions) == 0 {
+			return fmt.Errorf("no sessions in %s", c.String("data"))
+		}
+		id = sessions[0].ID
+	}
+	sess, err := st.Session(id)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp("", "capsem-inspect")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	dbPath := filepath.Join(tmp, "session.db")
+	if _, err := sqliteexport.Export(context.Background(), st, dbPath, sqliteexport.Options{Sessions: []string{id}, Scrub: true}); err != nil {
+		return err
+	}
+	db, err := sql.Open("sqlite", dbPath)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	r, err := buildReport(db, summarize(sess), n)
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		enc := json.NewEncoder(c.App.Writer)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(r); err != nil {
+			return err
+		}
+	} else {
+		printReport(c, r)
+	}
+	for _, ch := range r.Checks {
+		if !ch.OK {
+			return cli.Exit("", 1)
+		}
+	}
+	return nil
+}
+
+// lines runs q and formats each row as its columns joined by "  ".
+func lines(db *sql.DB, q string, args ...any) ([]string, error) {
+	rows, err := db.Query(q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", strings.Fields(q)[0], err)
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	var out []string
+	for rows.Next() {
+		vals := make([]sql.NullString, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, err
+		}
+		parts := make([]string, len(cols))
+		for i, v := range vals {
+			parts[i] = cols[i] + "=" + v.String
+			if !v.Valid {
+				parts[i] = cols[i] + "=-"
+			}
+		}
+		out = append(out, strings.Join(parts, "  "))
+	}
+	return out, rows.Err()
+}
+
+func buildReport(db *sql.DB, sess sessionSummary, n int) (report, error) {
+	r := report{Session: sess, Rows: map[string]int64{}, Preview: map[string][]string{}}
+	present := map[string]bool{}
+	names, err := lines(db, `SELECT name FROM sqlite_master WHERE type = 'table'`)
+	if err != nil {
+		return r, err
+	}
+	for _, l := range names {
+		present[strings.TrimPrefix(l, "name=")] = true
+	}
+	var missing []string
+	for _, t := range inspectTables {
+		if !present[t] {
+			missing = append(missing, t)
+			continue
+		}
+		var count int64
+		if err := db.QueryRow(`SELECT count(*) FROM ` + t).Scan(&count); err != nil {
+			return r, err
+		}
+		r.Rows[t] = count
+	}
+	r.Checks = append(r.Checks, check{Name: "all tables exist", OK: len(missing) == 0, Detail: strings.Join(missing, ", ")})
+	if len(missing) > 0 {
+		return r, nil
+	}
+	previews := map[string]string{
+		"dns_events":  `SELECT timestamp, qname, qtype, decision, answer, resolver_asked FROM dns_events ORDER BY id LIMIT ?`,
+		"net_events":  `SELECT timestamp, transport, decision, reason, domain, ip, port, bytes_sent, bytes_received, count FROM net_events ORDER BY id LIMIT ?`,
+		"model_calls": `SELECT timestamp, provider, model, status_code, input_tokens, output_tokens FROM model_calls ORDER BY id LIMIT ?`,
+	}
+	for t, q := range previews {
+		if r.Preview[t], err = lines(db, q, n); err != nil {
+			return r, err
+		}
+	}
+	if r.Denied, err = lines(db, `SELECT reason, transport, coalesce(domain, ip, '') AS target, port, sum(count) AS n
+		FROM net_events WHERE decision = 'denied' GROUP BY reason, transport, target, port ORDER BY n DESC, reason LIMIT ?`, n); err != nil {
+		return r, err
+	}
+	if r.TopDomain, err = lines(db, `SELECT domain, count(*) AS flows, sum(bytes_sent) AS sent, sum(bytes_received) AS received
+		FROM net_events WHERE domain IS NOT NULL AND decision = 'allowed' GROUP BY domain ORDER BY flows DESC, domain LIMIT ?`, n); err != nil {
+		return r, err
+	}
+	for _, q := range []struct{ name, sql string }{
+		{"no orphaned tool_calls", `SELECT count(*) FROM tool_calls WHERE model_call_id IS NOT NULL AND model_call_id NOT IN (SELECT id FROM model_calls)`},
+		{"no orphaned tool_responses", `SELECT count(*) FROM tool_responses WHERE model_call_id IS NOT NULL AND model_call_id NOT IN (SELECT id FROM model_calls)`},
+		{"no foreign-key violations", `SELECT count(*) FROM pragma_foreign_key_check`},
+	} {
+		var bad int64
+		if err := db.QueryRow(q.sql).Scan(&bad); err != nil {
+			return r, err
+		}
+		r.Checks = append(r.Checks, check{Name: q.name, OK: bad == 0, Detail: detailCount(bad)})
+	}
+	providers, err := lines(db, `SELECT DISTINCT coalesce(provider, '') AS provider FROM model_calls`)
+	if err != nil {
+		return r, err
+	}
+	var unknown []string
+	for _, p := range providers {
+		if p = strings.TrimPrefix(p, "provider="); !knownProviders[p] {
+			unknown = append(unknown, p)
+		}
+	}
+	r.Checks = append(r.Checks, check{Name: "model_calls providers are known API providers", OK: len(unknown) == 0, Detail: strings.Join(unknown, ", ")})
+	return r, nil
+}
+
+func detailCount(n int64) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d rows", n)
+}
+
+func printReport(c *cli.Context, r report) {
+	w := c.App.Writer
+	s := r.Session
+	fmt.Fprintf(w, "session %s  started %s  command %q\n", s.ID, s.StartedAt.Local().Format("2006-01-02 15:04:05"), strings.Join(s.Command, " "))
+	fmt.Fprintf(w, "events %d  allowed %d  denied %d  lost %d\n\n", s.Events, s.Allowed, s.Denied, s.Lost)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TABLE\tROWS")
+	for _, t := range inspectTables {
+		if n, ok := r.Rows[t]; ok {
+			fmt.Fprintf(tw, "%s\t%d\n", t, n)
+		}
+	}
+	tw.Flush()
+	section := func(title string, ls []string) {
+		if len(ls) == 0 {
+			return
+		}
+		fmt.Fprintf(w, "\n%s:\n", title)
+		for _, l := range ls {
+			fmt.Fprintln(w, "  "+l)
+		}
+	}
+	for _, t := range []string{"dns_events", "net_events", "model_calls"} {
+		section("first "+t, r.Preview[t])
+	}
+	section("denied flows", r.Denied)
+	section("top domains", r.TopDomain)
+	fmt.Fprintln(w, "\nchecks:")
+	for _, ch := range r.Checks {
+		mark := "ok  "
+		if !ch.OK {
+			mark = "FAIL"
+		}
+		fmt.Fprintf(w, "  %s %s %s\n", mark, ch.Name, ch.Detail)
+	}
+}
