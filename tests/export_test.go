@@ -9,6 +9,9 @@ import (
 	"testing"
 
 	_ "modernc.org/sqlite"
+
+	"github.com/capsem/capsem/store/sqliteexport"
+	"github.com/capsem/capsem/store/sqliteexport/schemacheck"
 )
 
 // TestExportOfARealRun exports a capsem-net session produced by real
@@ -32,6 +35,11 @@ func TestExportOfARealRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
+	// Every table, column, primary key, foreign key and index of the
+	// specification, on the export of a real run.
+	for _, err := range schemacheck.Verify(db, sqliteexport.SchemaVersion) {
+		t.Error(err)
+	}
 	one := func(q string, args ...any) int {
 		t.Helper()
 		var n int

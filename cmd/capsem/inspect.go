@@ -16,6 +16,7 @@ import (
 
 	"github.com/capsem/capsem/store"
 	"github.com/capsem/capsem/store/sqliteexport"
+	"github.com/capsem/capsem/store/sqliteexport/schemacheck"
 )
 
 func inspectCommand() *cli.Command {
@@ -181,6 +182,11 @@ func buildReport(db *sql.DB, sess sessionSummary, n int) (report, error) {
 	if len(missing) > 0 {
 		return r, nil
 	}
+	var schemaErrs []string
+	for _, err := range schemacheck.Verify(db, sqliteexport.SchemaVersion) {
+		schemaErrs = append(schemaErrs, err.Error())
+	}
+	r.Checks = append(r.Checks, check{Name: "columns, keys and indexes match the schema", OK: len(schemaErrs) == 0, Detail: strings.Join(schemaErrs, "; ")})
 	previews := map[string]string{
 		"dns_events":  `SELECT timestamp, qname, qtype, decision, answer, resolver_asked FROM dns_events ORDER BY id LIMIT ?`,
 		"net_events":  `SELECT timestamp, transport, decision, reason, domain, ip, port, bytes_sent, bytes_received, count FROM net_events ORDER BY id LIMIT ?`,
