@@ -43,10 +43,13 @@ func inspectCommand() *cli.Command {
 var inspectTables = []string{"sessions", "net_events", "dns_events", "model_calls", "tool_calls",
 	"tool_responses", "mcp_calls", "fs_events", "exec_events", "other_events"}
 
-// knownProviders are the model_calls.provider values capsem writes. (That
-// each call was seen on its provider's API domain is checked once
-// model_calls records the domain, with TLS interception.)
-var knownProviders = map[string]bool{"anthropic": true, "openai": true, "google": true}
+// providerDomains are the API hosts each model_calls.provider is served
+// from: a call recorded under a provider must have been seen on its host.
+var providerDomains = map[string]string{
+	"anthropic": "api.anthropic.com",
+	"openai":    "api.openai.com",
+	"google":    "generativelanguage.googleapis.com",
+}
 
 type check struct {
 	Name   string `json:"name"`
@@ -216,17 +219,19 @@ func buildReport(db *sql.DB, sess sessionSummary, n int) (report, error) {
 		}
 		r.Checks = append(r.Checks, check{Name: q.name, OK: bad == 0, Detail: detailCount(bad)})
 	}
-	providers, err := lines(db, `SELECT DISTINCT coalesce(provider, '') AS provider FROM model_calls`)
+	var mismatched []string
+	pairs, err := lines(db, `SELECT DISTINCT coalesce(provider, '') AS provider, coalesce(domain, '') AS domain FROM model_calls`)
 	if err != nil {
 		return r, err
 	}
-	var unknown []string
-	for _, p := range providers {
-		if p = strings.TrimPrefix(p, "provider="); !knownProviders[p] {
-			unknown = append(unknown, p)
+	for _, p := range pairs {
+		provider, domain, _ := strings.Cut(p, "  ")
+		provider, domain = strings.TrimPrefix(provider, "provider="), strings.TrimPrefix(domain, "domain=")
+		if want, ok := providerDomains[provider]; !ok || domain != want {
+			mismatched = append(mismatched, fmt.Sprintf("%q on %q", provider, domain))
 		}
 	}
-	r.Checks = append(r.Checks, check{Name: "model_calls providers are known API providers", OK: len(unknown) == 0, Detail: strings.Join(unknown, ", ")})
+	r.Checks = append(r.Checks, check{Name: "model_calls provider matches the domain", OK: len(mismatched) == 0, Detail: strings.Join(mismatched, ", ")})
 	return r, nil
 }
 

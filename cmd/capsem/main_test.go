@@ -141,4 +141,19 @@ func TestInspectChecksFail(t *testing.T) {
 	if !failed["no orphaned tool_calls"] || !failed["no foreign-key violations"] {
 		t.Errorf("checks %+v: want the orphan and FK checks to fail", r.Checks)
 	}
+	if failed["model_calls provider matches the domain"] {
+		t.Errorf("provider check failed with no model calls: %+v", r.Checks)
+	}
+	if _, err := db.Exec(`INSERT INTO model_calls (session_id, seq, timestamp, timestamp_ms, provider, domain)
+		SELECT id, 2, started_at, started_at_ms, 'anthropic', 'evil.example' FROM sessions`); err != nil {
+		t.Fatal(err)
+	}
+	if r, err = buildReport(db, sessionSummary{}, 5); err != nil {
+		t.Fatal(err)
+	}
+	for _, ch := range r.Checks {
+		if ch.Name == "model_calls provider matches the domain" && (ch.OK || !strings.Contains(ch.Detail, "evil.example")) {
+			t.Errorf("a model call from anthropic on evil.example passed the provider check: %+v", ch)
+		}
+	}
 }

@@ -104,6 +104,7 @@ var tables = []string{
 	timestamp             TEXT NOT NULL,
 	timestamp_ms          INTEGER NOT NULL,
 	provider              TEXT,
+	domain                TEXT,    -- the API host the call was seen on (for the provider check)
 	model                 TEXT,
 	method                TEXT,
 	path                  TEXT,

@@ -26,7 +26,7 @@ var Columns = map[string][]string{
 		"request_body_preview", "response_body_preview", "count", "detail"},
 	"dns_events": {"id", "session_id", "seq", "timestamp", "timestamp_ms", "qname", "qtype", "transport", "decision",
 		"reason", "matched_rule", "answer", "resolver_asked"},
-	"model_calls": {"id", "session_id", "seq", "timestamp", "timestamp_ms", "provider", "model", "method", "path", "stream",
+	"model_calls": {"id", "session_id", "seq", "timestamp", "timestamp_ms", "provider", "domain", "model", "method", "path", "stream",
 		"system_prompt_preview", "messages_count", "tools_count", "request_bytes", "request_body_preview",
 		"message_id", "status_code", "text_content", "thinking_content", "stop_reason", "input_tokens",
 		"output_tokens", "cache_read_tokens", "cache_write_tokens", "duration_ms", "response_bytes",
