@@ -70,13 +70,6 @@ func (d *FakeDNS) NameOf(a netip.Addr) (string, bool) {
 	return n, ok
 }
 
-// Len is the number of names handed out.
-func (d *FakeDNS) Len() int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return len(d.byName)
-}
-
 var errNoReply = errors.New("dns: no reply for this message")
 
 // Answer builds the reply to one DNS query under pol. It never consults a

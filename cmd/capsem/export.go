@@ -26,10 +26,8 @@ func exportCommand() *cli.Command {
 			&cli.BoolFlag{Name: "scrub", Usage: "redact secrets in every text column"},
 			&cli.BoolFlag{Name: "force", Usage: "replace FILE if it exists"},
 		},
-		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
-			return usageError{err}
-		},
-		Action: runExport,
+		OnUsageError: onUsageError,
+		Action:       runExport,
 	}
 }
 

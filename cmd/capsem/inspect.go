@@ -32,10 +32,8 @@ func inspectCommand() *cli.Command {
 			&cli.BoolFlag{Name: "json", Usage: "the report as JSON"},
 			&cli.IntFlag{Name: "n", Value: 5, Usage: "`ROWS` to show per list"},
 		},
-		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
-			return usageError{err}
-		},
-		Action: runInspect,
+		OnUsageError: onUsageError,
+		Action:       runInspect,
 	}
 }
 

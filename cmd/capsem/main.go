@@ -22,6 +22,9 @@ const exitUsage = 2
 
 type usageError struct{ error }
 
+// onUsageError makes urfave/cli's flag errors exit with exitUsage.
+func onUsageError(_ *cli.Context, err error, _ bool) error { return usageError{err} }
+
 func main() {
 	os.Exit(run(os.Args, os.Stdout, os.Stderr))
 }
@@ -49,9 +52,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		Writer:          stdout,
 		ErrWriter:       stderr,
 		HideHelpCommand: true,
-		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
-			return usageError{err}
-		},
-		Commands: []*cli.Command{exportCommand(), sessionsCommand(), inspectCommand()},
+		OnUsageError:    onUsageError,
+		Commands:        []*cli.Command{exportCommand(), sessionsCommand(), inspectCommand()},
 	}
 }

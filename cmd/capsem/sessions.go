@@ -18,14 +18,12 @@ func dataFlag() cli.Flag {
 
 func sessionsCommand() *cli.Command {
 	return &cli.Command{
-		Name:      "sessions",
-		Usage:     "list the sessions in the event store, newest first",
-		UsageText: "capsem sessions [--data DIR] [--json]",
-		Flags:     []cli.Flag{dataFlag(), &cli.BoolFlag{Name: "json", Usage: "one JSON array instead of a table"}},
-		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
-			return usageError{err}
-		},
-		Action: runSessions,
+		Name:         "sessions",
+		Usage:        "list the sessions in the event store, newest first",
+		UsageText:    "capsem sessions [--data DIR] [--json]",
+		Flags:        []cli.Flag{dataFlag(), &cli.BoolFlag{Name: "json", Usage: "one JSON array instead of a table"}},
+		OnUsageError: onUsageError,
+		Action:       runSessions,
 	}
 }
 
