@@ -35,25 +35,27 @@ func newDropLog(rec Recorder, stats *Stats) *dropLog {
 // record counts one dropped frame and records it, subject to the rate limit.
 func (d *dropLog) record(reason string, transport store.Transport, ip netip.Addr, port uint16, detail string) {
 	d.stats.FramesDropped.Add(1)
-	d.log(store.Denied, reason, transport, ip, port, detail)
+	d.log(store.Denied, reason, transport, ip, port, detail, nil)
+}
+
+// recordDetail is record for a detail that costs something to format: mk
+// is called only when the drop is recorded individually, so a flood of
+// such frames allocates nothing beyond the rate limit.
+func (d *dropLog) recordDetail(reason string, transport store.Transport, ip netip.Addr, port uint16, mk func() string) {
+	d.stats.FramesDropped.Add(1)
+	d.log(store.Denied, reason, transport, ip, port, "", mk)
 }
 
 // allowed records a frame the guard let through that makes no flow of its
 // own (ICMP echo to the gateway), under the same rate limit.
 func (d *dropLog) allowed(reason string, transport store.Transport, ip netip.Addr) {
-	d.log(store.Allowed, reason, transport, ip, 0, "")
+	d.log(store.Allowed, reason, transport, ip, 0, "", nil)
 }
 
-func (d *dropLog) log(decision store.Decision, reason string, transport store.Transport, ip netip.Addr, port uint16, detail string) {
-	ev := store.Net{
-		Transport: transport,
-		Decision:  decision,
-		Reason:    reason,
-		Port:      port,
-		Detail:    detail,
-		Count:     1,
+func (d *dropLog) log(decision store.Decision, reason string, transport store.Transport, ip netip.Addr, port uint16, detail string, mk func() string) {
+	fill := func(ev *store.Net) {
+		*ev = store.Net{Transport: transport, Decision: decision, Reason: reason, IP: ip, Port: port, Detail: detail, Count: 1}
 	}
-	ev.IP = ip
 	now := time.Now()
 	d.mu.Lock()
 	st := d.per[reason]
@@ -66,15 +68,22 @@ func (d *dropLog) log(decision store.Decision, reason string, transport store.Tr
 		st.windowStart = now
 		st.inWindow = 0
 	}
-	if st.inWindow < dropBurst {
-		st.inWindow++
+	if st.inWindow >= dropBurst {
+		// Counted into the next aggregate event; built in place so a
+		// flood allocates nothing.
+		st.suppressed++
+		fill(&st.last)
 		d.mu.Unlock()
-		d.rec.Append(store.Event{Kind: store.KindNet, Net: &ev})
 		return
 	}
-	st.suppressed++
-	st.last = ev
+	st.inWindow++
 	d.mu.Unlock()
+	ev := new(store.Net)
+	fill(ev)
+	if mk != nil {
+		ev.Detail = mk()
+	}
+	d.rec.Append(store.Event{Kind: store.KindNet, Net: ev})
 }
 
 func (d *dropLog) emitSuppressedLocked(st *dropState) {

@@ -42,14 +42,12 @@ const (
 	ReasonUpstreamNoAddr  = "upstream-no-address"
 	ReasonHandshakeFailed = "guest-handshake-failed"
 	ReasonPoolExhausted   = "dns-pool-exhausted"
-	ReasonStackClosed     = "stack-closed"
 	ReasonMalformedDNS    = "malformed-dns"
 	ReasonDNSNotSupported = "dns-opcode-not-supported"
 	ReasonDNSClassNotIN   = "dns-class-not-in"
 	ReasonDNSDeniedName   = "denied-name"
 	ReasonDNSAllowedName  = "allowed-name"
 	ReasonDNSEmptyAnswer  = "allowed-name-no-records"
-	ReasonDNSPTRSynthetic = "ptr-synthetic"
 )
 
 const (
@@ -83,23 +81,25 @@ func (s *Stack) inbound(frame []byte, more bool) {
 		s.drops.record(ReasonOversizeFrame, store.TransportOther, netip.Addr{}, 0, "")
 		return
 	}
+	// MACs are compared as bytes: converting them to tcpip.LinkAddress
+	// strings would allocate on every frame.
 	eth := header.Ethernet(frame)
-	src := eth.SourceAddress()
-	if !header.IsValidUnicastEthernetAddress(src) {
-		s.drops.record(ReasonBadSourceMAC, store.TransportOther, netip.Addr{}, 0, src.String())
+	src := frame[6:12]
+	if src[0]&1 != 0 || string(src) == "\x00\x00\x00\x00\x00\x00" {
+		s.drops.recordDetail(ReasonBadSourceMAC, store.TransportOther, netip.Addr{}, 0, macString(src))
 		return
 	}
 	if !s.checkGuestMAC(src) {
-		s.drops.record(ReasonSpoofedMAC, store.TransportOther, netip.Addr{}, 0, src.String())
+		s.drops.recordDetail(ReasonSpoofedMAC, store.TransportOther, netip.Addr{}, 0, macString(src))
 		return
 	}
-	dst := eth.DestinationAddress()
-	if dst != s.link.mac && dst != header.EthernetBroadcastAddress {
+	dst := frame[0:6]
+	if string(dst) != string(s.link.mac) && string(dst) != string(header.EthernetBroadcastAddress) {
 		if eth.Type() == header.IPv6ProtocolNumber {
 			s.dropIPv6(frame)
 			return
 		}
-		s.drops.record(ReasonNotForGateway, store.TransportOther, netip.Addr{}, 0, dst.String())
+		s.drops.recordDetail(ReasonNotForGateway, store.TransportOther, netip.Addr{}, 0, macString(dst))
 		return
 	}
 	switch eth.Type() {
@@ -110,29 +110,31 @@ func (s *Stack) inbound(frame []byte, more bool) {
 	case header.IPv6ProtocolNumber:
 		s.dropIPv6(frame)
 	default:
-		s.drops.record(ReasonEtherType, store.TransportOther, netip.Addr{}, 0, "ethertype 0x"+strconv.FormatUint(uint64(eth.Type()), 16))
+		typ := eth.Type()
+		s.drops.recordDetail(ReasonEtherType, store.TransportOther, netip.Addr{}, 0, func() string { return "ethertype 0x" + strconv.FormatUint(uint64(typ), 16) })
 	}
 }
 
 // dropIPv6 drops and counts an IPv6 frame: capsem's guest link is IPv4 only.
 func (s *Stack) dropIPv6(frame []byte) {
 	s.stats.IPv6Dropped.Add(1)
-	var dst netip.Addr
-	detail := ""
-	if ip := header.IPv6(frame[header.EthernetMinimumSize:]); len(ip) >= header.IPv6MinimumSize {
-		dst = netip.AddrFrom16(ip.DestinationAddress().As16())
-		detail = "next header " + strconv.Itoa(int(ip.NextHeader()))
+	ip := header.IPv6(frame[header.EthernetMinimumSize:])
+	if len(ip) < header.IPv6MinimumSize {
+		s.drops.record(ReasonIPv6, store.TransportIPv6, netip.Addr{}, 0, "")
+		return
 	}
-	s.drops.record(ReasonIPv6, store.TransportIPv6, dst, 0, detail)
+	next := ip.NextHeader()
+	s.drops.recordDetail(ReasonIPv6, store.TransportIPv6, netip.AddrFrom16(ip.DestinationAddress().As16()), 0,
+		func() string { return "next header " + strconv.Itoa(int(next)) })
 }
 
-func (s *Stack) guardARP(frame []byte, src tcpip.LinkAddress) {
+func (s *Stack) guardARP(frame []byte, src []byte) {
 	a := header.ARP(frame[header.EthernetMinimumSize:])
 	if !a.IsValid() {
 		s.drops.record(ReasonMalformedARP, store.TransportARP, netip.Addr{}, 0, "")
 		return
 	}
-	if tcpip.LinkAddress(a.HardwareAddressSender()) != src {
+	if string(a.HardwareAddressSender()) != string(src) {
 		s.drops.record(ReasonSpoofedMAC, store.TransportARP, netip.Addr{}, 0, "arp sender differs from frame source")
 		return
 	}
@@ -224,7 +226,7 @@ func (s *Stack) guardIPv4(frame []byte, more bool) {
 	case header.UDPProtocolNumber:
 		s.drops.record(ReasonFragment, store.TransportUDP, dstIP, 0, "")
 	default:
-		s.drops.record(ReasonIPProtocol, store.TransportOther, dstIP, 0, "ip protocol "+strconv.Itoa(int(proto)))
+		s.drops.recordDetail(ReasonIPProtocol, store.TransportOther, dstIP, 0, func() string { return "ip protocol " + strconv.Itoa(int(proto)) })
 	}
 }
 
@@ -246,6 +248,11 @@ func (s *Stack) reopenTimeWait(ip header.IPv4, src, dst tcpip.Address) {
 	if tep, ok := ep.(*tcp.Endpoint); ok && tcp.EndpointState(tep.State()) == tcp.StateTimeWait {
 		tep.Abort()
 	}
+}
+
+// macString formats a MAC for an event detail, when it is recorded.
+func macString(mac []byte) func() string {
+	return func() string { return tcpip.LinkAddress(mac).String() }
 }
 
 // isIPv4TCP is a cheap look at the headers: is this an IPv4 TCP frame?

@@ -267,9 +267,6 @@ func (s *Stack) Snapshot() map[string]uint64 {
 	return m
 }
 
-// DNS returns the fake-DNS table (names handed out this session).
-func (s *Stack) DNS() *FakeDNS { return s.dns }
-
 // Serve pumps frames between conn and the stack until conn fails, ctx is
 // done or the stack is closed. A clean end of the guest's stream returns nil.
 // Serve closes conn.
@@ -332,17 +329,18 @@ func (s *Stack) Close() error {
 	return nil
 }
 
-// checkGuestMAC reports whether src is the guest's MAC, locking the guest
-// MAC to src when none is locked yet.
-func (s *Stack) checkGuestMAC(src tcpip.LinkAddress) bool {
+// checkGuestMAC reports whether src (6 bytes of a frame) is the guest's
+// MAC, locking the guest MAC to src when none is locked yet. It compares
+// without converting, so the per-frame check does not allocate.
+func (s *Stack) checkGuestMAC(src []byte) bool {
 	s.macMu.Lock()
 	defer s.macMu.Unlock()
 	if s.guestMAC == "" {
-		s.guestMAC = src
-		s.addGuestNeighbor(src)
+		s.guestMAC = tcpip.LinkAddress(src)
+		s.addGuestNeighbor(s.guestMAC)
 		return true
 	}
-	return s.guestMAC == src
+	return string(s.guestMAC) == string(src)
 }
 
 func (s *Stack) guestLink() tcpip.LinkAddress {

@@ -491,3 +491,27 @@ func TestWritePacketsLargerThanTheQueue(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestDropFloodDoesNotAllocate: past the per-reason rate limit, a dropped
+// frame costs no allocation, however its drop detail would be formatted.
+func TestDropFloodDoesNotAllocate(t *testing.T) {
+	s, err := New(Config{Policy: mustPolicy(t, ""), Recorder: &memRecorder{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.checkGuestMAC([]byte(guestMAC))
+	other := tcpip.LinkAddress([]byte{0x52, 0x54, 0, 0x99, 0x99, 0x99})
+	spoofed := arpRequest(other, GuestIP.As4(), GatewayIP.As4())
+	ip6 := ethFrame(guestMAC, tcpip.LinkAddress(GatewayMAC), header.IPv6ProtocolNumber, make([]byte, 40))
+	for i := 0; i < 2*dropBurst; i++ { // use up this second's individual events
+		s.inbound(spoofed, false)
+		s.inbound(ip6, false)
+	}
+	if n := testing.AllocsPerRun(200, func() {
+		s.inbound(spoofed, false)
+		s.inbound(ip6, false)
+	}); n != 0 {
+		t.Errorf("%.1f allocations per rate-limited drop", n)
+	}
+}
