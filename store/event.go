@@ -10,11 +10,15 @@ import (
 // the kind with no payload instead of an error.
 type Kind string
 
-// The kinds of events recorded today. Planned: "http", "model_call",
-// "tool_call", "tool_response", "mcp_call", "fs", "exec".
+// The kinds of events recorded today. Planned: "mcp_call", "fs", "exec".
+// An HTTP request seen by the MITM is a KindNet event with Method, Path and
+// StatusCode set. A model call carries the tool calls the model made in its
+// response and the tool results its request sent back, so the three tables
+// model_calls, tool_calls and tool_responses come from one event.
 const (
-	KindDNS Kind = "dns"
-	KindNet Kind = "net"
+	KindDNS       Kind = "dns"
+	KindNet       Kind = "net"
+	KindModelCall Kind = "model_call"
 )
 
 // Decision is the outcome of applying policy to a query or a flow.
@@ -60,8 +64,9 @@ type Event struct {
 	Time    time.Time // wall time; Append fills it when zero
 	Kind    Kind      // Append infers it from the payload when empty
 
-	DNS *DNS
-	Net *Net
+	DNS       *DNS
+	Net       *Net
+	ModelCall *ModelCall
 }
 
 // DNS is a query the guest sent to capsem's fake DNS server and the answer it
@@ -116,6 +121,58 @@ type Net struct {
 	Count int64
 	// Detail is free text for whatever the fields above do not say.
 	Detail string
+}
+
+// ModelCall is one request to an AI provider's model API and its response,
+// as parsed by the MITM. It maps to a model_calls row, plus one tool_calls
+// row per ToolCalls entry and one tool_responses row per ToolResults entry
+// (both linked to this row). Text fields are previews, capped by the MITM.
+type ModelCall struct {
+	Provider            string // provider: anthropic, openai, google
+	Domain              string // domain: the API host the call was seen on
+	Model               string // model, as requested (or as answered when the request does not say)
+	Method              string // method
+	Path                string // path
+	Stream              bool   // stream: the response was streamed (SSE)
+	SystemPromptPreview string // system_prompt_preview
+	MessagesCount       int    // messages_count: messages (or input items) in the request
+	ToolsCount          int    // tools_count: tools offered to the model
+	RequestBytes        int64  // request_bytes: body bytes as sent on the wire
+	RequestBodyPreview  string // request_body_preview
+	MessageID           string // message_id: the provider's id for the response
+	StatusCode          int    // status_code
+	TextContent         string // text_content: text the model produced
+	ThinkingContent     string // thinking_content: reasoning the model exposed
+	StopReason          string // stop_reason, as the provider words it
+	InputTokens         int64  // input_tokens
+	OutputTokens        int64  // output_tokens
+	CacheReadTokens     int64  // cache_read_tokens
+	CacheWriteTokens    int64  // cache_write_tokens
+	Duration            time.Duration
+	ResponseBytes       int64   // response_bytes: body bytes as received on the wire
+	CostUSD             float64 // estimated_cost_usd, from the embedded pricing table
+	TraceID             string  // trace_id: shared by the calls of one tool loop
+	UsageDetails        string  // usage_details: the provider's usage object, as JSON
+
+	ToolCalls   []ToolCall   // tool calls the model made in this response
+	ToolResults []ToolResult // tool results this request sent back
+}
+
+// ToolCall is a tool invocation the model asked for. It maps to tool_calls.
+type ToolCall struct {
+	Index     int    // call_index: position among the response's tool calls
+	CallID    string // call_id: the provider's id, echoed by the tool result
+	Name      string // tool_name
+	Arguments string // arguments: JSON, assembled from streamed deltas
+	Origin    string // origin: native or mcp
+}
+
+// ToolResult is the result of an earlier tool call, sent back to the model
+// in a later request. It maps to tool_responses.
+type ToolResult struct {
+	CallID         string // call_id: the ToolCall.CallID it answers
+	ContentPreview string // content_preview
+	IsError        bool   // is_error
 }
 
 // Session is the metadata of one run. It maps to the sessions table.
