@@ -1,0 +1,5 @@
+//go:build !unix
+
+package ca
+
+func lockDir(string) (func(), error) { return func() {}, nil }
