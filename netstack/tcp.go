@@ -28,6 +28,14 @@ type Flow struct {
 	Upstream netip.AddrPort // where capsem really connected
 	Decision policy.Decision
 	Policy   *policy.Policy // the policy that allowed the flow
+
+	// Current returns the policy in force now (it changes on reload), for
+	// handlers that decide again on every request of a long connection.
+	Current func() *policy.Policy
+	// Redial opens another upstream connection for this flow's name and
+	// port, under the current policy, with the same rebinding checks and
+	// [upstream] resolve rules as the first one.
+	Redial func(ctx context.Context) (net.Conn, error)
 }
 
 // FlowResult is what a FlowHandler reports when the flow ends.
@@ -35,12 +43,17 @@ type FlowResult struct {
 	BytesSent     int64          // guest to upstream
 	BytesReceived int64          // upstream to guest
 	ConnType      store.ConnType // tcp for a plain splice; handlers may say tls, https, …
-	Err           error
+	// Refused, when set, is the reason the handler refused the flow after
+	// looking into it (a TLS server name that is not the name the guest
+	// resolved, say): the flow is then recorded as denied.
+	Refused string
+	Err     error
 }
 
 // FlowHandler carries one allowed flow until it ends. netstack never
 // imports mitm: the MITM is a FlowHandler. A handler must return when ctx
-// is done and must not close the conns before returning (the caller does).
+// is done. It owns upstream and must close it (it may hand it on, to a
+// connection pool say, and close it later); the caller closes guest.
 type FlowHandler func(ctx context.Context, guest, upstream net.Conn, f *Flow) FlowResult
 
 var copyBufs = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
@@ -53,6 +66,7 @@ func Splice(ctx context.Context, guest, upstream net.Conn, _ *Flow) FlowResult {
 		upstream.Close()
 	})
 	defer stop()
+	defer upstream.Close()
 	var res FlowResult
 	res.ConnType = store.ConnTCP
 	var wg sync.WaitGroup
@@ -149,7 +163,7 @@ func (s *Stack) handleTCP(r *tcp.ForwarderRequest) {
 	}
 
 	start := time.Now()
-	upstream, upAddr, reason, err := s.dialUpstream(pol, name, dst.Port())
+	upstream, upAddr, reason, err := s.dialUpstream(s.ctx, pol, name, dst.Port())
 	if err != nil {
 		deny(reason, err.Error())
 		return
@@ -166,14 +180,28 @@ func (s *Stack) handleTCP(r *tcp.ForwarderRequest) {
 	}
 	s.stats.FlowsAllowed.Add(1)
 	guest := gonet.NewTCPConn(&wq, ep)
-	flow := &Flow{Name: name, Port: dst.Port(), Guest: src, Dst: dst, Upstream: upAddr, Decision: dec, Policy: pol}
+	flow := &Flow{Name: name, Port: dst.Port(), Guest: src, Dst: dst, Upstream: upAddr, Decision: dec, Policy: pol,
+		Current: s.policy.Load,
+		Redial: func(ctx context.Context) (net.Conn, error) {
+			now := s.policy.Load()
+			if d := now.DecideFlow(name, dst.Port()); !d.Allowed {
+				return nil, fmt.Errorf("%s:%d is no longer allowed: %s", name, dst.Port(), d.Reason)
+			}
+			c, _, _, err := s.dialUpstream(ctx, now, name, dst.Port())
+			return c, err
+		},
+	}
 	res := s.flows(s.ctx, guest, upstream, flow)
 	guest.Close()
-	upstream.Close()
 
 	s.stats.BytesToUpstream.Add(uint64(res.BytesSent))
 	s.stats.BytesFromUpstream.Add(uint64(res.BytesReceived))
 	ev.Reason = dec.Reason
+	if res.Refused != "" {
+		s.stats.FlowsAllowed.Add(^uint64(0))
+		s.stats.FlowsDenied.Add(1)
+		ev.Decision, ev.Reason = store.Denied, res.Refused
+	}
 	ev.BytesSent, ev.BytesReceived = res.BytesSent, res.BytesReceived
 	ev.Duration = time.Since(start)
 	ev.Detail = "upstream " + upAddr.String()
@@ -212,8 +240,8 @@ func (s *Stack) accept(r *tcp.ForwarderRequest) (net.Conn, bool) {
 // other name is resolved by the host, and answers in loopback, private,
 // link-local, metadata or other special ranges are refused unless the
 // policy sets allow_private (DNS rebinding).
-func (s *Stack) dialUpstream(pol *policy.Policy, name string, port uint16) (net.Conn, netip.AddrPort, string, error) {
-	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.DialTimeout)
+func (s *Stack) dialUpstream(ctx context.Context, pol *policy.Policy, name string, port uint16) (net.Conn, netip.AddrPort, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.DialTimeout)
 	defer cancel()
 	host := name
 	if t, ok := pol.Resolve(name); ok {
