@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
+	"math/bits"
 	"net/netip"
 	"time"
 )
@@ -23,9 +25,18 @@ import (
 // the value.
 //
 // Addresses are stored as their 4 or 16 bytes (an IPv6 zone is not kept).
+// A bool is a uvarint 1 (false is not written). A float64 is a uvarint of
+// its IEEE 754 bits with the bytes reversed, so that round values (0.5, 3)
+// take two or three bytes; NaN and ±Inf are not written (they read as 0).
+// A repeated message (a model call's tool calls and tool results) is one
+// wire-type-2 field per element, holding the element's own fields, tagged
+// with numbers local to it; an element with every field zero is an empty
+// field, so the count of elements is kept. Readers skip unknown fields
+// inside an element as they do outside.
 //
-// Field numbers: 1–15 the envelope, 16–63 DNS, 64–127 Net; each future kind
-// takes its own block (128–191 http, …). Numbers are never reused.
+// Field numbers: 1–15 the envelope, 16–63 DNS, 64–127 Net, 128–191 kept for
+// a separate http kind, 192–255 ModelCall; each future kind takes its own
+// block. Numbers are never reused.
 const eventVersion = 1
 
 const (
@@ -78,6 +89,61 @@ const (
 	fNetResponseBodyPreview = 84
 	fNetCount               = 85
 	fNetDetail              = 86
+)
+
+// ModelCall fields.
+const (
+	fMCProvider            = 192
+	fMCDomain              = 193
+	fMCModel               = 194
+	fMCMethod              = 195
+	fMCPath                = 196
+	fMCStream              = 197 // bool
+	fMCSystemPromptPreview = 198
+	fMCMessagesCount       = 199
+	fMCToolsCount          = 200
+	fMCRequestBytes        = 201
+	fMCRequestBodyPreview  = 202
+	fMCMessageID           = 203
+	fMCStatusCode          = 204
+	fMCTextContent         = 205
+	fMCThinkingContent     = 206
+	fMCStopReason          = 207
+	fMCInputTokens         = 208
+	fMCOutputTokens        = 209
+	fMCCacheReadTokens     = 210
+	fMCCacheWriteTokens    = 211
+	fMCDuration            = 212 // nanoseconds
+	fMCResponseBytes       = 213
+	fMCCostUSD             = 214 // float64
+	fMCTraceID             = 215
+	fMCUsageDetails        = 216
+	fMCToolCall            = 217 // repeated message: the tool* fields below
+	fMCToolResult          = 218 // repeated message: the result* fields below
+)
+
+// Fields of a tool call (inside fMCToolCall).
+const (
+	fToolIndex     = 1
+	fToolCallID    = 2
+	fToolName      = 3
+	fToolArguments = 4
+	fToolOrigin    = 5
+)
+
+// Fields of a tool result (inside fMCToolResult).
+const (
+	fResultCallID         = 1
+	fResultContentPreview = 2
+	fResultIsError        = 3 // bool
+)
+
+// The blocks of field numbers each payload owns (lo inclusive, hi exclusive),
+// and the highest number this build knows in each.
+const (
+	dnsLo, dnsHi, dnsKnown = 16, 64, fDNSResolverAsked
+	netLo, netHi, netKnown = 64, 128, fNetDetail
+	mcLo, mcHi, mcKnown    = 192, 256, fMCToolResult
 )
 
 // ErrCorrupt is wrapped by the errors readers return for a record they
@@ -133,6 +199,65 @@ func appendEvent(b []byte, ev *Event) []byte {
 		b = appendInt(b, fNetCount, n.Count)
 		b = appendString(b, fNetDetail, n.Detail)
 	}
+	if m := ev.ModelCall; m != nil {
+		b = appendString(b, fMCProvider, m.Provider)
+		b = appendString(b, fMCDomain, m.Domain)
+		b = appendString(b, fMCModel, m.Model)
+		b = appendString(b, fMCMethod, m.Method)
+		b = appendString(b, fMCPath, m.Path)
+		b = appendBool(b, fMCStream, m.Stream)
+		b = appendString(b, fMCSystemPromptPreview, m.SystemPromptPreview)
+		b = appendInt(b, fMCMessagesCount, int64(m.MessagesCount))
+		b = appendInt(b, fMCToolsCount, int64(m.ToolsCount))
+		b = appendInt(b, fMCRequestBytes, m.RequestBytes)
+		b = appendString(b, fMCRequestBodyPreview, m.RequestBodyPreview)
+		b = appendString(b, fMCMessageID, m.MessageID)
+		b = appendInt(b, fMCStatusCode, int64(m.StatusCode))
+		b = appendString(b, fMCTextContent, m.TextContent)
+		b = appendString(b, fMCThinkingContent, m.ThinkingContent)
+		b = appendString(b, fMCStopReason, m.StopReason)
+		b = appendInt(b, fMCInputTokens, m.InputTokens)
+		b = appendInt(b, fMCOutputTokens, m.OutputTokens)
+		b = appendInt(b, fMCCacheReadTokens, m.CacheReadTokens)
+		b = appendInt(b, fMCCacheWriteTokens, m.CacheWriteTokens)
+		b = appendInt(b, fMCDuration, int64(m.Duration))
+		b = appendInt(b, fMCResponseBytes, m.ResponseBytes)
+		b = appendFloat(b, fMCCostUSD, m.CostUSD)
+		b = appendString(b, fMCTraceID, m.TraceID)
+		b = appendString(b, fMCUsageDetails, m.UsageDetails)
+		for i := range m.ToolCalls {
+			tc := &m.ToolCalls[i]
+			b = appendTag(b, fMCToolCall, wireBytes)
+			start := len(b)
+			b = appendInt(b, fToolIndex, int64(tc.Index))
+			b = appendString(b, fToolCallID, tc.CallID)
+			b = appendString(b, fToolName, tc.Name)
+			b = appendString(b, fToolArguments, tc.Arguments)
+			b = appendString(b, fToolOrigin, tc.Origin)
+			b = prefixLength(b, start)
+		}
+		for i := range m.ToolResults {
+			tr := &m.ToolResults[i]
+			b = appendTag(b, fMCToolResult, wireBytes)
+			start := len(b)
+			b = appendString(b, fResultCallID, tr.CallID)
+			b = appendString(b, fResultContentPreview, tr.ContentPreview)
+			b = appendBool(b, fResultIsError, tr.IsError)
+			b = prefixLength(b, start)
+		}
+	}
+	return b
+}
+
+// prefixLength turns the bytes b[start:] into a wire-type-2 value by
+// inserting their length before them, in place: a nested message is
+// written first and measured after, with no second buffer.
+func prefixLength(b []byte, start int) []byte {
+	n := len(b) - start
+	k := uvarintLen(uint64(n))
+	b = append(b, make([]byte, k)...)
+	copy(b[start+k:], b[start:start+n])
+	binary.PutUvarint(b[start:], uint64(n))
 	return b
 }
 
@@ -159,6 +284,29 @@ func appendUint(b []byte, num int, v uint64) []byte {
 
 func appendInt(b []byte, num int, v int64) []byte {
 	return appendUint(b, num, uint64(v<<1)^uint64(v>>63))
+}
+
+func appendBool(b []byte, num int, v bool) []byte {
+	if !v {
+		return b
+	}
+	return appendUint(b, num, 1)
+}
+
+// appendFloat writes a finite, non-zero v; see the format above.
+func appendFloat(b []byte, num int, v float64) []byte {
+	if v == 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+		return b
+	}
+	return appendUint(b, num, bits.ReverseBytes64(math.Float64bits(v)))
+}
+
+func decodeFloat(u uint64) float64 {
+	v := math.Float64frombits(bits.ReverseBytes64(u))
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return 0 // never written; a reader must not hand them on
+	}
+	return v
 }
 
 func appendAddr(b []byte, num int, a netip.Addr) []byte {
@@ -216,25 +364,12 @@ func decodeEvent(v []byte, ev *Event) error {
 	} else {
 		ev.Time = time.Time{}
 	}
-	ev.Kind, ev.DNS, ev.Net = "", nil, nil
+	ev.Kind, ev.DNS, ev.Net, ev.ModelCall = "", nil, nil, nil
 	d := decoder{b: v[headerLen:]}
 	for len(d.b) > 0 {
-		num, wire, err := d.tag()
+		num, wire, u, s, err := d.field()
 		if err != nil {
 			return err
-		}
-		var u uint64
-		var s []byte
-		switch wire {
-		case wireVarint:
-			u, err = d.uvarint()
-		case wireBytes:
-			s, err = d.bytes()
-		default:
-			return fmt.Errorf("%w: field %d has unknown wire type %d", ErrCorrupt, num, wire)
-		}
-		if err != nil {
-			return fmt.Errorf("field %d: %w", num, err)
 		}
 		if err := ev.setField(num, wire, u, s); err != nil {
 			return fmt.Errorf("field %d: %w", num, err)
@@ -245,17 +380,40 @@ func decodeEvent(v []byte, ev *Event) error {
 		ev.DNS = &DNS{}
 	case ev.Kind == KindNet && ev.Net == nil:
 		ev.Net = &Net{}
+	case ev.Kind == KindModelCall && ev.ModelCall == nil:
+		ev.ModelCall = &ModelCall{}
 	}
 	return nil
 }
 
-func (ev *Event) setField(num, wire int, u uint64, s []byte) error {
-	want := wireBytes
-	switch num {
-	case fNetPort, fNetSrcPort, fNetStatusCode, fNetBytesSent, fNetBytesReceived, fNetDuration, fNetCount:
-		want = wireVarint
+// wireOf returns the wire type of a field this build knows, and false for
+// a field from a newer writer.
+func wireOf(num int) (int, bool) {
+	switch {
+	case num == fKind:
+		return wireBytes, true
+	case num >= dnsLo && num <= dnsKnown:
+		return wireBytes, true
+	case num >= netLo && num <= netKnown:
+		switch num {
+		case fNetPort, fNetSrcPort, fNetStatusCode, fNetBytesSent, fNetBytesReceived, fNetDuration, fNetCount:
+			return wireVarint, true
+		}
+		return wireBytes, true
+	case num >= mcLo && num <= mcKnown:
+		switch num {
+		case fMCStream, fMCMessagesCount, fMCToolsCount, fMCRequestBytes, fMCStatusCode,
+			fMCInputTokens, fMCOutputTokens, fMCCacheReadTokens, fMCCacheWriteTokens,
+			fMCDuration, fMCResponseBytes, fMCCostUSD:
+			return wireVarint, true
+		}
+		return wireBytes, true
 	}
-	known := num == fKind || (num >= 16 && num < 24) || (num >= 64 && num < 87)
+	return 0, false
+}
+
+func (ev *Event) setField(num, wire int, u uint64, s []byte) error {
+	want, known := wireOf(num)
 	if !known {
 		return nil // a field from a newer writer: skip it
 	}
@@ -266,7 +424,13 @@ func (ev *Event) setField(num, wire int, u uint64, s []byte) error {
 		ev.Kind = Kind(internKind(s))
 		return nil
 	}
-	if num < 64 {
+	if num >= mcLo {
+		if ev.ModelCall == nil {
+			ev.ModelCall = &ModelCall{}
+		}
+		return ev.ModelCall.setField(num, u, s)
+	}
+	if num < netLo {
 		if ev.DNS == nil {
 			ev.DNS = &DNS{}
 		}
@@ -346,6 +510,146 @@ func (ev *Event) setField(num, wire int, u uint64, s []byte) error {
 	return nil
 }
 
+func (m *ModelCall) setField(num int, u uint64, s []byte) error {
+	switch num {
+	case fMCProvider:
+		m.Provider = internProvider(s)
+	case fMCDomain:
+		m.Domain = internProviderDomain(s)
+	case fMCModel:
+		m.Model = string(s)
+	case fMCMethod:
+		m.Method = internMethod(s)
+	case fMCPath:
+		m.Path = string(s)
+	case fMCStream:
+		m.Stream = u != 0
+	case fMCSystemPromptPreview:
+		m.SystemPromptPreview = string(s)
+	case fMCMessagesCount:
+		m.MessagesCount = int(unzigzag(u))
+	case fMCToolsCount:
+		m.ToolsCount = int(unzigzag(u))
+	case fMCRequestBytes:
+		m.RequestBytes = unzigzag(u)
+	case fMCRequestBodyPreview:
+		m.RequestBodyPreview = string(s)
+	case fMCMessageID:
+		m.MessageID = string(s)
+	case fMCStatusCode:
+		m.StatusCode = int(unzigzag(u))
+	case fMCTextContent:
+		m.TextContent = string(s)
+	case fMCThinkingContent:
+		m.ThinkingContent = string(s)
+	case fMCStopReason:
+		m.StopReason = string(s)
+	case fMCInputTokens:
+		m.InputTokens = unzigzag(u)
+	case fMCOutputTokens:
+		m.OutputTokens = unzigzag(u)
+	case fMCCacheReadTokens:
+		m.CacheReadTokens = unzigzag(u)
+	case fMCCacheWriteTokens:
+		m.CacheWriteTokens = unzigzag(u)
+	case fMCDuration:
+		m.Duration = time.Duration(unzigzag(u))
+	case fMCResponseBytes:
+		m.ResponseBytes = unzigzag(u)
+	case fMCCostUSD:
+		m.CostUSD = decodeFloat(u)
+	case fMCTraceID:
+		m.TraceID = string(s)
+	case fMCUsageDetails:
+		m.UsageDetails = string(s)
+	case fMCToolCall:
+		return decodeToolCall(s, &m.ToolCalls)
+	case fMCToolResult:
+		return decodeToolResult(s, &m.ToolResults)
+	}
+	return nil
+}
+
+// nestedField reads the next field of a nested message and checks its wire
+// type against want (the wire type of the field numbered num, or -1 when
+// this build does not know the field, which the caller then skips).
+func nestedField(d *decoder, want func(num int) int) (num int, u uint64, s []byte, err error) {
+	num, wire, u, s, err := d.field()
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	if w := want(num); w >= 0 && w != wire {
+		return 0, 0, nil, fmt.Errorf("%w: field %d: wire type %d, want %d", ErrCorrupt, num, wire, w)
+	}
+	return num, u, s, nil
+}
+
+func toolCallWire(num int) int {
+	switch num {
+	case fToolIndex:
+		return wireVarint
+	case fToolCallID, fToolName, fToolArguments, fToolOrigin:
+		return wireBytes
+	}
+	return -1
+}
+
+func decodeToolCall(b []byte, out *[]ToolCall) error {
+	var tc ToolCall
+	d := decoder{b: b}
+	for len(d.b) > 0 {
+		num, u, s, err := nestedField(&d, toolCallWire)
+		if err != nil {
+			return fmt.Errorf("tool call: %w", err)
+		}
+		switch num {
+		case fToolIndex:
+			tc.Index = int(unzigzag(u))
+		case fToolCallID:
+			tc.CallID = string(s)
+		case fToolName:
+			tc.Name = string(s)
+		case fToolArguments:
+			tc.Arguments = string(s)
+		case fToolOrigin:
+			tc.Origin = internOrigin(s)
+		}
+	}
+	*out = append(*out, tc)
+	return nil
+}
+
+func toolResultWire(num int) int {
+	switch num {
+	case fResultIsError:
+		return wireVarint
+	case fResultCallID, fResultContentPreview:
+		return wireBytes
+	}
+	return -1
+}
+
+func decodeToolResult(b []byte, out *[]ToolResult) error {
+	var tr ToolResult
+	d := decoder{b: b}
+	for len(d.b) > 0 {
+		num, u, s, err := nestedField(&d, toolResultWire)
+		if err != nil {
+			return fmt.Errorf("tool result: %w", err)
+		}
+		switch num {
+		case fResultCallID:
+			tr.CallID = string(s)
+		case fResultContentPreview:
+			tr.ContentPreview = string(s)
+		case fResultIsError:
+			tr.IsError = u != 0
+		}
+	}
+	*out = append(*out, tr)
+	return nil
+}
+
 func unzigzag(u uint64) int64 { return int64(u>>1) ^ -int64(u&1) }
 
 func decodeAddr(s []byte, a *netip.Addr) error {
@@ -400,6 +704,26 @@ func (d *decoder) tag() (num, wire int, err error) {
 	return int(t >> 3), int(t & 7), nil
 }
 
+// field reads one tag and its value: u for wire type 0, s for wire type 2.
+func (d *decoder) field() (num, wire int, u uint64, s []byte, err error) {
+	num, wire, err = d.tag()
+	if err != nil {
+		return 0, 0, 0, nil, err
+	}
+	switch wire {
+	case wireVarint:
+		u, err = d.uvarint()
+	case wireBytes:
+		s, err = d.bytes()
+	default:
+		return 0, 0, 0, nil, fmt.Errorf("%w: field %d has unknown wire type %d", ErrCorrupt, num, wire)
+	}
+	if err != nil {
+		return 0, 0, 0, nil, fmt.Errorf("field %d: %w", num, err)
+	}
+	return num, wire, u, s, nil
+}
+
 func (d *decoder) bytes() ([]byte, error) {
 	n, err := d.uvarint()
 	if err != nil {
@@ -422,6 +746,42 @@ func internKind(s []byte) string {
 		return string(KindDNS)
 	case string(KindNet):
 		return string(KindNet)
+	case string(KindModelCall):
+		return string(KindModelCall)
+	}
+	return string(s)
+}
+
+func internProvider(s []byte) string {
+	switch string(s) {
+	case "anthropic":
+		return "anthropic"
+	case "openai":
+		return "openai"
+	case "google":
+		return "google"
+	}
+	return string(s)
+}
+
+func internProviderDomain(s []byte) string {
+	switch string(s) {
+	case "api.anthropic.com":
+		return "api.anthropic.com"
+	case "api.openai.com":
+		return "api.openai.com"
+	case "generativelanguage.googleapis.com":
+		return "generativelanguage.googleapis.com"
+	}
+	return string(s)
+}
+
+func internOrigin(s []byte) string {
+	switch string(s) {
+	case "native":
+		return "native"
+	case "mcp":
+		return "mcp"
 	}
 	return string(s)
 }

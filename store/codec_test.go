@@ -3,6 +3,8 @@ package store
 import (
 	"encoding/binary"
 	"errors"
+	"math"
+	"math/bits"
 	"net/netip"
 	"reflect"
 	"strings"
@@ -55,6 +57,47 @@ func fullDNS() *DNS {
 	}
 }
 
+func fullModelCall() *ModelCall {
+	return &ModelCall{
+		Provider:            "anthropic",
+		Domain:              "api.anthropic.com",
+		Model:               "claude-sonnet-4",
+		Method:              "POST",
+		Path:                "/v1/messages",
+		Stream:              true,
+		SystemPromptPreview: "You are a helpful agent.",
+		MessagesCount:       7,
+		ToolsCount:          12,
+		RequestBytes:        23456,
+		RequestBodyPreview:  `{"model":"claude-sonnet-4","stream":true}`,
+		MessageID:           "msg_01XYZ",
+		StatusCode:          200,
+		TextContent:         "Let me look at the file.",
+		ThinkingContent:     "The user wants \x00\xff bytes",
+		StopReason:          "tool_use",
+		InputTokens:         1500,
+		OutputTokens:        320,
+		CacheReadTokens:     1 << 40,
+		CacheWriteTokens:    64,
+		Duration:            2718 * time.Millisecond,
+		ResponseBytes:       9876,
+		CostUSD:             0.0123456789,
+		TraceID:             "trace-7",
+		UsageDetails:        `{"input_tokens":1500,"output_tokens":320}`,
+		ToolCalls: []ToolCall{
+			{Index: 0, CallID: "toolu_01", Name: "bash", Arguments: `{"command":"ls"}`, Origin: "native"},
+			{Index: 1, CallID: "toolu_02", Name: "read_file", Arguments: strings.Repeat("x", 300), Origin: "mcp"},
+			{}, // every field zero: still one element
+			{Index: -1, Name: "odd"},
+		},
+		ToolResults: []ToolResult{
+			{CallID: "toolu_00", ContentPreview: "file1\nfile2", IsError: false},
+			{CallID: "toolu_0a", ContentPreview: "permission denied", IsError: true},
+			{},
+		},
+	}
+}
+
 func roundTrip(t *testing.T, ev Event) Event {
 	t.Helper()
 	v := appendEvent(nil, &ev)
@@ -74,6 +117,12 @@ func TestCodecRoundTrip(t *testing.T) {
 		{Time: now, Kind: KindDNS, DNS: &DNS{}},
 		{Time: now, Kind: KindNet, Net: &Net{StatusCode: -1, BytesSent: -5, Duration: -time.Second, Count: 1 << 62,
 			IP: netip.MustParseAddr("::ffff:1.2.3.4"), Port: 65535}},
+		{Time: now, Kind: KindModelCall, ModelCall: fullModelCall()},
+		{Time: now, Kind: KindModelCall, ModelCall: &ModelCall{}},
+		{Time: now, Kind: KindModelCall, ModelCall: &ModelCall{Model: "gpt-5", CostUSD: 3, Stream: false,
+			ToolCalls: []ToolCall{{CallID: "c1"}}}}, // no tool results
+		{Time: now, Kind: KindModelCall, ModelCall: &ModelCall{Provider: "openai", CostUSD: -0.5, StatusCode: -1,
+			MessagesCount: -3, Duration: -time.Second, ToolResults: []ToolResult{{CallID: "c1", IsError: true}}}}, // no tool calls
 		{Time: now, Kind: "http"},
 		{},
 	}
@@ -87,6 +136,9 @@ func TestCodecRoundTrip(t *testing.T) {
 			t.Errorf("case %d:\n got %+v\nwant %+v", i, got, ev)
 			if got.Net != nil && ev.Net != nil {
 				t.Errorf("net:\n got %+v\nwant %+v", *got.Net, *ev.Net)
+			}
+			if got.ModelCall != nil && ev.ModelCall != nil {
+				t.Errorf("model call:\n got %+v\nwant %+v", *got.ModelCall, *ev.ModelCall)
 			}
 		}
 	}
@@ -109,15 +161,93 @@ func TestCodecForwardCompatible(t *testing.T) {
 		t.Fatalf("got %+v", got.Net)
 	}
 
-	fut := Event{Time: time.Unix(1, 0), Kind: "model_call"}
+	fut := Event{Time: time.Unix(1, 0), Kind: "mcp_call"}
 	v = appendEvent(nil, &fut)
-	v = appendString(v, 200, "claude-opus")
+	v = appendString(v, 300, "a new kind's field")
 	got = Event{}
 	if err := decodeEvent(v, &got); err != nil {
 		t.Fatalf("decode future kind: %v", err)
 	}
-	if got.Kind != "model_call" || got.DNS != nil || got.Net != nil {
+	if got.Kind != "mcp_call" || got.DNS != nil || got.Net != nil || got.ModelCall != nil {
 		t.Fatalf("future kind decoded as %+v", got)
+	}
+
+	// A model call with fields added later, at the top level and inside
+	// its tool calls and tool results.
+	mc := Event{Time: time.Unix(1, 0), Kind: KindModelCall, ModelCall: &ModelCall{Model: "m", InputTokens: 5}}
+	v = appendEvent(nil, &mc)
+	v = appendString(v, 250, "a new model-call field")
+	v = appendUint(v, 251, 7)
+	v = appendTag(v, fMCToolCall, wireBytes)
+	start := len(v)
+	v = appendString(v, fToolCallID, "c9")
+	v = appendString(v, 6, "a new tool-call field")
+	v = appendUint(v, 7, 1)
+	v = appendInt(v, fToolIndex, 2)
+	v = prefixLength(v, start)
+	v = appendTag(v, fMCToolResult, wireBytes)
+	start = len(v)
+	v = appendUint(v, 9, 99)
+	v = appendBool(v, fResultIsError, true)
+	v = appendString(v, 4, "a new tool-result field")
+	v = prefixLength(v, start)
+	got = Event{}
+	if err := decodeEvent(v, &got); err != nil {
+		t.Fatalf("decode model call with unknown fields: %v", err)
+	}
+	want := &ModelCall{Model: "m", InputTokens: 5, ToolCalls: []ToolCall{{CallID: "c9", Index: 2}}, ToolResults: []ToolResult{{IsError: true}}}
+	if !reflect.DeepEqual(got.ModelCall, want) {
+		t.Fatalf("got %+v, want %+v", got.ModelCall, want)
+	}
+
+	// A known kind whose payload has no field set (every field zero).
+	v = appendEvent(nil, &Event{Time: time.Unix(1, 0), Kind: KindModelCall})
+	got = Event{}
+	if err := decodeEvent(v, &got); err != nil || !reflect.DeepEqual(got.ModelCall, &ModelCall{}) {
+		t.Fatalf("bare model call decoded as %+v (%v), want an empty payload", got.ModelCall, err)
+	}
+}
+
+// Floats: round values are short, NaN and Inf are never written and never
+// read back, and -0 is 0.
+func TestCodecFloat(t *testing.T) {
+	for _, c := range []struct {
+		v    float64
+		want float64
+		size int // bytes of tag + value
+	}{
+		{0, 0, 0}, {math.Copysign(0, -1), 0, 0}, {math.NaN(), 0, 0}, {math.Inf(1), 0, 0}, {math.Inf(-1), 0, 0},
+		{0.5, 0.5, 2 + 3}, {3, 3, 2 + 2}, {-2.25, -2.25, 2 + 2}, {0.0123456789, 0.0123456789, 2 + 10},
+		{math.MaxFloat64, math.MaxFloat64, 2 + 10}, {math.SmallestNonzeroFloat64, math.SmallestNonzeroFloat64, 2 + 9},
+	} {
+		b := appendFloat(nil, fMCCostUSD, c.v)
+		if len(b) != c.size {
+			t.Errorf("%v: %d bytes, want %d", c.v, len(b), c.size)
+		}
+		got := roundTrip(t, Event{Kind: KindModelCall, ModelCall: &ModelCall{CostUSD: c.v}})
+		if got.ModelCall.CostUSD != c.want || math.Signbit(got.ModelCall.CostUSD) != math.Signbit(c.want) {
+			t.Errorf("%v read back as %v, want %v", c.v, got.ModelCall.CostUSD, c.want)
+		}
+	}
+	// A NaN written by hand is read as 0.
+	v := appendEvent(nil, &Event{Kind: KindModelCall})
+	v = appendUint(v, fMCCostUSD, bits.ReverseBytes64(math.Float64bits(math.NaN())))
+	var ev Event
+	if err := decodeEvent(v, &ev); err != nil || ev.ModelCall.CostUSD != 0 {
+		t.Errorf("NaN cost read as %v (%v), want 0", ev.ModelCall.CostUSD, err)
+	}
+}
+
+// Encoding into a buffer with room allocates nothing, model calls included.
+func TestEncodeAllocs(t *testing.T) {
+	for _, ev := range []Event{
+		{Time: time.Now(), Kind: KindNet, Net: fullNet()},
+		{Time: time.Now(), Kind: KindModelCall, ModelCall: fullModelCall()},
+	} {
+		buf := make([]byte, 0, 4096)
+		if n := testing.AllocsPerRun(100, func() { buf = appendEvent(buf[:0], &ev) }); n != 0 {
+			t.Errorf("%s: %v allocations per encoding, want 0", ev.Kind, n)
+		}
 	}
 }
 
@@ -147,6 +277,16 @@ func TestDecodeGarbage(t *testing.T) {
 		{"bad address", hdr(append(appendTag(nil, fNetIP, wireBytes), 3, 7, 1, 2)...), ErrCorrupt, "address of 3 bytes"},
 		{"port too big", hdr(append(appendTag(nil, fNetPort, wireVarint), binary.AppendUvarint(nil, 70000)...)...), ErrCorrupt, "port"},
 		{"bad header", hdr(append(appendTag(nil, fNetRequestHeader, wireBytes), 2, 9, 'x')...), ErrCorrupt, "header"},
+		{"stream as bytes", hdr(append(appendTag(nil, fMCStream, wireBytes), 1, 1)...), ErrCorrupt, "wire type"},
+		{"model as varint", hdr(append(appendTag(nil, fMCModel, wireVarint), 1)...), ErrCorrupt, "wire type"},
+		{"cost as bytes", hdr(appendString(nil, fMCCostUSD, "12345678")...), ErrCorrupt, "wire type"},
+		{"tool call as varint", hdr(appendUint(nil, fMCToolCall, 1)...), ErrCorrupt, "wire type"},
+		{"tool call index as bytes", hdr(append(appendTag(nil, fMCToolCall, wireBytes), 3, fToolIndex<<3|wireBytes, 1, 'x')...), ErrCorrupt, "tool call"},
+		{"tool call name as varint", hdr(append(appendTag(nil, fMCToolCall, wireBytes), 2, fToolName<<3|wireVarint, 1)...), ErrCorrupt, "tool call"},
+		{"tool call truncated", hdr(append(appendTag(nil, fMCToolCall, wireBytes), 3, fToolName<<3|wireBytes, 5, 'x')...), ErrCorrupt, "past the end"},
+		{"tool call field zero", hdr(append(appendTag(nil, fMCToolCall, wireBytes), 2, 0x02, 0)...), ErrCorrupt, "field number 0"},
+		{"tool result wire type 5", hdr(append(appendTag(nil, fMCToolResult, wireBytes), 1, fResultCallID<<3|5)...), ErrCorrupt, "tool result"},
+		{"tool result is_error as bytes", hdr(append(appendTag(nil, fMCToolResult, wireBytes), 3, fResultIsError<<3|wireBytes, 1, 1)...), ErrCorrupt, "tool result"},
 	}
 	for _, c := range cases {
 		var ev Event
@@ -167,6 +307,10 @@ func TestDecodeGarbage(t *testing.T) {
 func FuzzDecodeEvent(f *testing.F) {
 	f.Add(appendEvent(nil, &Event{Time: time.Unix(5, 0), Kind: KindNet, Net: fullNet()}))
 	f.Add(appendEvent(nil, &Event{Time: time.Unix(5, 0), Kind: KindDNS, DNS: fullDNS()}))
+	f.Add(appendEvent(nil, &Event{Time: time.Unix(5, 0), Kind: KindModelCall, ModelCall: fullModelCall()}))
+	f.Add(appendEvent(nil, &Event{Time: time.Unix(5, 0), Kind: KindModelCall}))
+	f.Add(appendEvent(nil, &Event{Kind: KindModelCall, ModelCall: &ModelCall{CostUSD: 0.5,
+		ToolCalls: []ToolCall{{}}, ToolResults: []ToolResult{{CallID: "c", IsError: true}}}}))
 	f.Add([]byte{})
 	f.Add([]byte{1, 0, 0, 0, 0, 0, 0, 0, 0, 0x0a})
 	f.Fuzz(func(t *testing.T, v []byte) {
@@ -196,6 +340,28 @@ func BenchmarkEncodeNet(b *testing.B) {
 		buf = appendEvent(buf[:0], &ev)
 	}
 	b.SetBytes(int64(len(buf)))
+}
+
+func BenchmarkEncodeModelCall(b *testing.B) {
+	ev := Event{Time: time.Now(), Kind: KindModelCall, ModelCall: fullModelCall()}
+	buf := make([]byte, 0, 4096)
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = appendEvent(buf[:0], &ev)
+	}
+	b.SetBytes(int64(len(buf)))
+}
+
+func BenchmarkDecodeModelCall(b *testing.B) {
+	v := appendEvent(nil, &Event{Time: time.Now(), Kind: KindModelCall, ModelCall: fullModelCall()})
+	b.ReportAllocs()
+	b.SetBytes(int64(len(v)))
+	for b.Loop() {
+		var ev Event
+		if err := decodeEvent(v, &ev); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 func BenchmarkDecodeNet(b *testing.B) {

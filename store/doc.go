@@ -1,6 +1,7 @@
 // Package store is capsem's event log: an append-only, crash-safe record of
-// everything a sandboxed run did on the network (and, later, of its HTTP
-// requests, model calls, tool calls, MCP calls, file events and execs).
+// everything a sandboxed run did on the network: DNS answers, flows and HTTP
+// requests, model calls with their tool calls and tool results (and, later,
+// MCP calls, file events and execs).
 //
 // A store is a directory holding a pebble database. Each run of capsem is one
 // session: [Store.Begin] records the session's metadata and returns a

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"reflect"
 	"regexp"
 	"strings"
 	"sync"
@@ -507,5 +508,41 @@ func TestBackpressure(t *testing.T) {
 			t.Fatalf("seq %d: goroutine %d event %d, want %d", ev.Seq, g, ev.Net.Count, next[g])
 		}
 		next[g]++
+	}
+}
+
+// TestModelCallEvents: Append infers the kind of a model call, the store
+// reads it back whole, and the session counts it per kind without touching
+// the allowed and denied decisions.
+func TestModelCallEvents(t *testing.T) {
+	s := openT(t, t.TempDir())
+	w := beginT(t, s, Session{ID: "mc"})
+	mc := fullModelCall()
+	w.Append(Event{ModelCall: mc})
+	w.Append(Event{Kind: KindModelCall}) // a kind with no payload
+	w.Append(Event{DNS: &DNS{QName: "api.anthropic.com", Decision: Allowed}})
+	mc.Model = "changed after Append" // Append must have copied it
+	mc.ToolCalls[0].Name = "changed"
+	if err := w.End(nil); err != nil {
+		t.Fatal(err)
+	}
+	evs := collect(t, s, "mc")
+	checkSeqs(t, evs, "mc")
+	if len(evs) != 3 {
+		t.Fatalf("%d events", len(evs))
+	}
+	if evs[0].Kind != KindModelCall || !reflect.DeepEqual(evs[0].ModelCall, fullModelCall()) {
+		t.Errorf("model call read back as %q %+v", evs[0].Kind, evs[0].ModelCall)
+	}
+	if evs[1].Kind != KindModelCall || !reflect.DeepEqual(evs[1].ModelCall, &ModelCall{}) {
+		t.Errorf("bare model call read back as %q %+v", evs[1].Kind, evs[1].ModelCall)
+	}
+	sess, err := s.Session("mc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Counts{Events: 3, Kinds: map[Kind]int64{KindModelCall: 2, KindDNS: 1}, Allowed: 1}
+	if !reflect.DeepEqual(sess.Counts, want) {
+		t.Errorf("counts %+v, want %+v", sess.Counts, want)
 	}
 }

@@ -91,6 +91,8 @@ func (w *Writer) Append(ev Event) {
 			ev.Kind = KindDNS
 		case ev.Net != nil:
 			ev.Kind = KindNet
+		case ev.ModelCall != nil:
+			ev.Kind = KindModelCall
 		}
 	}
 	bp := encPool.Get().(*[]byte)
