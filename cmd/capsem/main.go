@@ -53,6 +53,6 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		ErrWriter:       stderr,
 		HideHelpCommand: true,
 		OnUsageError:    onUsageError,
-		Commands:        []*cli.Command{exportCommand(), sessionsCommand(), inspectCommand()},
+		Commands:        []*cli.Command{caCommand(), exportCommand(), sessionsCommand(), inspectCommand()},
 	}
 }
