@@ -1,8 +1,10 @@
 // Package sqliteexport writes capsem's event store (package store) to a
 // SQLite database file: one row per session in `sessions`, one row per
-// stored event in the table of its kind (`net_events`, `dns_events`, and,
-// as the store learns those kinds, `model_calls`, `tool_calls`,
-// `tool_responses`, `mcp_calls`, `fs_events`, `exec_events`). The file is
+// stored event in the table of its kind (`net_events`, `dns_events`,
+// `model_calls`, and, as the store learns those kinds, `mcp_calls`,
+// `fs_events`, `exec_events`); a model call's tool calls and the tool
+// results its request carried go to `tool_calls` and `tool_responses`,
+// linked to its `model_calls` row and sharing its seq. The file is
 // for people (sqlite3, Datasette), for scripts, and for test fixtures; its
 // schema is versioned in PRAGMA user_version (see [SchemaVersion] and
 // schema.go, which documents every table and column).
@@ -11,8 +13,10 @@
 // file with the same table contents. Sessions are ordered by start time,
 // then id; events by session in that order, then by their store sequence
 // number; integer ids are assigned in that order, and each event row keeps
-// the store's sequence number in `seq`. Every stored event appears exactly
-// once: an event of a kind this build does not know goes to `other_events`.
+// the store's sequence number in `seq`; the rows of a model call's tool calls
+// and tool results follow its row, in the order the event lists them. Every
+// stored event appears exactly once in the table of its kind: an event of
+// a kind this build does not know goes to `other_events`.
 //
 // With [Options.Scrub] every text column goes through [Scrub], which
 // replaces API keys, tokens, credential-bearing header values and private
@@ -29,8 +33,9 @@
 //     existing destination is replaced only with [Options.Overwrite].
 //   - let a planted secret through when scrubbing. Every text value written
 //     with Scrub on — session metadata, header names and values, paths,
-//     queries, body previews, reasons, details, DNS names — passes through
-//     Scrub; there is no text column that bypasses it.
+//     queries, body previews, reasons, details, DNS names, model output,
+//     tool arguments and results, usage details — passes through Scrub;
+//     there is no text column that bypasses it.
 //   - import anything of capsem other than package store (imports point
 //     one way: cmd → … → store).
 package sqliteexport

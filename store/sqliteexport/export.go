@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -36,12 +37,15 @@ type Options struct {
 
 // Result says what Export wrote.
 type Result struct {
-	Sessions    int // rows in sessions
-	Events      int // stored events exported, all kinds
-	NetEvents   int // rows in net_events
-	DNSEvents   int // rows in dns_events
-	OtherEvents int // rows in other_events: kinds this build cannot decode
-	Duration    time.Duration
+	Sessions      int // rows in sessions
+	Events        int // stored events exported, all kinds
+	NetEvents     int // rows in net_events
+	DNSEvents     int // rows in dns_events
+	ModelCalls    int // rows in model_calls: one per model_call event
+	ToolCalls     int // rows in tool_calls: the model calls' tool calls
+	ToolResponses int // rows in tool_responses: the tool results the model calls' requests carried
+	OtherEvents   int // rows in other_events: kinds this build cannot decode
+	Duration      time.Duration
 }
 
 // Export writes the sessions of st selected by opt, with all their events,
@@ -274,6 +278,9 @@ func build(ctx context.Context, st *store.Store, path string, sessions []store.S
 const (
 	tNet = iota
 	tDNS
+	tModelCall
+	tToolCall
+	tToolResponse
 	tOther
 	tSessionEvents // UPDATE sessions SET events
 	nTables
@@ -295,6 +302,25 @@ var netColumns = []string{
 var dnsColumns = []string{
 	"id", "session_id", "seq", "timestamp", "timestamp_ms",
 	"qname", "qtype", "transport", "decision", "reason", "matched_rule", "answer", "resolver_asked",
+}
+
+var modelCallColumns = []string{
+	"id", "session_id", "seq", "timestamp", "timestamp_ms",
+	"provider", "domain", "model", "method", "path", "stream", "system_prompt_preview",
+	"messages_count", "tools_count", "request_bytes", "request_body_preview", "message_id",
+	"status_code", "text_content", "thinking_content", "stop_reason",
+	"input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
+	"duration_ms", "response_bytes", "estimated_cost_usd", "trace_id", "usage_details",
+}
+
+var toolCallColumns = []string{
+	"id", "session_id", "seq", "timestamp", "timestamp_ms",
+	"model_call_id", "call_index", "call_id", "tool_name", "arguments", "origin", "mcp_call_id",
+}
+
+var toolResponseColumns = []string{
+	"id", "session_id", "seq", "timestamp", "timestamp_ms",
+	"model_call_id", "call_id", "content_preview", "is_error",
 }
 
 var otherColumns = []string{"id", "session_id", "seq", "timestamp", "timestamp_ms", "kind"}
@@ -320,6 +346,9 @@ func copyEvents(ctx context.Context, st *store.Store, tx *sql.Tx, sessions []sto
 	for t, q := range map[int]string{
 		tNet:           insertSQL("net_events", netColumns),
 		tDNS:           insertSQL("dns_events", dnsColumns),
+		tModelCall:     insertSQL("model_calls", modelCallColumns),
+		tToolCall:      insertSQL("tool_calls", toolCallColumns),
+		tToolResponse:  insertSQL("tool_responses", toolResponseColumns),
 		tOther:         insertSQL("other_events", otherColumns),
 		tSessionEvents: "UPDATE sessions SET events = ? WHERE id = ?",
 	} {
@@ -414,6 +443,30 @@ func readEvents(ctx context.Context, st *store.Store, sessions []store.Session, 
 				next[tDNS]++
 				r = row{tDNS, conv.dns(next[tDNS], sid, &ev)}
 				res.DNSEvents++
+			case ev.ModelCall != nil:
+				// One model_calls row, then its tool calls and tool
+				// results, each pointing at it and sharing its seq.
+				next[tModelCall]++
+				mc := next[tModelCall]
+				if err := add(row{tModelCall, conv.modelCall(mc, sid, &ev)}); err != nil {
+					return err
+				}
+				res.ModelCalls++
+				for j := range ev.ModelCall.ToolCalls {
+					next[tToolCall]++
+					if err := add(row{tToolCall, conv.toolCall(next[tToolCall], sid, &ev, mc, &ev.ModelCall.ToolCalls[j])}); err != nil {
+						return err
+					}
+					res.ToolCalls++
+				}
+				for j := range ev.ModelCall.ToolResults {
+					next[tToolResponse]++
+					if err := add(row{tToolResponse, conv.toolResponse(next[tToolResponse], sid, &ev, mc, &ev.ModelCall.ToolResults[j])}); err != nil {
+						return err
+					}
+					res.ToolResponses++
+				}
+				return nil
 			default:
 				next[tOther]++
 				r = row{tOther, conv.other(next[tOther], sid, &ev)}
@@ -505,6 +558,24 @@ func nonZero[T int | int64 | uint16](v T) any {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
+// bit is a bool as the 0 or 1 of an INTEGER column.
+func bit(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// finite is v, or 0 for NaN and ±Inf (which SQLite would store as NULL or
+// carry into every sum). The store never hands them out; this is the
+// exporter not relying on it.
+func finite(v float64) float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return 0
+	}
+	return v
+}
+
 // json encodes v compactly, without HTML escaping.
 func (c *converter) json(v any) any {
 	c.buf.Reset()
@@ -580,6 +651,40 @@ func (c *converter) dns(id int64, session string, ev *store.Event) []any {
 		c.text(d.QName), c.text(d.QType), c.text(string(d.Transport)),
 		c.text(string(d.Decision)), c.text(d.Reason), c.text(d.MatchedRule),
 		c.text(d.Answer), addr(d.ResolverAsked),
+	}
+}
+
+func (c *converter) modelCall(id int64, session string, ev *store.Event) []any {
+	m := ev.ModelCall
+	ts, tsMS := eventTime(ev.Time)
+	return []any{id, session, int64(ev.Seq), ts, tsMS,
+		c.text(m.Provider), c.text(m.Domain), c.text(m.Model), c.text(m.Method), c.text(m.Path),
+		bit(m.Stream), c.text(m.SystemPromptPreview),
+		int64(m.MessagesCount), int64(m.ToolsCount), m.RequestBytes, c.text(m.RequestBodyPreview),
+		c.text(m.MessageID), nonZero(m.StatusCode),
+		c.text(m.TextContent), c.text(m.ThinkingContent), c.text(m.StopReason),
+		m.InputTokens, m.OutputTokens, m.CacheReadTokens, m.CacheWriteTokens,
+		ms(m.Duration), m.ResponseBytes, finite(m.CostUSD), c.text(m.TraceID), c.text(m.UsageDetails),
+	}
+}
+
+// toolCall is the row of a tool call the model made in the response of the
+// model call whose row id is modelCall. mcp_call_id stays NULL until the
+// store records MCP calls.
+func (c *converter) toolCall(id int64, session string, ev *store.Event, modelCall int64, tc *store.ToolCall) []any {
+	ts, tsMS := eventTime(ev.Time)
+	return []any{id, session, int64(ev.Seq), ts, tsMS,
+		modelCall, int64(tc.Index), c.text(tc.CallID), c.text(tc.Name), c.text(tc.Arguments), c.text(tc.Origin), nil,
+	}
+}
+
+// toolResponse is the row of a tool result sent back in the request of the
+// model call whose row id is modelCall; call_id names the tool_calls row
+// it answers (made by an earlier model call).
+func (c *converter) toolResponse(id int64, session string, ev *store.Event, modelCall int64, tr *store.ToolResult) []any {
+	ts, tsMS := eventTime(ev.Time)
+	return []any{id, session, int64(ev.Seq), ts, tsMS,
+		modelCall, c.text(tr.CallID), c.text(tr.ContentPreview), bit(tr.IsError),
 	}
 }
 

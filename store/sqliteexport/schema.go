@@ -14,7 +14,9 @@ const ApplicationID = 0x4370536d
 //
 //   - Every event table has id (INTEGER PRIMARY KEY, assigned in export
 //     order), session_id (→ sessions.id), seq (the store's sequence number
-//     within the session), timestamp (ISO-8601 UTC text with nanoseconds,
+//     within the session; unique per table, except in tool_calls and
+//     tool_responses, whose rows share the seq of the model call they came
+//     with), timestamp (ISO-8601 UTC text with nanoseconds,
 //     fixed width so that it sorts, e.g. 2026-05-01T12:00:00.123456789Z) and
 //     timestamp_ms (Unix epoch milliseconds). sessions has the same pairs
 //     for started_at and ended_at.
@@ -27,6 +29,13 @@ const ApplicationID = 0x4370536d
 //     each invalid byte sequence replaced with U+FFFD.
 //   - sessions.id is the store's session id (text), so that ids in the
 //     file match `capsem sessions`.
+//   - A model_call event is one model_calls row, one tool_calls row per tool
+//     call the model made in its response (model_call_id → that row), and
+//     one tool_responses row per tool result its request sent back
+//     (model_call_id → that row: the call whose request carried the result,
+//     not the one that asked for the tool). A tool response answers the
+//     tool call with the same session_id and call_id.
+//   - Flags (model_calls.stream, tool_responses.is_error) are 0 or 1.
 
 // tables is the DDL of every table, in creation order.
 var tables = []string{
@@ -204,11 +213,16 @@ var tables = []string{
 )`,
 }
 
-// eventTables are the tables with one row per stored event.
+// eventTables are the tables with one row per stored event: (session_id,
+// seq) is unique in them.
 var eventTables = []string{
-	"net_events", "dns_events", "model_calls", "mcp_calls", "tool_calls",
-	"tool_responses", "fs_events", "exec_events", "other_events",
+	"net_events", "dns_events", "model_calls", "mcp_calls",
+	"fs_events", "exec_events", "other_events",
 }
+
+// sharedSeqTables hold rows that come several to a stored event (the tool
+// calls and tool results of one model call) and share its seq.
+var sharedSeqTables = []string{"tool_calls", "tool_responses"}
 
 // indexes are created after the rows are in (building an index once is
 // faster than maintaining it row by row).
@@ -217,6 +231,11 @@ func indexes() []string {
 	for _, t := range eventTables {
 		out = append(out,
 			"CREATE UNIQUE INDEX "+t+"_session_seq ON "+t+"(session_id, seq)",
+			"CREATE INDEX "+t+"_session_time ON "+t+"(session_id, timestamp)")
+	}
+	for _, t := range sharedSeqTables {
+		out = append(out,
+			"CREATE INDEX "+t+"_session_seq ON "+t+"(session_id, seq)",
 			"CREATE INDEX "+t+"_session_time ON "+t+"(session_id, timestamp)")
 	}
 	return append(out,

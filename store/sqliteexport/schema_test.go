@@ -69,3 +69,28 @@ func TestIntegrityAndForeignKeyCheck(t *testing.T) {
 		t.Errorf("foreign_key_check: %v", bad)
 	}
 }
+
+// TestSchemaCheckSeqUniqueness: the specification wants (session_id, seq)
+// unique where one event makes one row, and not unique in the tables of a
+// model call's tool calls and tool results; Verify tells either mistake.
+func TestSchemaCheckSeqUniqueness(t *testing.T) {
+	rw := openRW(t, exportSmall(t))
+	for _, q := range []string{
+		"DROP INDEX tool_calls_session_seq",
+		"CREATE UNIQUE INDEX tool_calls_session_seq ON tool_calls(session_id, seq)",
+		"DROP INDEX model_calls_session_seq",
+		"CREATE INDEX model_calls_session_seq ON model_calls(session_id, seq)",
+	} {
+		if _, err := rw.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	var msgs []string
+	for _, err := range schemacheck.Verify(rw, SchemaVersion) {
+		msgs = append(msgs, err.Error())
+	}
+	if len(msgs) != 2 || !containsFold(msgs[0]+msgs[1], "tool_calls: no index on (session_id,seq)") ||
+		!containsFold(msgs[0]+msgs[1], "model_calls: no index on (!session_id,seq)") {
+		t.Errorf("Verify = %q, want the two index mistakes", msgs)
+	}
+}

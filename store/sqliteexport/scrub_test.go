@@ -160,6 +160,14 @@ func TestScrubExport(t *testing.T) {
 		d := &store.DNS{}
 		setStrings(d, text)
 		w.Append(store.Event{DNS: d})
+		m := &store.ModelCall{Stream: true, InputTokens: 1}
+		setStrings(m, text)
+		tc, tr := store.ToolCall{Index: 1}, store.ToolResult{IsError: true}
+		setStrings(&tc, text)
+		setStrings(&tr, text)
+		m.ToolCalls = []store.ToolCall{tc, {Name: "plain", Arguments: `{"key":"` + text + `"}`}}
+		m.ToolResults = []store.ToolResult{tr, {CallID: "c1", ContentPreview: "output:\n" + text}}
+		w.Append(store.Event{ModelCall: m})
 		if err := w.End(nil); err != nil {
 			t.Fatal(err)
 		}
@@ -171,12 +179,14 @@ func TestScrubExport(t *testing.T) {
 	}
 	w.Append(store.Event{DNS: &store.DNS{QName: "x.test"}})
 	w.Append(store.Event{Net: &store.Net{Domain: "x.test"}})
+	w.Append(store.Event{ModelCall: &store.ModelCall{Model: "m", ToolCalls: []store.ToolCall{{CallID: "c"}}, ToolResults: []store.ToolResult{{CallID: "c"}}}})
 	if err := w.End(nil); err != nil {
 		t.Fatal(err)
 	}
 
 	out, res := export(t, st, Options{Scrub: true})
-	if res.NetEvents != len(texts)+1 || res.DNSEvents != len(texts)+1 {
+	if res.NetEvents != len(texts)+1 || res.DNSEvents != len(texts)+1 ||
+		res.ModelCalls != len(texts)+1 || res.ToolCalls != 2*len(texts)+1 || res.ToolResponses != 2*len(texts)+1 {
 		t.Fatalf("result %+v", res)
 	}
 	db := openExport(t, out)
@@ -218,7 +228,7 @@ func TestScrubExport(t *testing.T) {
 		}
 	}
 	// Every text column of the event tables was exercised.
-	for _, tbl := range []string{"sessions", "net_events", "dns_events"} {
+	for _, tbl := range []string{"sessions", "net_events", "dns_events", "model_calls", "tool_calls", "tool_responses"} {
 		for _, c := range pragmaRows(t, db, "table_info('"+tbl+"')") {
 			if c["type"] != "TEXT" {
 				continue
@@ -238,15 +248,22 @@ func TestScrubExport(t *testing.T) {
 
 	// Without Scrub the secrets are there: the check above can see them.
 	raw, _ := export(t, st, Options{})
-	found := 0
-	for _, r := range queryRows(t, openExport(t, raw), "SELECT request_headers, request_body_preview FROM net_events") {
-		for _, n := range needles {
-			if strings.Contains(fmt.Sprint(r["request_headers"], r["request_body_preview"]), n) {
-				found++
+	for _, q := range []string{
+		"SELECT request_headers, request_body_preview FROM net_events",
+		"SELECT text_content, usage_details FROM model_calls",
+		"SELECT arguments, call_id FROM tool_calls",
+		"SELECT content_preview, call_id FROM tool_responses",
+	} {
+		found := 0
+		for _, r := range queryRows(t, openExport(t, raw), q) {
+			for _, n := range needles {
+				if strings.Contains(fmt.Sprint(r), n) {
+					found++
+				}
 			}
 		}
-	}
-	if found == 0 {
-		t.Error("the unscrubbed export holds none of the planted secrets: the test is not planting them")
+		if found == 0 {
+			t.Errorf("%s: the unscrubbed export holds none of the planted secrets: the test is not planting them", q)
+		}
 	}
 }

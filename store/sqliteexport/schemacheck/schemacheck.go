@@ -50,9 +50,15 @@ var ForeignKeys = map[string][]string{
 	"tool_responses": {"model_call_id→model_calls.id"},
 }
 
+// SharedSeq are the event tables whose rows come several to a stored
+// event and share its seq: the tool calls and tool results of one model
+// call. Their (session_id, seq) index is not unique.
+var SharedSeq = []string{"tool_calls", "tool_responses"}
+
 // Indexes are the indexed column lists per table ("a,b"; "!" marks
-// UNIQUE), besides (session_id, timestamp) and UNIQUE (session_id, seq),
-// which every event table has.
+// UNIQUE), besides (session_id, timestamp) and (session_id, seq), which
+// every event table has: (session_id, seq) UNIQUE except in the SharedSeq
+// tables.
 var Indexes = map[string][]string{
 	"sessions":       {"!id", "started_at"},
 	"net_events":     {"domain", "path"},
@@ -123,7 +129,10 @@ func Verify(db *sql.DB, version int64) []error {
 			return append(errs, err)
 		}
 		wantIx := Indexes[t]
-		if t != "sessions" {
+		switch {
+		case slices.Contains(SharedSeq, t):
+			wantIx = append(slices.Clone(wantIx), "session_id,timestamp", "session_id,seq")
+		case t != "sessions":
 			wantIx = append(slices.Clone(wantIx), "session_id,timestamp", "!session_id,seq")
 		}
 		for _, ix := range wantIx {
