@@ -119,10 +119,16 @@ func runInspect(c *cli.Context) error {
 	} else {
 		printReport(c, r)
 	}
+	// A failed check is an ordinary error (exit 1 from run), not cli.Exit,
+	// which would make urfave/cli call os.Exit itself.
+	var failed []string
 	for _, ch := range r.Checks {
 		if !ch.OK {
-			return cli.Exit("", 1)
+			failed = append(failed, ch.Name)
 		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("session %s: %d of %d checks failed: %s", id, len(failed), len(r.Checks), strings.Join(failed, "; "))
 	}
 	return nil
 }
@@ -192,6 +198,9 @@ func buildReport(db *sql.DB, sess sessionSummary, n int) (report, error) {
 		"dns_events":  `SELECT timestamp, qname, qtype, decision, answer, resolver_asked FROM dns_events ORDER BY id LIMIT ?`,
 		"net_events":  `SELECT timestamp, transport, decision, reason, domain, ip, port, bytes_sent, bytes_received, count FROM net_events ORDER BY id LIMIT ?`,
 		"model_calls": `SELECT timestamp, provider, model, status_code, input_tokens, output_tokens FROM model_calls ORDER BY id LIMIT ?`,
+		"tool_calls":  `SELECT timestamp, model_call_id, call_index, call_id, tool_name, origin FROM tool_calls ORDER BY id LIMIT ?`,
+		"tool_responses": `SELECT timestamp, model_call_id, call_id, is_error, substr(content_preview, 1, 60) AS content
+			FROM tool_responses ORDER BY id LIMIT ?`,
 	}
 	for t, q := range previews {
 		if r.Preview[t], err = lines(db, q, n); err != nil {
@@ -217,6 +226,31 @@ func buildReport(db *sql.DB, sess sessionSummary, n int) (report, error) {
 		}
 		r.Checks = append(r.Checks, check{Name: q.name, OK: bad == 0, Detail: detailCount(bad)})
 	}
+	// A tool result answers a tool call of the same session: the model
+	// asked for it in an earlier response. Results without a call id (a
+	// provider that does not give one) cannot be matched and are not
+	// counted. A session that resumes a conversation cut mid-tool in an
+	// earlier session fails this check too, rightly: its calls are not here.
+	unanswered, err := lines(db, `SELECT r.call_id FROM tool_responses r
+		WHERE r.call_id IS NOT NULL AND NOT EXISTS (
+			SELECT 1 FROM tool_calls c WHERE c.session_id = r.session_id AND c.call_id = r.call_id)
+		ORDER BY r.id`)
+	if err != nil {
+		return r, err
+	}
+	detail := detailCount(int64(len(unanswered)))
+	for i, l := range unanswered {
+		if i == 3 {
+			detail += ", …"
+			break
+		}
+		sep := ", "
+		if i == 0 {
+			sep = ": "
+		}
+		detail += sep + strings.TrimPrefix(l, "call_id=")
+	}
+	r.Checks = append(r.Checks, check{Name: "every tool response answers a tool call", OK: len(unanswered) == 0, Detail: detail})
 	var mismatched []string
 	pairs, err := lines(db, `SELECT DISTINCT coalesce(provider, '') AS provider, coalesce(domain, '') AS domain FROM model_calls`)
 	if err != nil {
@@ -262,7 +296,7 @@ func printReport(c *cli.Context, r report) {
 			fmt.Fprintln(w, "  "+l)
 		}
 	}
-	for _, t := range []string{"dns_events", "net_events", "model_calls"} {
+	for _, t := range []string{"dns_events", "net_events", "model_calls", "tool_calls", "tool_responses"} {
 		section("first "+t, r.Preview[t])
 	}
 	section("denied flows", r.Denied)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"net/netip"
 	"path/filepath"
 	"regexp"
@@ -155,5 +156,95 @@ func TestInspectChecksFail(t *testing.T) {
 		if ch.Name == "model_calls provider matches the domain" && (ch.OK || !strings.Contains(ch.Detail, "evil.example")) {
 			t.Errorf("a model call from anthropic on evil.example passed the provider check: %+v", ch)
 		}
+	}
+}
+
+// modelCallSession writes a session in which a streamed anthropic call asks
+// for a tool and the next call sends its result back, plus one more result
+// answering call id extra (none when empty).
+func modelCallSession(t *testing.T, extra string) string {
+	t.Helper()
+	dir := t.TempDir()
+	st, err := store.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	w, err := st.Begin(store.Session{Command: []string{"claude", "-p", "list the files"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Append(store.Event{DNS: &store.DNS{QName: "api.anthropic.com", QType: "A", Decision: store.Allowed, Answer: "198.19.0.1"}})
+	w.Append(store.Event{Net: &store.Net{Transport: store.TransportTCP, ConnType: store.ConnHTTPS, Decision: store.Allowed,
+		Domain: "api.anthropic.com", Port: 443, Method: "POST", Path: "/v1/messages", StatusCode: 200}})
+	w.Append(store.Event{ModelCall: &store.ModelCall{Provider: "anthropic", Domain: "api.anthropic.com", Model: "claude-sonnet-4",
+		Method: "POST", Path: "/v1/messages", Stream: true, StatusCode: 200, StopReason: "tool_use", InputTokens: 100, OutputTokens: 20,
+		ToolCalls: []store.ToolCall{{CallID: "toolu_01", Name: "Bash", Arguments: `{"command":"ls"}`, Origin: "native"}}}})
+	results := []store.ToolResult{{CallID: "toolu_01", ContentPreview: "go.mod"}}
+	if extra != "" {
+		results = append(results, store.ToolResult{CallID: extra, ContentPreview: "?", IsError: true})
+	}
+	w.Append(store.Event{ModelCall: &store.ModelCall{Provider: "anthropic", Domain: "api.anthropic.com", Model: "claude-sonnet-4",
+		Method: "POST", Path: "/v1/messages", StatusCode: 200, StopReason: "end_turn", InputTokens: 130, OutputTokens: 5,
+		ToolResults: results}})
+	code := 0
+	if err := w.End(&code); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestInspectModelCalls inspects real exported model calls with a linked
+// tool call and tool response: every check passes.
+func TestInspectModelCalls(t *testing.T) {
+	dir := modelCallSession(t, "")
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"capsem", "inspect", "--data", dir}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, stderr.String(), stdout.String())
+	}
+	out := stdout.String()
+	t.Log("\n" + out)
+	for _, want := range []string{`model_calls\s+2\n`, `tool_calls\s+1\n`, `tool_responses\s+1\n`,
+		"provider=anthropic", "call_id=toolu_01  tool_name=Bash", "call_id=toolu_01  is_error=0",
+		"ok   no orphaned tool_calls", "ok   no orphaned tool_responses", "ok   no foreign-key violations",
+		"ok   every tool response answers a tool call", "ok   model_calls provider matches the domain"} {
+		if !regexp.MustCompile(want).MatchString(out) {
+			t.Errorf("inspect output lacks %q", want)
+		}
+	}
+	if strings.Contains(out, "FAIL") {
+		t.Error("a check failed")
+	}
+
+	stdout.Reset()
+	if code := run([]string{"capsem", "inspect", "--data", dir, "--json"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("--json: exit %d: %s", code, stderr.String())
+	}
+	var r report
+	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Rows["model_calls"] != 2 || r.Rows["tool_calls"] != 1 || r.Rows["tool_responses"] != 1 {
+		t.Errorf("rows %v", r.Rows)
+	}
+}
+
+// TestInspectUnansweredToolResponse: a tool response whose call_id matches
+// no tool call of the session fails the check, naming the call id.
+func TestInspectUnansweredToolResponse(t *testing.T) {
+	dir := modelCallSession(t, "toolu_ghost")
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"capsem", "inspect", "--data", dir}, &stdout, &stderr); code != 1 {
+		t.Fatalf("exit %d, want 1: %s\n%s", code, stderr.String(), stdout.String())
+	}
+	out := stdout.String()
+	if !strings.Contains(out, "FAIL every tool response answers a tool call 1 rows: toolu_ghost") {
+		t.Errorf("output lacks the failed check naming toolu_ghost:\n%s", out)
+	}
+	if !strings.Contains(stderr.String(), "1 of 7 checks failed: every tool response answers a tool call") {
+		t.Errorf("stderr %q does not say which check failed", stderr.String())
+	}
+	if n := strings.Count(out, "FAIL"); n != 1 {
+		t.Errorf("%d checks failed, want 1:\n%s", n, out)
 	}
 }
