@@ -84,3 +84,30 @@ func BenchmarkParse(b *testing.B) {
 		}
 	}
 }
+
+func BenchmarkDecideHTTP(b *testing.B) {
+	p, err := Parse("bench.toml", []byte(httpPolicy))
+	if err != nil {
+		b.Fatal(err)
+	}
+	cases := []struct {
+		name, host, method, path string
+		allow                    bool
+	}{
+		{"plain-allow", "api.github.com", "GET", "/repos/capsem/capsem/pulls", true},
+		{"catch-all-deny", "api.github.com", "POST", "/repos/capsem/capsem/pulls", false},
+		{"no-rule", "y.corp.test", "GET", "/a/b/c", true},
+		{"traversal", "api.github.com", "GET", "/repos/%2e%2e/admin", false},
+		{"ambiguous", "api.github.com", "GET", "/repos/..%2Fadmin", false},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if p.DecideHTTP(c.host, c.method, c.path).Allowed != c.allow {
+					b.Fatal("wrong decision")
+				}
+			}
+		})
+	}
+}

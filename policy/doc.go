@@ -13,12 +13,27 @@
 //	ca_files = ["extra-roots.pem"]
 //	allow_private = false
 //
-// Parse turns the file into an immutable *Policy; its methods answer the
-// questions the rest of capsem asks, per DNS query and per TCP SYN:
+//	[[http]]                      # request rules, first match wins
+//	host = "api.github.com"       # a name or "*.name"
+//	methods = ["GET", "HEAD"]     # optional: any method
+//	paths = ["/repos/*"]          # optional: any path; * matches across "/"
+//	action = "allow"              # or "deny"
 //
-//   - DecideName: may the guest resolve this name (fake DNS answers it)?
-//   - DecideFlow: may the guest open a connection to this name on this port?
-//   - Resolve:    where does capsem really connect for this name?
+//	[tls]
+//	passthrough = ["*.pinned.example"]   # spliced, not decrypted
+//
+//	[mitm]
+//	preview_bytes = 4096          # body bytes kept per request; 0: none
+//
+// Parse turns the file into an immutable *Policy; its methods answer the
+// questions the rest of capsem asks, per DNS query, per TCP SYN, per TLS
+// ClientHello and per HTTP request:
+//
+//   - DecideName:  may the guest resolve this name (fake DNS answers it)?
+//   - DecideFlow:  may the guest open a connection to this name on this port?
+//   - Resolve:     where does capsem really connect for this name?
+//   - Passthrough: is TLS to this name spliced through without decryption?
+//   - DecideHTTP:  may this decrypted request (method, path) go upstream?
 //
 // Capsem is default-deny: a name or port that no allow entry names is refused,
 // and a deny entry always wins over an allow entry. An empty policy (or
@@ -30,9 +45,9 @@
 //   - perform network I/O of any kind (no DNS lookups, no dials): it is pure
 //     and decides from the file alone; resolving names and checking that a
 //     resolved address is not private is the caller's job;
-//   - read any file other than the policy file (Load reads that one file;
-//     Load stats, but never reads, the ca_files it names; Parse touches no
-//     file at all);
+//   - read any file other than the policy file and its ca_files (Load reads
+//     the policy file, then each ca_files entry to check that it holds PEM
+//     certificates; Parse touches no file at all);
 //   - import any other package of capsem (imports point into policy, never
 //     out of it);
 //   - mutate a Policy after Parse returns it: decisions are made concurrently

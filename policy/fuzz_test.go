@@ -10,11 +10,13 @@ import (
 
 var errLineRE = regexp.MustCompile(`^fuzz\.toml:([1-9][0-9]*): \S`)
 
-var reasons = map[string]bool{ReasonAllowed: true, ReasonDeniedByRule: true, ReasonNoMatchingRule: true, ReasonPortNotAllowed: true, ReasonInvalidName: true}
+var reasons = map[string]bool{ReasonAllowed: true, ReasonDeniedByRule: true, ReasonNoMatchingRule: true, ReasonPortNotAllowed: true, ReasonInvalidName: true,
+	ReasonInvalidRequest: true, ReasonAmbiguousPath: true}
 
 // FuzzParse checks that Parse never panics, that every error names the file
 // and a line of it, and that the decisions of any accepted policy are
-// consistent with each other.
+// consistent with each other (DecideHTTP included: it never allows what
+// DecideName denies, and a "/x/.." prefix never changes its answer).
 func FuzzParse(f *testing.F) {
 	for _, seed := range []string{
 		"",
@@ -28,6 +30,14 @@ func FuzzParse(f *testing.F) {
 		"[network]\nallow = [\"foo*.com\", \"10.0.0.1\", \"x:0\"]\n",
 		"a = { b = { c = [1, [2, {d = 3}]] } }\n",
 		"\ufeff[network]\r\ndefault = \"deny\"\r\n",
+		httpPolicy,
+		"[network]\nallow = [\"a.test\"]\n[[http]]\nhost = \"a.test\"\nmethods = [\"GET\"]\npaths = [\"/x/*\", \"/y\"]\naction = \"allow\"\n[[http]]\nhost = \"*.test\"\naction = \"deny\"\n",
+		"network.allow = [\"a.test\"]\nhttp = [{ host = \"a.test\", paths = [\"/admin/*\"], action = \"deny\" }, { host = \"b.test\", action = \"allow\" }]\n",
+		"[[http]]\nhost = \"a.test:1\"\nmethods = [\"G T\", \"get\", \"GET\"]\npaths = [\"x\", \"/a/../b\", \"/%2F\", \"/?\"]\naction = \"Allow\"\n[[http]]\n",
+		"[http]\nhost = \"a.test\"\nhttp.action = 1\n[[HTTP]]\nHost = \"a\"\n",
+		"[tls]\npassthrough = [\"*.a.test\", \"a.test\", \"*.A.test\", \"b:1\"]\n[[http]]\nhost = \"x.a.test\"\naction = \"deny\"\n",
+		"[mitm]\npreview_bytes = 0\n",
+		"[mitm]\npreview_bytes = -1\n[[mitm]]\nmitm.preview_bytes = 1048577\n",
 	} {
 		f.Add([]byte(seed))
 	}
@@ -52,7 +62,43 @@ func FuzzParse(f *testing.F) {
 			}
 			return
 		}
+		if n := p.PreviewBytes(); n < 0 || n > MaxPreviewBytes {
+			t.Fatalf("PreviewBytes() = %d", n)
+		}
 		allow, deny := p.Rules()
+		// Requests: methods and paths from the input too.
+		fields := strings.Fields(string(data))
+		methods := []string{"GET", "post", "G T", ""}
+		paths := []string{"/", "/admin", "/x/y", "/x/../admin", "/a%2Fb", "*", "", "/%zz", "/b?q"}
+		for i, f := range fields {
+			if i >= 8 {
+				break
+			}
+			methods = append(methods, strings.Trim(f, "\"[],"))
+			paths = append(paths, strings.Trim(f, "\"[],"))
+		}
+		checkHTTP := func(name string) {
+			dns := p.DecideName(name)
+			p.Passthrough(name)
+			for _, m := range methods {
+				for _, path := range paths {
+					d := p.DecideHTTP(name, m, path)
+					if !reasons[d.Reason] || d.Allowed != (d.Reason == ReasonAllowed) {
+						t.Fatalf("DecideHTTP(%q, %q, %q) = %+v", name, m, path, d)
+					}
+					if d.Allowed && !dns.Allowed {
+						t.Fatalf("DecideHTTP(%q, %q, %q) = %+v allows a name DecideName denies: %+v", name, m, path, d, dns)
+					}
+					if isPlainPath(path) {
+						for _, prefix := range []string{"/zz/..", "/zz/%2e%2E", "/."} {
+							if d2 := p.DecideHTTP(name, m, prefix+path); d2 != d {
+								t.Fatalf("DecideHTTP(%q, %q, %q) = %+v, but %+v for %q", name, m, prefix+path, d2, d, path)
+							}
+						}
+					}
+				}
+			}
+		}
 		check := func(name string, port uint16) {
 			flow := p.DecideFlow(name, port)
 			dns := p.DecideName(name)
@@ -79,6 +125,7 @@ func FuzzParse(f *testing.F) {
 			}
 			check(host, port)
 			check(host, port+1)
+			checkHTTP(host)
 			check(strings.ToUpper(host)+".", port)
 		}
 		for _, e := range allow {
@@ -97,5 +144,59 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 		check(string(data), 443)
+		checkHTTP(string(data))
+	})
+}
+
+// isPlainPath reports whether a request path is valid and read only one way.
+func isPlainPath(p string) bool {
+	return validRequestPath(p) && p != "*" && !strings.ContainsAny(p, "?#") && isPlain(p)
+}
+
+// FuzzDecideHTTP feeds request methods and paths to the rules of
+// httpPolicy: DecideHTTP never panics, and how a path is spelt (a "/x/.."
+// detour, a percent-escaped letter) never changes its answer.
+func FuzzDecideHTTP(f *testing.F) {
+	p, err := Parse("p.toml", []byte(httpPolicy))
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, seed := range [][2]string{
+		{"GET", "/repos/x"}, {"get", "/repos/../admin"}, {"POST", "/admin%2Fx"}, {"GET", "/..;/admin"},
+		{"GET", "/x//../admin"}, {"GET", "/\\admin"}, {"OPTIONS", "*"}, {"GET", "/%zz"}, {"G T", "/"},
+		{"GET", "/files/a.exe?x=1"}, {"DELETE", "/public/%2e%2e/admin/"},
+	} {
+		f.Add(seed[0], seed[1])
+	}
+	hosts := []string{"api.github.com", "raw.githubusercontent.com", "open.test", "x.corp.test", "secret.corp.test"}
+	f.Fuzz(func(t *testing.T, method, path string) {
+		for _, h := range hosts {
+			d := p.DecideHTTP(h, method, path)
+			if !reasons[d.Reason] || d.Allowed != (d.Reason == ReasonAllowed) {
+				t.Fatalf("DecideHTTP(%q, %q, %q) = %+v", h, method, path, d)
+			}
+			if d.Allowed && !p.DecideName(h).Allowed {
+				t.Fatalf("DecideHTTP(%q, %q, %q) allows a denied name", h, method, path)
+			}
+			if isPlainPath(path) {
+				if d2 := p.DecideHTTP(h, method, "/zz/.."+path); d2 != d {
+					t.Fatalf("%q: %+v, but %+v with a /zz/.. detour", path, d, d2)
+				}
+			}
+			// Escaping a letter changes nothing (when the path had no
+			// escapes: otherwise "%" + "2F" could be made).
+			if !validRequestPath(path) || strings.ContainsAny(path, "%?#") {
+				continue
+			}
+			for i := 1; i < len(path); i++ {
+				if c := path[i]; c >= 'a' && c <= 'z' {
+					esc := path[:i] + "%" + strings.ToUpper(strconv.FormatUint(uint64(c), 16)) + path[i+1:]
+					if d2 := p.DecideHTTP(h, method, esc); d2 != d {
+						t.Fatalf("%q: %+v, but %+v for %q", path, d, d2, esc)
+					}
+					break
+				}
+			}
+		}
 	})
 }

@@ -3,9 +3,13 @@ package policy
 import (
 	"bytes"
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/hex"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -50,20 +54,48 @@ type fileSchema struct {
 		CAFiles      []string          `toml:"ca_files"`
 		AllowPrivate *bool             `toml:"allow_private"`
 	} `toml:"upstream"`
+	HTTP []struct {
+		Host    *string  `toml:"host"`
+		Methods []string `toml:"methods"`
+		Paths   []string `toml:"paths"`
+		Action  *string  `toml:"action"`
+	} `toml:"http"`
+	TLS *struct {
+		Passthrough []string `toml:"passthrough"`
+	} `toml:"tls"`
+	MITM *struct {
+		PreviewBytes *int64 `toml:"preview_bytes"`
+	} `toml:"mitm"`
 }
 
 // schemaKeys lists the keys of each table, in the order the docs give them.
 var schemaKeys = map[string][]string{
-	"":         {"network", "upstream"},
+	"":         {"network", "upstream", "http", "tls", "mitm"},
 	"network":  {"default", "allow", "deny"},
 	"upstream": {"resolve", "ca_files", "allow_private"},
+	"http":     {"host", "methods", "paths", "action"},
+	"tls":      {"passthrough"},
+	"mitm":     {"preview_bytes"},
 }
+
+// tableHeader is how table t is written: "[network]", or "[[http]]" for the
+// array of tables.
+func tableHeader(t string) string {
+	if t == "http" {
+		return "[[http]]"
+	}
+	return "[" + t + "]"
+}
+
+// maxCAFileSize caps what Load reads of one ca_files entry.
+const maxCAFileSize = 16 << 20
 
 // Load reads the policy file at path and parses it (see Parse). Error
 // messages name the file as path was given; Policy.Source is the absolute
 // path. Relative ca_files are resolved against the file's directory, and
-// Load checks that each of them exists and is a regular file (it does not
-// read them).
+// Load reads each of them to check that it is a regular file of PEM
+// certificates that all parse (other PEM blocks are ignored), so that a bad
+// CA file is a policy error at its line rather than a failure later.
 func Load(path string) (*Policy, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -89,6 +121,8 @@ func Load(path string) (*Policy, error) {
 			msg = fmt.Sprintf("cannot use %s: %v", f, err)
 		case !st.Mode().IsRegular():
 			msg = fmt.Sprintf("%s is not a regular file; name a PEM file of CA certificates", f)
+		default:
+			msg = checkCAFile(f)
 		}
 		if msg != "" {
 			errs = append(errs, &Error{File: path, Line: caLines[i], Msg: "ca_files entry: " + msg})
@@ -98,6 +132,42 @@ func Load(path string) (*Policy, error) {
 		return nil, errors.Join(errs...)
 	}
 	return p, nil
+}
+
+// checkCAFile reads a ca_files entry and returns what is wrong with it, or
+// "".
+func checkCAFile(f string) string {
+	fh, err := os.Open(f)
+	if err != nil {
+		return fmt.Sprintf("cannot read %s: %v", f, err)
+	}
+	defer fh.Close()
+	data, err := io.ReadAll(io.LimitReader(fh, maxCAFileSize+1))
+	switch {
+	case err != nil:
+		return fmt.Sprintf("cannot read %s: %v", f, err)
+	case len(data) > maxCAFileSize:
+		return fmt.Sprintf("%s is larger than %d MiB, too large for a PEM file of CA certificates; name the right file", f, maxCAFileSize>>20)
+	}
+	certs := 0
+	for rest := data; ; {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			break
+		}
+		if block.Type != "CERTIFICATE" {
+			continue
+		}
+		certs++
+		if _, err := x509.ParseCertificate(block.Bytes); err != nil {
+			return fmt.Sprintf("certificate %d of %s does not parse (%v); replace it with a valid PEM certificate", certs, f, err)
+		}
+	}
+	if certs == 0 {
+		return fmt.Sprintf("%s holds no PEM certificate (no \"-----BEGIN CERTIFICATE-----\" block); name a PEM file of CA certificates", f)
+	}
+	return ""
 }
 
 // Parse parses a policy file's bytes. name is used in error messages and as
@@ -129,6 +199,22 @@ func Load(path string) (*Policy, error) {
 //     "[IPv6]:port", "host" or "host:port". Two keys naming the same host
 //     (differing in case or a trailing dot) are an error.
 //   - upstream.ca_files are paths; "" and "~/…" are errors, as are repeats.
+//   - Each [[http]] table is a request rule; they are tried in file order
+//     (see DecideHTTP). host is required: an exact name or "*.name", as in
+//     the network entries, without a port. action is required: "allow" or
+//     "deny". methods, optional, are HTTP tokens ("GET", matched ignoring
+//     case). paths, optional, are patterns starting with "/" in which "*"
+//     matches any run of characters, "/" included; they are in clean form
+//     (no "//", "." or ".." segment) and hold only characters a path carries
+//     unencoded (letters, digits, "-._~!$&'()+,;=:@/"), because requests are
+//     matched after decoding: no "%", "?" (the query is never matched) or
+//     "#". Empty or absent methods or paths match any. Repeats within one
+//     rule are errors.
+//   - tls.passthrough entries are names or "*.name" patterns, as in the
+//     network entries, without a port. Repeats are errors, and so is an
+//     entry covering a name that an [[http]] rule's host also covers: those
+//     requests would not be decrypted, so the rule could not apply.
+//   - mitm.preview_bytes is an integer from 0 (no previews) to 1048576.
 //   - Unknown keys, keys not in lower case, and values of the wrong type are
 //     errors.
 //
@@ -227,6 +313,13 @@ func parse(name, dir string, data []byte) (pol *Policy, caLines []int, err error
 	if cfg.Upstream != nil && cfg.Upstream.AllowPrivate != nil {
 		p.AllowPrivate = *cfg.Upstream.AllowPrivate
 	}
+	if m := cfg.MITM; m != nil && m.PreviewBytes != nil {
+		if v := *m.PreviewBytes; v < 0 || v > MaxPreviewBytes {
+			c.add(w.keyLine([]string{"mitm", "preview_bytes"}), "mitm.preview_bytes = %d: write a number of bytes from 0 (no previews) to %d (1 MiB); the default is %d", v, MaxPreviewBytes, DefaultPreviewBytes)
+		} else {
+			p.previewSet, p.previewBytes = true, int(v)
+		}
+	}
 
 	b := builder{c: c, p: p, pats: map[string]*patState{}}
 	// All allow entries first, so that a deny entry can be checked against
@@ -255,8 +348,12 @@ func parse(name, dir string, data []byte) (pol *Policy, caLines []int, err error
 			}
 		case len(l.path) == 3 && l.path[0] == "upstream" && l.path[1] == "resolve" && l.index < 0:
 			b.resolve(l)
+		case l.is("tls", "passthrough") && l.index >= 0:
+			b.passthrough(l)
 		}
 	}
+	b.httpRules(w)
+	b.passthroughConflicts()
 	if len(c.errs) == 0 {
 		w.crossCheck(&cfg)
 	}
@@ -279,6 +376,17 @@ type builder struct {
 	pats    map[string]*patState
 	resKeys map[string]leaf
 	cas     map[string]leaf
+
+	pass      map[string]leaf // passthrough entries by pattern
+	passList  []hostEntry     // in file order
+	httpHosts []hostEntry     // the host of each [[http]] rule
+}
+
+// hostEntry is a host pattern of the file and its line.
+type hostEntry struct {
+	e    entry
+	text string
+	line int
 }
 
 func (b *builder) state(pattern string) *patState {
@@ -436,6 +544,239 @@ func (b *builder) caFile(l leaf, dir string) string {
 	return f
 }
 
+// httpRuleLeaves are the values of one [[http]] table.
+type httpRuleLeaves struct {
+	host, action   *leaf
+	methods, paths []leaf
+}
+
+// httpRules checks and builds the [[http]] rules, in file order.
+func (b *builder) httpRules(w *walker) {
+	if len(w.httpElems) == 0 {
+		return
+	}
+	els := make([]httpRuleLeaves, len(w.httpElems))
+	for i := range w.leaves {
+		l := &w.leaves[i]
+		if l.kind != unstable.String || l.elem < 0 || l.elem >= len(els) || len(l.path) != 2 || l.path[0] != "http" {
+			continue
+		}
+		e := &els[l.elem]
+		switch {
+		case l.path[1] == "host" && l.index < 0:
+			e.host = l
+		case l.path[1] == "action" && l.index < 0:
+			e.action = l
+		case l.path[1] == "methods" && l.index >= 0:
+			e.methods = append(e.methods, *l)
+		case l.path[1] == "paths" && l.index >= 0:
+			e.paths = append(e.paths, *l)
+		}
+	}
+	b.p.httpExact = map[string][]int{}
+	b.p.httpWild = map[string][]int{}
+	for i := range els {
+		// A rule with a misspelt or mis-cased key has already been
+		// reported: do not add "has no host" to it.
+		end := w.elemEnd(i)
+		reported := slices.ContainsFunc(b.c.errs, func(e *Error) bool { return e.Line >= w.httpElems[i] && e.Line < end })
+		b.httpRule(i+1, w.httpElems[i], &els[i], reported)
+	}
+}
+
+func (b *builder) httpRule(n, line int, el *httpRuleLeaves, reported bool) {
+	ok := !reported
+	var host entry
+	switch {
+	case el.host == nil && reported:
+	case el.host == nil:
+		b.c.add(line, "[[http]] rule %d has no host; add host = \"api.example.com\" (the name it applies to, or \"*.example.com\")", n)
+		ok = false
+	default:
+		var problem string
+		host, problem = parseHostOnly(el.host.value, "[[http]] rules apply on every port the name is allowed on")
+		if problem != "" {
+			b.c.add(el.host.line, "http host %q: %s", el.host.value, problem)
+			ok = false
+		}
+	}
+	r := httpRule{}
+	switch {
+	case el.action == nil && reported:
+	case el.action == nil:
+		b.c.add(line, "[[http]] rule %d has no action; add action = \"allow\" or action = \"deny\"", n)
+		ok = false
+	case el.action.value == "allow":
+		r.allow = true
+	case el.action.value == "deny":
+	default:
+		b.c.add(el.action.line, "http action %q: write \"allow\" or \"deny\" (in lower case)", el.action.value)
+		ok = false
+	}
+	seen := map[string]leaf{}
+	for _, m := range el.methods {
+		up := strings.ToUpper(m.value)
+		switch {
+		case m.value == "":
+			b.c.add(m.line, "http method \"\": the method is empty; write a method like \"GET\", or remove the entry")
+			ok = false
+		case !isToken(m.value):
+			b.c.add(m.line, "http method %q: a method is an HTTP token (letters, digits and !#$%%&'*+-.^_`|~, no spaces or commas), like \"GET\"; write one method per string", m.value)
+			ok = false
+		case seen[up].line > 0:
+			b.c.add(m.line, "http method %q repeats %q on line %d (methods ignore case); remove one of them", m.value, seen[up].value, seen[up].line)
+			ok = false
+		default:
+			seen[up] = m
+			r.methods = append(r.methods, up)
+		}
+	}
+	seen = map[string]leaf{}
+	for _, pl := range el.paths {
+		if problem := checkPathPattern(pl.value); problem != "" {
+			b.c.add(pl.line, "http path %q: %s", pl.value, problem)
+			ok = false
+			continue
+		}
+		if prev, dup := seen[pl.value]; dup {
+			b.c.add(pl.line, "http path %q repeats %q on line %d; remove one of them", pl.value, prev.value, prev.line)
+			ok = false
+			continue
+		}
+		seen[pl.value] = pl
+		r.paths = append(r.paths, pl.value)
+	}
+	if !ok {
+		return
+	}
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "http[%d] (line %d) host=%s", n, line, el.host.value)
+	if len(el.methods) > 0 {
+		sb.WriteString(" methods=")
+		for i, m := range el.methods {
+			if i > 0 {
+				sb.WriteByte(',')
+			}
+			sb.WriteString(m.value)
+		}
+	}
+	if len(r.paths) > 0 {
+		sb.WriteString(" paths=" + strings.Join(r.paths, ","))
+	}
+	sb.WriteString(" action=" + el.action.value)
+	r.text = sb.String()
+
+	idx := len(b.p.http)
+	b.p.http = append(b.p.http, r)
+	if host.wildcard {
+		b.p.httpWild[host.base] = append(b.p.httpWild[host.base], idx)
+	} else {
+		b.p.httpExact[host.base] = append(b.p.httpExact[host.base], idx)
+	}
+	b.httpHosts = append(b.httpHosts, hostEntry{e: host, text: el.host.value, line: el.host.line})
+}
+
+// parseHostOnly parses a host pattern of [[http]] or [tls]: an entry
+// without a port. portWhy says why a port is refused.
+func parseHostOnly(s, portWhy string) (entry, string) {
+	if i := strings.IndexByte(s, '/'); i >= 0 && !strings.Contains(s, "://") {
+		return entry{}, "write only the host name here, like \"example.com\"; a path goes in paths = [\"/…\"] of an [[http]] rule"
+	}
+	e, problem := parseEntry(s)
+	if problem == "" && e.port != 0 {
+		problem = "write the name without a port: " + portWhy
+	}
+	return e, problem
+}
+
+// maxPathPattern caps the length of a paths entry.
+const maxPathPattern = 2048
+
+// checkPathPattern returns what is wrong with a paths entry, or "".
+func checkPathPattern(s string) string {
+	switch {
+	case s == "":
+		return "the pattern is empty; write a path like \"/repos/*\", or remove the entry"
+	case strings.Contains(s, "://"):
+		return "this looks like a URL; write only the path, like \"/repos/*\" (the name goes in host)"
+	case s[0] != '/':
+		return "a path pattern starts with \"/\", like \"/repos/*\""
+	case len(s) > maxPathPattern:
+		return fmt.Sprintf("the pattern is %d characters long; write at most %d (\"*\" matches any run of characters)", len(s), maxPathPattern)
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case isUnreserved(c) || strings.IndexByte("!$&'()*+,;=:@/", c) >= 0:
+		case c == '?':
+			return "paths are matched without the query string; remove \"?\" and what follows"
+		case c == '#':
+			return "a fragment (\"#…\") is never sent to the server; remove it"
+		case c == '%':
+			return "write characters, not percent-escapes: request paths are matched after decoding the escapes of letters, digits and \"-._~\"; use \"*\" in place of other characters"
+		case c == ' ' || c == '\t' || c == '\r' || c == '\n':
+			return "the pattern contains whitespace, which a request path never does; use \"*\" in its place, or write one pattern per string"
+		default:
+			return fmt.Sprintf("the character %q cannot appear unencoded in a request path; use \"*\" in its place", string(rune(c)))
+		}
+	}
+	if c := cleanPath(s); c != s {
+		return fmt.Sprintf("the pattern is not in clean form (it has a \"//\", \".\" or \"..\" segment) and would never match, since request paths are cleaned before matching; write %q", c)
+	}
+	return ""
+}
+
+func (b *builder) passthrough(l leaf) {
+	e, problem := parseHostOnly(l.value, "passthrough applies on every port the name is allowed on")
+	if problem != "" {
+		b.c.add(l.line, "passthrough entry %q: %s", l.value, problem)
+		return
+	}
+	if b.pass == nil {
+		b.pass = map[string]leaf{}
+		b.p.passExact = map[string]string{}
+		b.p.passWild = map[string]string{}
+	}
+	if prev, ok := b.pass[e.pattern]; ok {
+		b.c.add(l.line, "passthrough entry %q repeats %q on line %d; remove one of them", l.value, prev.value, prev.line)
+		return
+	}
+	b.pass[e.pattern] = l
+	if e.wildcard {
+		b.p.passWild[e.base] = l.value
+	} else {
+		b.p.passExact[e.base] = l.value
+	}
+	b.passList = append(b.passList, hostEntry{e: e, text: l.value, line: l.line})
+}
+
+// passthroughConflicts reports passthrough entries that cover a host of an
+// [[http]] rule: its requests would never be seen.
+func (b *builder) passthroughConflicts() {
+	for _, pe := range b.passList {
+		for _, he := range b.httpHosts {
+			if overlap(pe.e, he.e) {
+				b.c.add(pe.line, "passthrough entry %q covers names of the [[http]] rule whose host is %q (line %d): passthrough traffic is not decrypted, so that rule could not apply; remove one of them", pe.text, he.text, he.line)
+				break
+			}
+		}
+	}
+}
+
+// overlap reports whether some name matches both patterns.
+func overlap(a, b entry) bool {
+	below := func(name, base string) bool { return strings.HasSuffix(name, "."+base) }
+	switch {
+	case !a.wildcard && !b.wildcard:
+		return a.base == b.base
+	case !a.wildcard:
+		return below(a.base, b.base)
+	case !b.wildcard:
+		return below(b.base, a.base)
+	}
+	return a.base == b.base || below(a.base, b.base) || below(b.base, a.base)
+}
+
 // unknownKey reports a key the schema does not have.
 func (c *collector) unknownKey(de *toml.DecodeError, w *walker) {
 	line, _ := de.Position()
@@ -473,9 +814,9 @@ func (c *collector) unknownPart(line int, parent, part string) {
 			if k == part {
 				where := "at the top level"
 				if parent != "" {
-					where = "in [" + parent + "]"
+					where = "in " + tableHeader(parent)
 				}
-				c.add(line, "key %q belongs in the [%s] table, not %s; move it under a \"[%s]\" line", part, table, where, table)
+				c.add(line, "key %q belongs in the %s table, not %s; move it under a \"%s\" line", part, tableHeader(table), where, tableHeader(table))
 				return
 			}
 		}
@@ -486,10 +827,10 @@ func (c *collector) unknownPart(line int, parent, part string) {
 		hint = fmt.Sprintf(" did you mean %q?", s)
 	}
 	if parent == "" {
-		c.add(line, "unknown table or key %q:%s the policy file has only the tables [network] and [upstream]; remove or rename it", part, hint)
+		c.add(line, "unknown table or key %q:%s the policy file has only the tables [network], [upstream], [[http]], [tls] and [mitm]; remove or rename it", part, hint)
 		return
 	}
-	c.add(line, "unknown key %q in [%s]:%s the keys of [%s] are %s; remove or rename it", part, parent, hint, parent, strings.Join(keys, ", "))
+	c.add(line, "unknown key %q in %s:%s the keys of %s are %s; remove or rename it", part, tableHeader(parent), hint, tableHeader(parent), strings.Join(keys, ", "))
 }
 
 // expectedType says what the value at key must be, or "".
@@ -512,6 +853,24 @@ func expectedType(key []string) string {
 		return "upstream.ca_files must be an array of path strings, like ca_files = [\"roots.pem\"]"
 	case k == "upstream.allow_private":
 		return "upstream.allow_private must be true or false, without quotes"
+	case k == "http":
+		return "[[http]] rules must be tables, each started by a \"[[http]]\" line, with host and action strings and methods and paths arrays of strings"
+	case k == "http.host":
+		return "http.host must be a string, like host = \"api.example.com\""
+	case k == "http.methods":
+		return "http.methods must be an array of strings, like methods = [\"GET\", \"HEAD\"]"
+	case k == "http.paths":
+		return "http.paths must be an array of strings, like paths = [\"/repos/*\"]"
+	case k == "http.action":
+		return "http.action must be the string \"allow\" or \"deny\", like action = \"deny\""
+	case k == "tls":
+		return "[tls] must be a table: a \"[tls]\" line followed by its keys"
+	case k == "tls.passthrough":
+		return "tls.passthrough must be an array of strings, like passthrough = [\"pinned.example.com\"]"
+	case k == "mitm":
+		return "[mitm] must be a table: a \"[mitm]\" line followed by its keys"
+	case k == "mitm.preview_bytes":
+		return "mitm.preview_bytes must be a whole number of bytes, without quotes, like preview_bytes = 4096"
 	}
 	return ""
 }
@@ -620,6 +979,7 @@ func editDistance(a, b string) int {
 type leaf struct {
 	path    []string
 	index   int // position in its array, -1 when not in an array
+	elem    int // the [[http]] table it is in (from 0), -1 when none
 	kind    unstable.Kind
 	value   string // the decoded string, for strings
 	line    int    // line of the value
@@ -639,7 +999,30 @@ type walker struct {
 	lines  lineIndex
 	leaves []leaf
 	keys   []keyRef // every table header and key, in file order
+
+	httpElems []int // the line of each [[http]] table, in file order
+	headers   []int // the line of each table header, in file order
+	cur       int   // the [[http]] table being read, -1 when none
 }
+
+// elemEnd returns the line after the last one that [[http]] table i can
+// span: the next table header or [[http]] element, whichever comes first.
+func (w *walker) elemEnd(i int) int {
+	start := w.httpElems[i]
+	end := math.MaxInt
+	if i+1 < len(w.httpElems) {
+		end = max(w.httpElems[i+1], start+1)
+	}
+	for _, h := range w.headers {
+		if h > start {
+			return min(end, h)
+		}
+	}
+	return end
+}
+
+// httpNotArray is the problem of [[http]] rules written as one table.
+const httpNotArray = "[[http]] rules are an array of tables: start each rule with a \"[[http]]\" line (two brackets), then its keys"
 
 type keyRef struct {
 	path []string
@@ -685,6 +1068,7 @@ func (w *walker) walk(data []byte) {
 	var p unstable.Parser
 	p.Reset(data)
 	var table []string
+	w.cur = -1
 	for p.NextExpression() {
 		e := p.Expression()
 		switch e.Kind {
@@ -699,7 +1083,17 @@ func (w *walker) walk(data []byte) {
 				table = append(table, string(k.Data))
 			}
 			w.keys = append(w.keys, keyRef{table, line})
+			w.headers = append(w.headers, line)
 			w.checkCase(table, 0, line)
+			w.cur = -1
+			if len(table) == 1 && table[0] == "http" {
+				if e.Kind == unstable.ArrayTable {
+					w.httpElems = append(w.httpElems, line)
+					w.cur = len(w.httpElems) - 1
+				} else {
+					w.c.add(line, "%s", httpNotArray)
+				}
+			}
 		case unstable.KeyValue:
 			w.keyValue(table, e)
 		}
@@ -719,6 +1113,11 @@ func (w *walker) keyValue(prefix []string, kv *unstable.Node) {
 	}
 	w.keys = append(w.keys, keyRef{path, keyLine})
 	w.checkCase(path, len(prefix), keyLine)
+	if len(prefix) == 0 && w.cur < 0 && len(path) > 1 && path[0] == "http" {
+		// http.host = "…": one table, not an array. (http = { … } is
+		// reported by the decoder.)
+		w.c.add(keyLine, "%s", httpNotArray)
+	}
 	w.value(path, -1, kv.Value(), keyLine)
 }
 
@@ -740,6 +1139,22 @@ func (w *walker) value(path []string, index int, v *unstable.Node, keyLine int) 
 		}
 	case unstable.InlineTable:
 		if index >= 0 {
+			if len(path) != 1 || path[0] != "http" || w.cur >= 0 {
+				return // never valid, reported by the decoder
+			}
+			// http = [ { … }, { … } ]: the inline form of [[http]].
+			line := keyLine
+			if v.Raw.Length > 0 {
+				line = w.lines.line(v.Raw)
+			}
+			w.httpElems = append(w.httpElems, line)
+			w.cur = len(w.httpElems) - 1
+			for it := v.Children(); it.Next(); {
+				if c := it.Node(); c.Kind == unstable.KeyValue {
+					w.keyValue(path, c)
+				}
+			}
+			w.cur = -1
 			return
 		}
 		for it := v.Children(); it.Next(); {
@@ -748,7 +1163,7 @@ func (w *walker) value(path []string, index int, v *unstable.Node, keyLine int) 
 			}
 		}
 	default:
-		l := leaf{path: path, index: index, kind: v.Kind, line: keyLine, keyLine: keyLine}
+		l := leaf{path: path, index: index, elem: w.cur, kind: v.Kind, line: keyLine, keyLine: keyLine}
 		if v.Raw.Length > 0 {
 			l.line = w.lines.line(v.Raw)
 		}
@@ -763,12 +1178,29 @@ func (w *walker) value(path []string, index int, v *unstable.Node, keyLine int) 
 // rule the decisions silently lacked (a deny entry above all) would be a
 // hole in the sandbox, so any disagreement is an error.
 func (w *walker) crossCheck(cfg *fileSchema) {
-	var def, allow, deny, resolve, cas int
+	var def, allow, deny, resolve, cas, pass int
+	httpGot := make([][4]int, len(w.httpElems)) // host, action, methods, paths
 	for _, l := range w.leaves {
 		if l.kind != unstable.String {
 			continue
 		}
+		if l.elem >= 0 && l.elem < len(httpGot) && len(l.path) == 2 {
+			g := &httpGot[l.elem]
+			switch {
+			case l.path[1] == "host" && l.index < 0:
+				g[0]++
+			case l.path[1] == "action" && l.index < 0:
+				g[1]++
+			case l.path[1] == "methods" && l.index >= 0:
+				g[2]++
+			case l.path[1] == "paths" && l.index >= 0:
+				g[3]++
+			}
+			continue
+		}
 		switch {
+		case l.is("tls", "passthrough") && l.index >= 0:
+			pass++
 		case l.is("network", "default") && l.index < 0:
 			def++
 		case l.is("network", "allow") && l.index >= 0:
@@ -791,9 +1223,24 @@ func (w *walker) crossCheck(cfg *fileSchema) {
 	if u := cfg.Upstream; u != nil {
 		wantResolve, wantCAs = len(u.Resolve), len(u.CAFiles)
 	}
-	if def != wantDef || allow != wantAllow || deny != wantDeny || resolve != wantResolve || cas != wantCAs {
-		w.c.add(1, "internal error: the policy was read two ways that disagree (default %d/%d, allow %d/%d, deny %d/%d, resolve %d/%d, ca_files %d/%d); please report this file to the capsem developers",
-			def, wantDef, allow, wantAllow, deny, wantDeny, resolve, wantResolve, cas, wantCAs)
+	var wantPass int
+	if t := cfg.TLS; t != nil {
+		wantPass = len(t.Passthrough)
+	}
+	httpWant := make([][4]int, len(cfg.HTTP))
+	for i, h := range cfg.HTTP {
+		if h.Host != nil {
+			httpWant[i][0] = 1
+		}
+		if h.Action != nil {
+			httpWant[i][1] = 1
+		}
+		httpWant[i][2], httpWant[i][3] = len(h.Methods), len(h.Paths)
+	}
+	if def != wantDef || allow != wantAllow || deny != wantDeny || resolve != wantResolve || cas != wantCAs ||
+		pass != wantPass || !slices.Equal(httpGot, httpWant) {
+		w.c.add(1, "internal error: the policy was read two ways that disagree (default %d/%d, allow %d/%d, deny %d/%d, resolve %d/%d, ca_files %d/%d, passthrough %d/%d, http %v/%v); please report this file to the capsem developers",
+			def, wantDef, allow, wantAllow, deny, wantDeny, resolve, wantResolve, cas, wantCAs, pass, wantPass, httpGot, httpWant)
 	}
 }
 

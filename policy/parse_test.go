@@ -119,7 +119,7 @@ func TestParseErrors(t *testing.T) {
 		// Keys.
 		{"unknown key", "[network]\nallow = []\nalow = []\n", []string{`p.toml:3: unknown key "alow" in [network]: did you mean "allow"? the keys of [network] are default, allow, deny; remove or rename it`}},
 		{"unknown key no hint", "[upstream]\nproxy = \"x\"\n", []string{`p.toml:2: unknown key "proxy" in [upstream]: the keys of [upstream] are resolve, ca_files, allow_private; remove or rename it`}},
-		{"unknown table", "[netwrok]\nallow = []\n", []string{`p.toml:1: unknown table or key "netwrok": did you mean "network"? the policy file has only the tables [network] and [upstream]; remove or rename it`}},
+		{"unknown table", "[netwrok]\nallow = []\n", []string{`p.toml:1: unknown table or key "netwrok": did you mean "network"? the policy file has only the tables [network], [upstream], [[http]], [tls] and [mitm]; remove or rename it`}},
 		{"unknown nested table", "[network.extra]\nx = 1\n", []string{`p.toml:1: unknown key "extra" in [network]: the keys of [network] are default, allow, deny; remove or rename it`}},
 		{"unknown key in inline table", "\nnetwork = { allow = [], alow = [] }\n", []string{`p.toml:2: unknown key "alow" in [network]: did you mean "allow"? the keys of [network] are default, allow, deny; remove or rename it`}},
 		{"unknown dotted key", "\n\nnetwork.extra.deep = 1\n", []string{`p.toml:3: unknown key "extra" in [network]: the keys of [network] are default, allow, deny; remove or rename it`}},
@@ -327,7 +327,7 @@ func TestLoad(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(dir, "conf", "certs"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "conf", "certs", "roots.pem"), []byte("pem"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "conf", "certs", "roots.pem"), testCertPEM(t), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	src := "[network]\nallow = [\"a.test\"]\n[upstream]\nca_files = [\"certs/roots.pem\"]\n"

@@ -24,6 +24,20 @@ type Policy struct {
 
 	resolve map[string]Target // keyed by canonical name
 
+	// http holds the [[http]] rules in file order; httpExact and httpWild
+	// index them by host pattern like exact and wild (the lists ascend).
+	http      []httpRule
+	httpExact map[string][]int
+	httpWild  map[string][]int
+
+	// passExact and passWild hold the [tls] passthrough entries as written,
+	// keyed like exact and wild.
+	passExact map[string]string
+	passWild  map[string]string
+
+	previewSet   bool // [mitm] preview_bytes was written
+	previewBytes int
+
 	// AllowPrivate is [upstream] allow_private: whether a host-name resolve
 	// target (Target.Pinned false) may resolve to a private, loopback or
 	// link-local address. Pinned targets are the operator's explicit choice
@@ -31,7 +45,7 @@ type Policy struct {
 	AllowPrivate bool
 	// CAFiles are the [upstream] ca_files, extra roots for verifying upstream
 	// TLS. Relative paths in the file are made relative to the directory of
-	// the policy file (absolute for Load).
+	// the policy file (absolute for Load). UpstreamCAFiles returns a copy.
 	CAFiles []string
 	// Source is the path of the policy file (absolute for Load, the name
 	// given to Parse, "" for DenyAll).
@@ -52,14 +66,18 @@ type rule struct {
 	port uint16
 }
 
-// Decision is the answer to DecideName or DecideFlow.
+// Decision is the answer to DecideName, DecideFlow or DecideHTTP.
 type Decision struct {
-	// Allowed is true only when an allow entry matched and no deny entry did.
+	// Allowed is true only when an allow entry matched and no deny entry did
+	// (for DecideHTTP: and no [[http]] rule denied the request).
 	Allowed bool
 	// Rule is the entry that decided, as written in the policy file, e.g.
 	// "*.githubusercontent.com" or "example.test:8080": the allow entry when
 	// allowed, the deny entry when denied by rule, the allow entry that
 	// names the host on another port for port-not-allowed, "" otherwise.
+	// An [[http]] rule is named by its number and line, then its keys:
+	// "http[2] (line 14) host=api.github.com methods=GET,HEAD paths=/repos/*
+	// action=deny".
 	Rule string
 	// Reason is one of the Reason constants.
 	Reason string
