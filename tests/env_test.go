@@ -2,6 +2,7 @@ package tests
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -85,6 +86,7 @@ type env struct {
 	out        *syncBuffer
 	dataDir    string
 	policyPath string
+	caCert     string // the capsem CA certificate the guest trusts
 	lease      harness.Lease
 	stopped    bool
 	events     []store.Event
@@ -110,7 +112,8 @@ func startEnv(t *testing.T, policy string, opt envOptions) *env {
 		t.Fatal(err)
 	}
 	sock := filepath.Join(dir, "net.sock")
-	args := []string{"--policy", e.policyPath, "--data", e.dataDir, "--mtu", fmt.Sprint(opt.mtu)}
+	e.caCert = filepath.Join(dir, "ca", "ca.pem")
+	args := []string{"--policy", e.policyPath, "--data", e.dataDir, "--mtu", fmt.Sprint(opt.mtu), "--ca-dir", filepath.Dir(e.caCert)}
 	var fdPeer *os.File
 	switch opt.transport {
 	case "", "qemu":
@@ -197,6 +200,29 @@ func startEnv(t *testing.T, policy string, opt envOptions) *env {
 // run runs a guest command and returns its output and error.
 func (e *env) run(timeout time.Duration, name string, args ...string) (string, error) {
 	return e.ns.Run(timeout, name, args...)
+}
+
+// runEnv runs a guest command with extra environment variables.
+func (e *env) runEnv(timeout time.Duration, vars []string, name string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var out bytes.Buffer
+	cmd := e.ns.Command(ctx, name, args...)
+	cmd.Env = append(os.Environ(), vars...)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.WaitDelay = time.Second
+	err := cmd.Run()
+	return out.String(), err
+}
+
+// trustEnv is how a guest trusts the capsem CA: the ordinary variables.
+func (e *env) trustEnv() []string {
+	return []string{
+		"SSL_CERT_FILE=" + e.caCert,
+		"REQUESTS_CA_BUNDLE=" + e.caCert,
+		"NODE_EXTRA_CA_CERTS=" + e.caCert,
+		"CURL_CA_BUNDLE=" + e.caCert,
+	}
 }
 
 // mustRun runs a guest command that must succeed.

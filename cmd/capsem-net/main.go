@@ -16,6 +16,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/capsem/capsem/mitm"
+	"github.com/capsem/capsem/mitm/ca"
 	"github.com/capsem/capsem/netstack"
 	"github.com/capsem/capsem/policy"
 	"github.com/capsem/capsem/store"
@@ -90,6 +92,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			&cli.DurationFlag{Name: "dial-timeout", Value: netstack.DefaultDialTimeout, Usage: "how long an allowed flow's upstream connect may take while the guest's SYN waits"},
 			&cli.StringFlag{Name: "guest-mac", Usage: "pin the guest's `MAC` (default: the first MAC seen)"},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
+			&cli.StringFlag{Name: "ca-dir", Value: defaultCADir(), Usage: "the capsem CA's `DIR` (created on first use; the guest must trust its ca.pem)"},
 			&cli.StringFlag{Name: "cpu-profile", Usage: "write a Go CPU profile to `FILE` until exit (for performance work)"},
 		},
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
@@ -102,6 +105,14 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			return serve(c, stdout)
 		},
 	}
+}
+
+func defaultCADir() string {
+	dir, err := ca.DefaultDir()
+	if err != nil {
+		return ""
+	}
+	return dir
 }
 
 func parseLevel(s string) (slog.Level, error) {
@@ -217,6 +228,16 @@ func serve(c *cli.Context, stdout io.Writer) error {
 		tap = pcap.Tap
 	}
 
+	authority, err := ca.LoadOrCreate(c.String("ca-dir"))
+	if err != nil {
+		return err
+	}
+	proxy, err := mitm.New(mitm.Config{CA: authority, Recorder: w, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer proxy.Close()
+
 	stack, err := netstack.New(netstack.Config{
 		MTU:         uint32(mtu),
 		Policy:      pol,
@@ -225,12 +246,14 @@ func serve(c *cli.Context, stdout io.Writer) error {
 		Tap:         tap,
 		Logger:      log,
 		DialTimeout: c.Duration("dial-timeout"),
+		Flows:       proxy.HandleFlow,
 	})
 	if err != nil {
 		return usageError{err}
 	}
 
 	fmt.Fprintf(stdout, "capsem-net %s: listening on %s, session %s, events in %s\n", version(), ln, w.ID(), c.String("data"))
+	fmt.Fprintf(stdout, "TLS to port 443 is intercepted: the guest must trust %s\n", authority.CertPath())
 	if nd := ln.QEMUNetdev(); nd != "" {
 		fmt.Fprintf(stdout, "QEMU: %s -device virtio-net-pci,netdev=net0\n", nd)
 		if mtu > netstack.DefaultMTU {

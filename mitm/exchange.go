@@ -1,0 +1,293 @@
+package mitm
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/capsem/capsem/mitm/contentcoding"
+	"github.com/capsem/capsem/mitm/provider"
+	"github.com/capsem/capsem/store"
+)
+
+// MaxDecodedForParsing bounds how much of one body is decompressed on the
+// side for parsing (the guest always gets the body unchanged).
+const MaxDecodedForParsing = 64 << 20
+
+// exchange is one request and its response.
+type exchange struct {
+	p      *Proxy
+	fs     *flowState
+	start  time.Time
+	ev     store.Net
+	call   *provider.Call
+	req    *tap
+	resp   *tap
+	once   sync.Once
+	upgrad bool
+}
+
+type exchangeKey struct{}
+
+func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	fs, _ := r.Context().Value(flowKey{}).(*flowState)
+	if fs == nil {
+		http.Error(w, "capsem: connection not known to the MITM", http.StatusInternalServerError)
+		return
+	}
+	f := fs.flow
+	pol := f.Current()
+	ex := &exchange{p: p, fs: fs, start: time.Now()}
+	ex.ev = store.Net{
+		Domain:         fs.sni,
+		IP:             f.Dst.Addr(),
+		Port:           f.Port,
+		SrcIP:          f.Guest.Addr(),
+		SrcPort:        f.Guest.Port(),
+		Transport:      store.TransportTCP,
+		ConnType:       store.ConnHTTPS,
+		Method:         r.Method,
+		Path:           r.URL.Path,
+		Query:          r.URL.RawQuery,
+		RequestHeaders: recordHeaders(r.Header),
+		Count:          1,
+	}
+	fs.active.Add(1)
+	defer fs.active.Done()
+	defer ex.finish()
+
+	host := strings.ToLower(strings.TrimSuffix(hostOnly(r.Host), "."))
+	if host != fs.sni {
+		ex.deny(w, http.StatusMisdirectedRequest, ReasonHostNotSNI, "",
+			fmt.Sprintf("the Host header names %q but this TLS connection is for %q; capsem refuses domain fronting", host, fs.sni))
+		return
+	}
+	if d := pol.DecideFlow(f.Name, f.Port); !d.Allowed {
+		ex.deny(w, http.StatusForbidden, d.Reason, d.Rule, "the policy no longer allows "+f.Name)
+		return
+	}
+	d := pol.DecideHTTP(host, r.Method, r.URL.EscapedPath())
+	ex.ev.MatchedRule = d.Rule
+	if !d.Allowed {
+		ex.deny(w, http.StatusForbidden, ReasonHTTPDenied, d.Rule, d.Reason)
+		return
+	}
+	ex.ev.Decision, ex.ev.Reason = store.Allowed, d.Reason
+
+	preview := pol.PreviewBytes()
+	var reqParser io.Writer
+	if ex.call = provider.Detect(host, r.Method, r.URL.Path); ex.call != nil {
+		ex.call.SetOptions(provider.Options{PreviewBytes: max(preview, 256)})
+		reqParser = ex.call.RequestWriter()
+	}
+	ex.req = newTap(r.Body, r.Header.Get("Content-Encoding"), preview, reqParser)
+	if r.Body != nil && r.Body != http.NoBody {
+		r.Body = ex.req
+	}
+	fs.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex)))
+}
+
+// deny answers the guest with a plain-text body an agent can read and act
+// on, and records the refusal.
+func (ex *exchange) deny(w http.ResponseWriter, status int, reason, rule, why string) {
+	ex.ev.Decision, ex.ev.Reason, ex.ev.MatchedRule = store.Denied, reason, rule
+	ex.ev.StatusCode = status
+	ex.ev.Detail = why
+	if rule == "" {
+		rule = "(none)"
+	}
+	body := fmt.Sprintf("capsem blocked this request.\n"+
+		"  request: %s https://%s%s\n"+
+		"  rule:    %s\n"+
+		"  why:     %s\n"+
+		"This sandbox only lets through what its policy allows. If the task needs this request, "+
+		"ask the user to allow it in the capsem policy file (an [[http]] rule with action = \"allow\", "+
+		"or the host under [network]).\n",
+		ex.ev.Method, ex.fs.sni, ex.ev.Path, rule, why)
+	h := w.Header()
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("X-Capsem-Blocked", reason)
+	w.WriteHeader(status)
+	io.WriteString(w, body)
+	ex.ev.ResponseBodyPreview = body
+}
+
+// finish records the request (and the model call it carried) once.
+func (ex *exchange) finish() {
+	ex.once.Do(func() {
+		d := time.Since(ex.start)
+		ex.ev.Duration = d
+		var reqWire, respWire int64
+		if ex.req != nil {
+			ex.req.close()
+			reqWire = ex.req.n
+			ex.ev.RequestBodyPreview = ex.req.preview.String()
+		}
+		if ex.resp != nil {
+			ex.resp.close()
+			respWire = ex.resp.n
+			ex.ev.ResponseBodyPreview = ex.resp.preview.String()
+		}
+		ex.ev.BytesSent, ex.ev.BytesReceived = reqWire, respWire
+		ex.p.cfg.Recorder.Append(store.Event{Kind: store.KindNet, Net: &ex.ev})
+		if ex.call != nil && ex.ev.Decision == store.Allowed {
+			mc := ex.call.Finish(ex.ev.StatusCode, d, reqWire, respWire)
+			ex.p.tracer.Assign(&mc)
+			ex.p.cfg.Recorder.Append(store.Event{Kind: store.KindModelCall, ModelCall: &mc})
+		}
+	})
+}
+
+func (p *Proxy) reverseProxy(fs *flowState) *httputil.ReverseProxy {
+	target := fs.flow.Name + ":" + strconv.Itoa(int(fs.flow.Port))
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL.Scheme = "https"
+			pr.Out.URL.Host = target
+			pr.Out.Host = pr.In.Host
+		},
+		Transport:  fs.transport,
+		BufferPool: bufferPool{},
+		ModifyResponse: func(resp *http.Response) error {
+			ex, _ := resp.Request.Context().Value(exchangeKey{}).(*exchange)
+			if ex == nil {
+				return nil
+			}
+			ex.ev.StatusCode = resp.StatusCode
+			ex.ev.ResponseHeaders = recordHeaders(resp.Header)
+			if resp.StatusCode == http.StatusSwitchingProtocols {
+				// The body is the upgraded connection; it is copied both
+				// ways by the reverse proxy and counted in the flow event.
+				ex.ev.Detail = "upgraded to " + resp.Header.Get("Upgrade")
+				ex.finish()
+				return nil
+			}
+			var parser io.Writer
+			if ex.call != nil {
+				parser = ex.call.ResponseWriter(resp.StatusCode, resp.Header.Get("Content-Type"))
+			}
+			ex.resp = newTap(resp.Body, resp.Header.Get("Content-Encoding"), ex.fs.flow.Current().PreviewBytes(), parser)
+			resp.Body = ex.resp
+			return nil
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			ex, _ := r.Context().Value(exchangeKey{}).(*exchange)
+			if ex != nil {
+				ex.ev.StatusCode = http.StatusBadGateway
+				ex.ev.Reason = ReasonUpstreamTLS
+				ex.ev.Detail = err.Error()
+			}
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			w.WriteHeader(http.StatusBadGateway)
+			fmt.Fprintf(w, "capsem: the request was allowed but the upstream failed: %v\n", err)
+		},
+	}
+}
+
+// tap passes a body through unchanged while counting it, keeping a bounded
+// preview and feeding a parser, both with the content coding removed.
+type tap struct {
+	rc      io.ReadCloser
+	n       int64
+	preview limitedBuffer
+	parser  io.Writer
+	dec     io.WriteCloser
+	mu      sync.Mutex
+	closed  bool
+}
+
+func newTap(rc io.ReadCloser, encoding string, previewBytes int, parser io.Writer) *tap {
+	t := &tap{rc: rc, parser: parser}
+	t.preview.max = previewBytes
+	if previewBytes > 0 || parser != nil {
+		if dec, err := contentcoding.NewDecoder(encoding, sideWriter{t}, MaxDecodedForParsing); err == nil {
+			t.dec = dec
+		}
+	}
+	return t
+}
+
+func (t *tap) Read(b []byte) (int, error) {
+	n, err := t.rc.Read(b)
+	if n > 0 {
+		t.mu.Lock()
+		t.n += int64(n)
+		if t.dec != nil {
+			if t.parser == nil && t.preview.full() {
+				t.dec.Close()
+				t.dec = nil
+			} else {
+				t.dec.Write(b[:n])
+			}
+		}
+		t.mu.Unlock()
+	}
+	return n, err
+}
+
+func (t *tap) Close() error {
+	return t.rc.Close()
+}
+
+// close ends the side decoding; the parser has all it will get.
+func (t *tap) close() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return
+	}
+	t.closed = true
+	if t.dec != nil {
+		t.dec.Close()
+		t.dec = nil
+	}
+}
+
+// sideWriter receives decoded body bytes.
+type sideWriter struct{ t *tap }
+
+func (s sideWriter) Write(b []byte) (int, error) {
+	s.t.preview.Write(b)
+	if s.t.parser != nil {
+		s.t.parser.Write(b)
+	}
+	return len(b), nil
+}
+
+// limitedBuffer keeps the first max bytes written to it.
+type limitedBuffer struct {
+	max int
+	buf []byte
+}
+
+func (l *limitedBuffer) Write(b []byte) (int, error) {
+	if room := l.max - len(l.buf); room > 0 {
+		l.buf = append(l.buf, b[:min(room, len(b))]...)
+	}
+	return len(b), nil
+}
+
+func (l *limitedBuffer) full() bool       { return len(l.buf) >= l.max }
+func (l *limitedBuffer) String() string   { return string(l.buf) }
+
+func hostOnly(hostport string) string {
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		return h
+	}
+	return hostport
+}
+
+// bufferPool lends the reverse proxy 256 KiB copy buffers.
+type bufferPool struct{}
+
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
+
+func (bufferPool) Get() []byte  { return *copyBuffers.Get().(*[]byte) }
+func (bufferPool) Put(b []byte) { copyBuffers.Put(&b) }
