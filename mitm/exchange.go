@@ -274,8 +274,8 @@ func (l *limitedBuffer) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-func (l *limitedBuffer) full() bool       { return len(l.buf) >= l.max }
-func (l *limitedBuffer) String() string   { return string(l.buf) }
+func (l *limitedBuffer) full() bool     { return len(l.buf) >= l.max }
+func (l *limitedBuffer) String() string { return string(l.buf) }
 
 func hostOnly(hostport string) string {
 	if h, _, err := net.SplitHostPort(hostport); err == nil {

@@ -12,14 +12,14 @@ import (
 
 // secretHeaders are headers whose values are credentials.
 var secretHeaders = map[string]bool{
-	"authorization":       true,
-	"proxy-authorization": true,
-	"cookie":              true,
-	"set-cookie":          true,
-	"x-api-key":           true,
-	"api-key":             true,
-	"x-goog-api-key":      true,
-	"x-auth-token":        true,
+	"authorization":        true,
+	"proxy-authorization":  true,
+	"cookie":               true,
+	"set-cookie":           true,
+	"x-api-key":            true,
+	"api-key":              true,
+	"x-goog-api-key":       true,
+	"x-auth-token":         true,
 	"x-amz-security-token": true,
 }
 

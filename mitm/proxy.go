@@ -286,9 +286,9 @@ func (c *guestConn) Close() error {
 
 // connListener hands intercepted connections to the shared HTTP server.
 type connListener struct {
-	ch     chan net.Conn
-	done   chan struct{}
-	once   sync.Once
+	ch   chan net.Conn
+	done chan struct{}
+	once sync.Once
 }
 
 func newConnListener() *connListener {
