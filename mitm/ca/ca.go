@@ -72,31 +72,33 @@ func (a *Authority) Fingerprint() string {
 // by anyone but its owner, or a key that does not match the certificate is
 // an error: capsem never silently replaces or uses a damaged CA.
 func LoadOrCreate(dir string) (*Authority, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("capsem CA: %w", err)
-	}
-	unlock, err := lockDir(dir)
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
+	return locked(dir, func() error {
+		return createIfAbsent(dir)
+	})
+}
+
+func createIfAbsent(dir string) error {
 	_, certErr := os.Stat(filepath.Join(dir, CertFile))
 	_, keyErr := os.Stat(filepath.Join(dir, KeyFile))
 	switch {
 	case errors.Is(certErr, os.ErrNotExist) && errors.Is(keyErr, os.ErrNotExist):
-		if err := generate(dir); err != nil {
-			return nil, err
-		}
+		return generate(dir)
 	case errors.Is(certErr, os.ErrNotExist) || errors.Is(keyErr, os.ErrNotExist):
-		return nil, fmt.Errorf("capsem CA in %s is incomplete (one of %s, %s is missing); run `capsem ca rotate` to make a new one", dir, CertFile, KeyFile)
+		return fmt.Errorf("capsem CA in %s is incomplete (one of %s, %s is missing); run `capsem ca rotate` to make a new one", dir, CertFile, KeyFile)
 	}
-	return load(dir)
+	return nil
 }
 
 // Rotate replaces the CA in dir with a freshly generated one and returns it.
 // Guests started afterwards trust the new CA only; leaves of the old one
 // stop being accepted by them.
 func Rotate(dir string) (*Authority, error) {
+	return locked(dir, func() error { return generate(dir) })
+}
+
+// locked runs prepare and then loads the CA, with dir created and locked
+// against other processes doing the same.
+func locked(dir string, prepare func() error) (*Authority, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("capsem CA: %w", err)
 	}
@@ -105,7 +107,7 @@ func Rotate(dir string) (*Authority, error) {
 		return nil, err
 	}
 	defer unlock()
-	if err := generate(dir); err != nil {
+	if err := prepare(); err != nil {
 		return nil, err
 	}
 	return load(dir)
