@@ -1,0 +1,295 @@
+package provider
+
+import (
+	"encoding/json"
+	"strings"
+
+	"github.com/capsem/capsem/mitm/sse"
+	"github.com/capsem/capsem/store"
+)
+
+// OpenAI Chat Completions API: POST /v1/chat/completions.
+// https://platform.openai.com/docs/api-reference/chat
+
+// chatRequest reads a Chat Completions request: model, stream, messages
+// (system or developer messages give the system prompt, role "tool"
+// messages after the last assistant message the tool results), tools.
+type chatRequest struct {
+	info *requestInfo
+	opts Options
+
+	msgOpen bool
+	msg     struct {
+		role    string
+		callID  string
+		content capText
+	}
+}
+
+func (c *chatRequest) tok(s *scanner, k tokKind) {
+	switch s.depth() {
+	case 1:
+		switch {
+		case s.at(0, "model"):
+			if k == tokString {
+				c.info.model = string(s.str)
+			}
+		case s.at(0, "stream"):
+			c.info.stream = k == tokTrue
+		}
+	case 2:
+		switch {
+		case s.at(0, "messages", "#"):
+			if isValueStart(k) {
+				c.info.messages++
+			}
+			switch k {
+			case tokObjStart:
+				c.msg.role, c.msg.callID = "", ""
+				c.msg.content.max = c.opts.PreviewBytes
+				c.msg.content.reset()
+				c.msgOpen = true
+			case tokObjEnd:
+				c.msgOpen = false
+				c.endMessage()
+			}
+		case s.at(0, "tools", "#"), s.at(0, "functions", "#"):
+			if isValueStart(k) {
+				c.info.tools++
+			}
+		}
+	case 3:
+		if k != tokString {
+			return
+		}
+		switch {
+		case s.at(0, "messages", "#", "role"):
+			c.msg.role = string(s.str)
+		case s.at(0, "messages", "#", "tool_call_id"):
+			c.msg.callID = string(s.str)
+		case s.at(0, "messages", "#", "content"):
+			c.msg.content.add(s.str)
+		}
+	case 5:
+		if k == tokString && s.at(0, "messages", "#", "content", "#", "text") {
+			c.msg.content.sep()
+			c.msg.content.add(s.str)
+		}
+	}
+}
+
+func (c *chatRequest) endMessage() {
+	switch c.msg.role {
+	case "system", "developer":
+		c.info.system.sep()
+		c.info.system.add(c.msg.content.b)
+	case "tool":
+		c.info.addResult(store.ToolResult{CallID: c.msg.callID, ContentPreview: c.msg.content.String()})
+	}
+	c.info.endMessage(c.msg.role == "assistant")
+}
+
+// done keeps what a body cut short had begun.
+func (c *chatRequest) done() {
+	if c.msgOpen {
+		c.endMessage()
+	}
+}
+
+// chatResponse reads a chat.completion JSON body or a stream of
+// chat.completion.chunk events (tool call deltas assembled by index, the
+// usage chunk sent with stream_options.include_usage, [DONE]). Only the
+// first choice is read.
+type chatResponse struct {
+	info  *responseInfo
+	calls map[int]*toolAcc // streaming: by tool call index
+	cur   *toolAcc         // JSON body: the tool call being read
+}
+
+func newChatResponse(info *responseInfo) *chatResponse {
+	return &chatResponse{info: info, calls: map[int]*toolAcc{}}
+}
+
+type chatChunk struct {
+	ID      string `json:"id"`
+	Model   string `json:"model"`
+	Choices []struct {
+		Index int `json:"index"`
+		Delta struct {
+			Content          *string `json:"content"`
+			ReasoningContent *string `json:"reasoning_content"`
+			Reasoning        *string `json:"reasoning"`
+			Refusal          *string `json:"refusal"`
+			ToolCalls        []struct {
+				Index    int    `json:"index"`
+				ID       string `json:"id"`
+				Function struct {
+					Name      string `json:"name"`
+					Arguments string `json:"arguments"`
+				} `json:"function"`
+			} `json:"tool_calls"`
+		} `json:"delta"`
+		FinishReason *string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage json.RawMessage `json:"usage"`
+	Error *openAIError    `json:"error"`
+}
+
+type openAIError struct {
+	Type string          `json:"type"`
+	Code json.RawMessage `json:"code"`
+}
+
+// kind names an OpenAI error by its type, or its code when it has no type.
+func (e *openAIError) kind() string {
+	if e.Type != "" {
+		return e.Type
+	}
+	var s string
+	if json.Unmarshal(e.Code, &s) == nil && s != "" {
+		return s
+	}
+	return strings.Trim(string(e.Code), `"`)
+}
+
+func (c *chatResponse) event(ev sse.Event) {
+	if strings.TrimSpace(ev.Data) == "[DONE]" {
+		return
+	}
+	var e chatChunk
+	if json.Unmarshal([]byte(ev.Data), &e) != nil {
+		return
+	}
+	info := c.info
+	if e.ID != "" && info.id == "" {
+		info.id = e.ID
+	}
+	if e.Model != "" {
+		info.model = e.Model
+	}
+	if len(e.Usage) > 0 && string(e.Usage) != "null" {
+		info.setUsage(e.Usage, false)
+	}
+	if e.Error != nil {
+		info.errType = e.Error.kind()
+	}
+	for _, ch := range e.Choices {
+		if ch.Index != 0 {
+			continue
+		}
+		d := &ch.Delta
+		if d.Content != nil {
+			info.text.addString(*d.Content)
+		}
+		if d.Refusal != nil {
+			info.text.addString(*d.Refusal)
+		}
+		if d.ReasoningContent != nil {
+			info.thinking.addString(*d.ReasoningContent)
+		} else if d.Reasoning != nil {
+			info.thinking.addString(*d.Reasoning)
+		}
+		for _, tc := range d.ToolCalls {
+			t := c.calls[tc.Index]
+			if t == nil {
+				if len(c.calls) >= maxToolCalls {
+					continue
+				}
+				t = info.newCall(tc.ID, tc.Function.Name, false)
+				c.calls[tc.Index] = t
+			}
+			if t.id == "" {
+				t.id = tc.ID
+			}
+			if t.name == "" && tc.Function.Name != "" {
+				t.name = tc.Function.Name
+				t.origin = origin(t.name, false)
+			}
+			t.addArgs(tc.Function.Arguments)
+		}
+		if ch.FinishReason != nil && *ch.FinishReason != "" {
+			info.stop = *ch.FinishReason
+		}
+	}
+}
+
+func (c *chatResponse) tok(s *scanner, k tokKind) {
+	info := c.info
+	if s.depth() == 1 {
+		switch {
+		case s.at(0, "id"):
+			if k == tokString {
+				info.id = string(s.str)
+			}
+		case s.at(0, "model"):
+			if k == tokString {
+				info.model = string(s.str)
+			}
+		case s.at(0, "usage"):
+			if k == tokObjStart {
+				s.capture(maxUsageBytes)
+			} else if k == tokObjEnd {
+				info.setUsage(s.captured())
+			}
+		}
+		return
+	}
+	if s.at(0, "error", "type") || s.at(0, "error", "code") {
+		if (k == tokString || k == tokNumber) && info.errType == "" {
+			if k == tokNumber {
+				info.errType = string(s.num)
+			} else {
+				info.errType = string(s.str)
+			}
+		}
+		return
+	}
+	if !s.hasPrefix(0, "choices", "#") || s.index(1) != 0 {
+		return
+	}
+	switch {
+	case s.at(0, "choices", "#", "finish_reason"):
+		if k == tokString {
+			info.stop = string(s.str)
+		}
+	case s.at(0, "choices", "#", "message", "content"), s.at(0, "choices", "#", "message", "refusal"):
+		if k == tokString {
+			info.text.add(s.str)
+		}
+	case s.at(0, "choices", "#", "message", "reasoning_content"), s.at(0, "choices", "#", "message", "reasoning"):
+		if k == tokString {
+			info.thinking.add(s.str)
+		}
+	case s.at(0, "choices", "#", "message", "tool_calls", "#"):
+		switch k {
+		case tokObjStart:
+			c.cur = info.newCall("", "", false)
+		case tokObjEnd:
+			if c.cur != nil {
+				c.cur.origin = origin(c.cur.name, false)
+			}
+			c.cur = nil
+		}
+	case c.cur == nil:
+	case s.at(0, "choices", "#", "message", "tool_calls", "#", "id"):
+		if k == tokString {
+			c.cur.id = string(s.str)
+		}
+	case s.at(0, "choices", "#", "message", "tool_calls", "#", "function", "name"),
+		s.at(0, "choices", "#", "message", "tool_calls", "#", "custom", "name"):
+		if k == tokString {
+			c.cur.name = string(s.str)
+		}
+	case s.at(0, "choices", "#", "message", "tool_calls", "#", "function", "arguments"),
+		s.at(0, "choices", "#", "message", "tool_calls", "#", "custom", "input"):
+		switch k {
+		case tokStrStart:
+			s.keep(info.opts.MaxToolArgBytes)
+		case tokString:
+			c.cur.setArgs(string(s.str))
+			c.cur.trunc = s.strTrunc
+		}
+	}
+}
+
+func (c *chatResponse) done() {}

@@ -1,0 +1,402 @@
+package provider
+
+import (
+	"encoding/json"
+
+	"github.com/capsem/capsem/mitm/sse"
+	"github.com/capsem/capsem/store"
+)
+
+// OpenAI Responses API: POST /v1/responses.
+// https://platform.openai.com/docs/api-reference/responses
+
+// modelItemTypes are the input item types the model produced in an earlier
+// turn: results before the last of them are not new.
+var modelItemTypes = map[string]bool{
+	"function_call":         true,
+	"custom_tool_call":      true,
+	"reasoning":             true,
+	"web_search_call":       true,
+	"file_search_call":      true,
+	"computer_call":         true,
+	"local_shell_call":      true,
+	"mcp_call":              true,
+	"image_generation_call": true,
+	"code_interpreter_call": true,
+}
+
+// outputItemTypes are the input item types that carry a tool's output.
+var outputItemTypes = map[string]bool{
+	"function_call_output":    true,
+	"custom_tool_call_output": true,
+	"computer_call_output":    true,
+	"local_shell_call_output": true,
+}
+
+// responsesRequest reads a Responses request: model, stream, instructions
+// (the system prompt, with system or developer input messages), input (a
+// string or items), tools, and the *_call_output items after the last item
+// the model produced.
+type responsesRequest struct {
+	info *requestInfo
+	opts Options
+
+	itemOpen bool
+	item     struct {
+		typ, role, callID string
+		txt               capText
+	}
+}
+
+func (r *responsesRequest) tok(s *scanner, k tokKind) {
+	switch s.depth() {
+	case 1:
+		switch {
+		case s.at(0, "model"):
+			if k == tokString {
+				r.info.model = string(s.str)
+			}
+		case s.at(0, "stream"):
+			r.info.stream = k == tokTrue
+		case s.at(0, "instructions"):
+			if k == tokString {
+				r.info.system.sep()
+				r.info.system.add(s.str)
+			}
+		case s.at(0, "input"):
+			if k == tokStrStart {
+				r.info.messages++
+			}
+		}
+	case 2:
+		switch {
+		case s.at(0, "input", "#"):
+			if isValueStart(k) {
+				r.info.messages++
+			}
+			switch k {
+			case tokObjStart:
+				r.item.typ, r.item.role, r.item.callID = "", "", ""
+				r.item.txt.max = r.opts.PreviewBytes
+				r.item.txt.reset()
+				r.itemOpen = true
+			case tokObjEnd:
+				r.itemOpen = false
+				r.endItem()
+			}
+		case s.at(0, "tools", "#"):
+			if isValueStart(k) {
+				r.info.tools++
+			}
+		}
+	case 3:
+		if k != tokString {
+			return
+		}
+		switch {
+		case s.at(0, "input", "#", "type"):
+			r.item.typ = string(s.str)
+		case s.at(0, "input", "#", "role"):
+			r.item.role = string(s.str)
+		case s.at(0, "input", "#", "call_id"):
+			r.item.callID = string(s.str)
+		case s.at(0, "input", "#", "output"), s.at(0, "input", "#", "content"):
+			r.item.txt.add(s.str)
+		}
+	case 5:
+		if k == tokString && (s.at(0, "input", "#", "output", "#", "text") || s.at(0, "input", "#", "content", "#", "text")) {
+			r.item.txt.sep()
+			r.item.txt.add(s.str)
+		}
+	}
+}
+
+func (r *responsesRequest) endItem() {
+	it := &r.item
+	switch {
+	case outputItemTypes[it.typ]:
+		r.info.addResult(store.ToolResult{CallID: it.callID, ContentPreview: it.txt.String()})
+	case (it.typ == "" || it.typ == "message") && (it.role == "system" || it.role == "developer"):
+		r.info.system.sep()
+		r.info.system.add(it.txt.b)
+	}
+	r.info.endMessage(it.role == "assistant" || modelItemTypes[it.typ])
+}
+
+// done keeps what a body cut short had begun.
+func (r *responsesRequest) done() {
+	if r.itemOpen {
+		r.endItem()
+	}
+}
+
+// responsesResponse reads a response object (JSON body) or the stream of
+// response.* events: output text and reasoning deltas, function call items
+// and their argument deltas, and response.completed (or .incomplete,
+// .failed) for the status and usage.
+type responsesResponse struct {
+	info  *responseInfo
+	calls map[int]*toolAcc // streaming: by output_index
+
+	item struct { // JSON body: the output item being read
+		typ, id, callID, name string
+		args                  []byte
+		argsTrunc             bool
+		txt, think            capText
+	}
+	status, incomplete string
+}
+
+func newResponsesResponse(info *responseInfo) *responsesResponse {
+	return &responsesResponse{info: info, calls: map[int]*toolAcc{}}
+}
+
+type responsesObject struct {
+	ID                string `json:"id"`
+	Model             string `json:"model"`
+	Status            string `json:"status"`
+	IncompleteDetails *struct {
+		Reason string `json:"reason"`
+	} `json:"incomplete_details"`
+	Usage json.RawMessage `json:"usage"`
+	Error *struct {
+		Code string `json:"code"`
+	} `json:"error"`
+}
+
+type responsesEvent struct {
+	Type        string           `json:"type"`
+	Response    *responsesObject `json:"response"`
+	OutputIndex int              `json:"output_index"`
+	Item        *struct {
+		Type      string `json:"type"`
+		ID        string `json:"id"`
+		CallID    string `json:"call_id"`
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+		Input     string `json:"input"`
+	} `json:"item"`
+	Delta     string `json:"delta"`
+	Arguments string `json:"arguments"`
+	Input     string `json:"input"`
+	Code      string `json:"code"`
+}
+
+func isCallItem(t string) bool {
+	return t == "function_call" || t == "custom_tool_call" || t == "mcp_call"
+}
+
+func (r *responsesResponse) event(ev sse.Event) {
+	var e responsesEvent
+	if json.Unmarshal([]byte(ev.Data), &e) != nil {
+		return
+	}
+	info := r.info
+	switch e.Type {
+	case "response.created", "response.in_progress", "response.queued",
+		"response.completed", "response.incomplete", "response.failed":
+		if o := e.Response; o != nil {
+			r.object(o)
+		}
+	case "response.output_item.added", "response.output_item.done":
+		it := e.Item
+		if it == nil || !isCallItem(it.Type) {
+			return
+		}
+		t := r.calls[e.OutputIndex]
+		id := it.CallID
+		if it.Type == "mcp_call" {
+			id = it.ID
+		}
+		if t == nil {
+			if len(r.calls) >= maxToolCalls {
+				return
+			}
+			t = info.newCall(id, it.Name, it.Type == "mcp_call")
+			r.calls[e.OutputIndex] = t
+		}
+		if t.id == "" {
+			t.id = id
+		}
+		if t.name == "" && it.Name != "" {
+			t.name = it.Name
+			t.origin = origin(it.Name, it.Type == "mcp_call")
+		}
+		if a := it.Arguments + it.Input; a != "" {
+			if e.Type == "response.output_item.done" {
+				t.setArgs(a)
+			} else {
+				t.addArgs(a)
+			}
+		}
+	case "response.function_call_arguments.delta", "response.custom_tool_call_input.delta", "response.mcp_call_arguments.delta":
+		if t := r.calls[e.OutputIndex]; t != nil {
+			t.addArgs(e.Delta)
+		}
+	case "response.function_call_arguments.done", "response.custom_tool_call_input.done", "response.mcp_call_arguments.done":
+		if t := r.calls[e.OutputIndex]; t != nil {
+			if a := e.Arguments + e.Input; a != "" {
+				t.setArgs(a)
+			}
+		}
+	case "response.output_text.delta", "response.refusal.delta":
+		info.text.addString(e.Delta)
+	case "response.reasoning_summary_text.delta", "response.reasoning_text.delta":
+		info.thinking.addString(e.Delta)
+	case "response.reasoning_summary_part.added":
+		info.thinking.sep()
+	case "error":
+		if e.Code != "" {
+			info.errType = e.Code
+		} else {
+			info.errType = "error"
+		}
+	}
+}
+
+// object takes what a response object says about the whole response.
+func (r *responsesResponse) object(o *responsesObject) {
+	info := r.info
+	if o.ID != "" {
+		info.id = o.ID
+	}
+	if o.Model != "" {
+		info.model = o.Model
+	}
+	if o.Status != "" {
+		info.stop = o.Status
+	}
+	if o.IncompleteDetails != nil && o.IncompleteDetails.Reason != "" {
+		info.stop = o.IncompleteDetails.Reason
+	}
+	if len(o.Usage) > 0 && string(o.Usage) != "null" {
+		info.setUsage(o.Usage, false)
+	}
+	if o.Error != nil && o.Error.Code != "" {
+		info.errType = o.Error.Code
+	}
+}
+
+func (r *responsesResponse) tok(s *scanner, k tokKind) {
+	info := r.info
+	switch s.depth() {
+	case 1:
+		switch {
+		case s.at(0, "id"):
+			if k == tokString {
+				info.id = string(s.str)
+			}
+		case s.at(0, "model"):
+			if k == tokString {
+				info.model = string(s.str)
+			}
+		case s.at(0, "status"):
+			if k == tokString {
+				r.status = string(s.str)
+			}
+		case s.at(0, "usage"):
+			if k == tokObjStart {
+				s.capture(maxUsageBytes)
+			} else if k == tokObjEnd {
+				info.setUsage(s.captured())
+			}
+		}
+		return
+	case 2:
+		switch {
+		case s.at(0, "incomplete_details", "reason"):
+			if k == tokString {
+				r.incomplete = string(s.str)
+			}
+		case s.at(0, "error", "code"), s.at(0, "error", "type"):
+			if k == tokString && info.errType == "" {
+				info.errType = string(s.str)
+			}
+		case s.at(0, "output", "#"):
+			switch k {
+			case tokObjStart:
+				it := &r.item
+				it.typ, it.id, it.callID, it.name = "", "", "", ""
+				it.args, it.argsTrunc = it.args[:0], false
+				it.txt.max, it.think.max = info.opts.PreviewBytes, info.opts.PreviewBytes
+				it.txt.reset()
+				it.think.reset()
+			case tokObjEnd:
+				r.endItem()
+			}
+		}
+		return
+	}
+	if !s.hasPrefix(0, "output", "#") {
+		return
+	}
+	it := &r.item
+	switch {
+	case s.at(0, "output", "#", "type"):
+		if k == tokString {
+			it.typ = string(s.str)
+		}
+	case s.at(0, "output", "#", "id"):
+		if k == tokString {
+			it.id = string(s.str)
+		}
+	case s.at(0, "output", "#", "call_id"):
+		if k == tokString {
+			it.callID = string(s.str)
+		}
+	case s.at(0, "output", "#", "name"):
+		if k == tokString {
+			it.name = string(s.str)
+		}
+	case s.at(0, "output", "#", "arguments"), s.at(0, "output", "#", "input"):
+		switch k {
+		case tokStrStart:
+			s.keep(info.opts.MaxToolArgBytes)
+		case tokString:
+			it.args = append(it.args[:0], s.str...)
+			it.argsTrunc = s.strTrunc
+		}
+	case s.at(0, "output", "#", "content", "#", "text"), s.at(0, "output", "#", "content", "#", "refusal"):
+		if k == tokString {
+			it.txt.sep()
+			it.txt.add(s.str)
+		}
+	case s.at(0, "output", "#", "summary", "#", "text"):
+		if k == tokString {
+			it.think.sep()
+			it.think.add(s.str)
+		}
+	}
+}
+
+func (r *responsesResponse) endItem() {
+	it := &r.item
+	info := r.info
+	switch {
+	case it.typ == "message":
+		info.text.sep()
+		info.text.add(it.txt.b)
+	case it.typ == "reasoning":
+		info.thinking.sep()
+		info.thinking.add(it.think.b)
+		info.thinking.sep()
+		info.thinking.add(it.txt.b)
+	case isCallItem(it.typ):
+		id := it.callID
+		if it.typ == "mcp_call" {
+			id = it.id
+		}
+		t := info.newCall(id, it.name, it.typ == "mcp_call")
+		t.setArgs(string(it.args))
+		t.trunc = it.argsTrunc
+	}
+}
+
+func (r *responsesResponse) done() {
+	if r.status != "" {
+		r.info.stop = r.status
+	}
+	if r.incomplete != "" {
+		r.info.stop = r.incomplete
+	}
+}

@@ -1,0 +1,525 @@
+package provider
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"mime"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/capsem/capsem/mitm/pricing"
+	"github.com/capsem/capsem/mitm/sse"
+	"github.com/capsem/capsem/store"
+)
+
+// Provider names, as store.ModelCall.Provider has them.
+const (
+	Anthropic = "anthropic"
+	OpenAI    = "openai"
+	Google    = "google"
+)
+
+// Limits and defaults.
+const (
+	DefaultPreviewBytes    = 4096
+	DefaultMaxToolArgBytes = 1 << 20
+	// sseMaxEvent bounds one server-sent event. OpenAI's response.completed
+	// repeats the whole response, so it is generous.
+	sseMaxEvent = 8 << 20
+	// maxUsageBytes bounds the usage object kept as UsageDetails.
+	maxUsageBytes = 64 << 10
+	// maxToolCalls and maxToolResults bound the calls and results kept for
+	// one model call; more are dropped.
+	maxToolCalls   = 512
+	maxToolResults = 512
+)
+
+type apiKind uint8
+
+const (
+	apiAnthropicMessages apiKind = iota + 1
+	apiOpenAIChat
+	apiOpenAIResponses
+	apiGemini
+)
+
+// Options tune a Call.
+type Options struct {
+	// PreviewBytes caps each text preview: the system prompt, the request
+	// body, the response's text and thinking, each tool result. Default
+	// DefaultPreviewBytes.
+	PreviewBytes int
+	// MaxToolArgBytes caps the arguments kept for one tool call. Default
+	// DefaultMaxToolArgBytes.
+	MaxToolArgBytes int
+}
+
+func (o Options) withDefaults() Options {
+	if o.PreviewBytes <= 0 {
+		o.PreviewBytes = DefaultPreviewBytes
+	}
+	if o.MaxToolArgBytes <= 0 {
+		o.MaxToolArgBytes = DefaultMaxToolArgBytes
+	}
+	return o
+}
+
+// Call is one model API call being parsed: the MITM feeds it the decoded
+// request body and response body as they stream, then calls Finish. The
+// request and the response may be fed from two goroutines at once; each
+// writer must be fed from one goroutine at a time.
+type Call struct {
+	api        apiKind
+	provider   string
+	domain     string
+	method     string
+	path       string
+	pathModel  string // Gemini: the model named in the path
+	pathStream bool   // Gemini: streamGenerateContent
+
+	opts Options
+
+	reqMu sync.Mutex
+	req   *requestParser
+
+	respMu sync.Mutex
+	resp   *responseParser
+
+	finishOnce sync.Once
+	result     store.ModelCall
+}
+
+// Detect returns a Call when method and path are those of a model API call,
+// and nil otherwise. The provider is told by the path alone, so a call to a
+// stand-in server under another host name is recognised too; host becomes
+// the call's Domain. path must not include the query string (one is
+// ignored).
+//
+//	POST /v1/messages                                   anthropic
+//	POST /v1/chat/completions, /v1/responses            openai
+//	POST /v1beta/models/{model}:generateContent         google
+//	POST /v1beta/models/{model}:streamGenerateContent   google (also /v1/, /v1alpha/)
+func Detect(host, method, path string) *Call {
+	if !strings.EqualFold(method, "POST") {
+		return nil
+	}
+	if i := strings.IndexByte(path, '?'); i >= 0 {
+		path = path[:i]
+	}
+	c := &Call{domain: hostOnly(host), method: "POST", path: path, opts: Options{}.withDefaults()}
+	switch path {
+	case "/v1/messages":
+		c.api, c.provider = apiAnthropicMessages, Anthropic
+	case "/v1/chat/completions":
+		c.api, c.provider = apiOpenAIChat, OpenAI
+	case "/v1/responses":
+		c.api, c.provider = apiOpenAIResponses, OpenAI
+	default:
+		model, stream, ok := geminiPath(path)
+		if !ok {
+			return nil
+		}
+		c.api, c.provider, c.pathModel, c.pathStream = apiGemini, Google, model, stream
+	}
+	return c
+}
+
+func hostOnly(host string) string {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	return strings.ToLower(strings.TrimSuffix(host, "."))
+}
+
+func geminiPath(p string) (model string, stream, ok bool) {
+	p = strings.ReplaceAll(strings.ReplaceAll(p, "%3A", ":"), "%3a", ":")
+	for _, prefix := range []string{"/v1beta/models/", "/v1/models/", "/v1alpha/models/"} {
+		rest, found := strings.CutPrefix(p, prefix)
+		if !found {
+			continue
+		}
+		m, method, found := strings.Cut(rest, ":")
+		if !found || m == "" || strings.Contains(m, "/") {
+			return "", false, false
+		}
+		switch method {
+		case "generateContent":
+			return m, false, true
+		case "streamGenerateContent":
+			return m, true, true
+		}
+		return "", false, false
+	}
+	return "", false, false
+}
+
+// Provider returns the call's provider: anthropic, openai or google.
+func (c *Call) Provider() string { return c.provider }
+
+// SetOptions sets the call's limits; zero fields keep their defaults. Call it
+// before RequestWriter and ResponseWriter.
+func (c *Call) SetOptions(o Options) { c.opts = o.withDefaults() }
+
+// RequestWriter returns the writer to feed the decoded request body to. It
+// never returns an error and never blocks for long; what it keeps is bounded
+// by the options, whatever the size of the body. Calling it again returns
+// the same writer.
+func (c *Call) RequestWriter() io.Writer {
+	c.reqMu.Lock()
+	defer c.reqMu.Unlock()
+	if c.req == nil {
+		c.req = newRequestParser(c)
+	}
+	return c.req
+}
+
+// ResponseWriter returns the writer to feed the decoded response body to,
+// given the response's status code and Content-Type. A text/event-stream
+// body is read as server-sent events, anything else as JSON; an error body
+// (any status) is read the same way, its error type becoming the stop
+// reason. The same guarantees as RequestWriter hold. Calling it again
+// returns the same writer.
+func (c *Call) ResponseWriter(status int, contentType string) io.Writer {
+	c.respMu.Lock()
+	defer c.respMu.Unlock()
+	if c.resp == nil {
+		c.resp = newResponseParser(c, contentType)
+	}
+	return c.resp
+}
+
+// Finish ends both bodies, completes the parse and returns the model call,
+// with CostUSD from the embedded price table. Writes after Finish are
+// ignored; calling Finish again returns the same result.
+func (c *Call) Finish(statusCode int, d time.Duration, requestWireBytes, responseWireBytes int64) store.ModelCall {
+	c.finishOnce.Do(func() {
+		c.result = c.finish(statusCode, d, requestWireBytes, responseWireBytes)
+	})
+	return c.result
+}
+
+func (c *Call) finish(statusCode int, d time.Duration, reqBytes, respBytes int64) store.ModelCall {
+	mc := store.ModelCall{
+		Provider:      c.provider,
+		Domain:        c.domain,
+		Method:        c.method,
+		Path:          c.path,
+		StatusCode:    statusCode,
+		Duration:      d,
+		RequestBytes:  reqBytes,
+		ResponseBytes: respBytes,
+		Stream:        c.pathStream,
+	}
+	c.reqMu.Lock()
+	if r := c.req; r != nil {
+		r.close()
+		mc.Model = r.info.model
+		mc.Stream = mc.Stream || r.info.stream
+		mc.SystemPromptPreview = r.info.system.String()
+		mc.MessagesCount = r.info.messages
+		mc.ToolsCount = r.info.tools
+		mc.RequestBodyPreview = r.preview.String()
+		mc.ToolResults = r.info.results()
+	}
+	c.reqMu.Unlock()
+	if mc.Model == "" {
+		mc.Model = c.pathModel
+	}
+
+	priceModel := mc.Model
+	c.respMu.Lock()
+	if r := c.resp; r != nil {
+		r.close()
+		info := &r.info
+		mc.Stream = info.streamed
+		mc.MessageID = info.id
+		mc.TextContent = info.text.String()
+		mc.ThinkingContent = info.thinking.String()
+		mc.StopReason = info.stop
+		if mc.StopReason == "" && info.errType != "" {
+			mc.StopReason = "error:" + info.errType
+		}
+		if info.model != "" {
+			priceModel = info.model
+			if mc.Model == "" {
+				mc.Model = info.model
+			}
+		}
+		if len(info.usage) > 0 {
+			var buf bytes.Buffer
+			if json.Compact(&buf, info.usage) == nil {
+				mc.UsageDetails = buf.String()
+			}
+			mc.InputTokens, mc.OutputTokens, mc.CacheReadTokens, mc.CacheWriteTokens = tokens(c.api, info.usage)
+		}
+		for i, t := range info.calls {
+			mc.ToolCalls = append(mc.ToolCalls, store.ToolCall{
+				Index:     i,
+				CallID:    t.id,
+				Name:      t.name,
+				Arguments: string(t.args),
+				Origin:    t.origin,
+			})
+		}
+	}
+	c.respMu.Unlock()
+
+	if usd, ok := pricing.Cost(c.provider, priceModel, mc.InputTokens, mc.OutputTokens, mc.CacheReadTokens, mc.CacheWriteTokens); ok {
+		mc.CostUSD = usd
+	} else if priceModel != mc.Model && mc.Model != "" {
+		mc.CostUSD, _ = pricing.Cost(c.provider, mc.Model, mc.InputTokens, mc.OutputTokens, mc.CacheReadTokens, mc.CacheWriteTokens)
+	}
+	return mc
+}
+
+// tokens reads the token counts out of a provider's usage object. Input is
+// the uncached input, so that input + cache read + cache write is the whole
+// prompt for every provider; output includes reasoning tokens.
+func tokens(api apiKind, usage []byte) (in, out, cacheRead, cacheWrite int64) {
+	var u struct {
+		// Anthropic, and OpenAI's Responses API.
+		InputTokens   int64 `json:"input_tokens"`
+		OutputTokens  int64 `json:"output_tokens"`
+		CacheRead     int64 `json:"cache_read_input_tokens"`
+		CacheCreation int64 `json:"cache_creation_input_tokens"`
+		InputDetails  struct {
+			Cached int64 `json:"cached_tokens"`
+		} `json:"input_tokens_details"`
+		// OpenAI Chat Completions.
+		PromptTokens     int64 `json:"prompt_tokens"`
+		CompletionTokens int64 `json:"completion_tokens"`
+		PromptDetails    struct {
+			Cached int64 `json:"cached_tokens"`
+		} `json:"prompt_tokens_details"`
+		// Gemini.
+		PromptTokenCount        int64 `json:"promptTokenCount"`
+		CandidatesTokenCount    int64 `json:"candidatesTokenCount"`
+		CachedContentTokenCount int64 `json:"cachedContentTokenCount"`
+		ThoughtsTokenCount      int64 `json:"thoughtsTokenCount"`
+		ToolUsePromptTokenCount int64 `json:"toolUsePromptTokenCount"`
+	}
+	if json.Unmarshal(usage, &u) != nil {
+		return 0, 0, 0, 0
+	}
+	switch api {
+	case apiAnthropicMessages:
+		in, out, cacheRead, cacheWrite = u.InputTokens, u.OutputTokens, u.CacheRead, u.CacheCreation
+	case apiOpenAIChat:
+		cacheRead = u.PromptDetails.Cached
+		in, out = u.PromptTokens-cacheRead, u.CompletionTokens
+	case apiOpenAIResponses:
+		cacheRead = u.InputDetails.Cached
+		in, out = u.InputTokens-cacheRead, u.OutputTokens
+	case apiGemini:
+		cacheRead = u.CachedContentTokenCount
+		in = u.PromptTokenCount - cacheRead + u.ToolUsePromptTokenCount
+		out = u.CandidatesTokenCount + u.ThoughtsTokenCount
+	}
+	return max(in, 0), max(out, 0), max(cacheRead, 0), max(cacheWrite, 0)
+}
+
+// requestInfo is what a request handler extracts.
+type requestInfo struct {
+	model    string
+	stream   bool
+	system   capText
+	messages int
+	tools    int
+
+	// Tool results: those of the messages after the last one the model
+	// wrote, i.e. the results that are new in this request.
+	pending []store.ToolResult
+	inMsg   []store.ToolResult
+}
+
+// addResult records a tool result of the message being read.
+func (r *requestInfo) addResult(t store.ToolResult) {
+	if len(r.pending)+len(r.inMsg) < maxToolResults {
+		r.inMsg = append(r.inMsg, t)
+	}
+}
+
+// endMessage ends a message (or input item): one the model wrote makes the
+// results before it old.
+func (r *requestInfo) endMessage(fromModel bool) {
+	if fromModel {
+		r.pending = r.pending[:0]
+	} else {
+		r.pending = append(r.pending, r.inMsg...)
+	}
+	r.inMsg = r.inMsg[:0]
+}
+
+func (r *requestInfo) results() []store.ToolResult {
+	if len(r.pending) == 0 {
+		return nil
+	}
+	return append([]store.ToolResult(nil), r.pending...)
+}
+
+type handler interface {
+	tok(s *scanner, k tokKind)
+	done()
+}
+
+func isValueStart(k tokKind) bool {
+	return k != tokObjEnd && k != tokArrEnd && k != tokString
+}
+
+type requestParser struct {
+	mu      *sync.Mutex
+	closed  bool
+	preview capText
+	sc      *scanner
+	info    requestInfo
+	h       handler
+}
+
+func newRequestParser(c *Call) *requestParser {
+	r := &requestParser{mu: &c.reqMu}
+	r.preview.max = c.opts.PreviewBytes
+	r.info.system.max = c.opts.PreviewBytes
+	switch c.api {
+	case apiAnthropicMessages:
+		r.h = &anthropicRequest{info: &r.info, opts: c.opts}
+	case apiOpenAIChat:
+		r.h = &chatRequest{info: &r.info, opts: c.opts}
+	case apiOpenAIResponses:
+		r.h = &responsesRequest{info: &r.info, opts: c.opts}
+	case apiGemini:
+		r.h = &geminiRequest{info: &r.info, opts: c.opts}
+	}
+	r.sc = newScanner(c.opts.PreviewBytes, func(s *scanner, k tokKind) { r.h.tok(s, k) })
+	r.sc.camelKeys = c.api == apiGemini
+	return r
+}
+
+// Write feeds the request body. It always returns len(b), nil.
+func (r *requestParser) Write(b []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return len(b), nil
+	}
+	r.preview.add(b)
+	r.sc.Write(b)
+	return len(b), nil
+}
+
+// close ends the body; the caller holds mu.
+func (r *requestParser) close() {
+	if r.closed {
+		return
+	}
+	r.closed = true
+	r.sc.close()
+	r.h.done()
+	if len(r.info.inMsg) > 0 { // a body cut in the middle of a message
+		r.info.endMessage(false)
+	}
+}
+
+// responseInfo is what a response handler extracts.
+type responseInfo struct {
+	opts     Options
+	streamed bool
+	id       string
+	model    string
+	stop     string
+	errType  string
+	text     capText
+	thinking capText
+	usage    []byte
+	calls    []*toolAcc
+}
+
+func (r *responseInfo) newCall(id, name string, mcp bool) *toolAcc {
+	t := &toolAcc{id: id, name: name, origin: origin(name, mcp), max: r.opts.MaxToolArgBytes}
+	if len(r.calls) < maxToolCalls {
+		r.calls = append(r.calls, t)
+	}
+	return t
+}
+
+func (r *responseInfo) setUsage(b []byte, truncated bool) {
+	if !truncated {
+		r.usage = append(r.usage[:0], b...)
+	}
+}
+
+// responseHandler reads a response body: a JSON document through tok, or
+// server-sent events through event.
+type responseHandler interface {
+	handler
+	event(ev sse.Event)
+}
+
+type responseParser struct {
+	mu     *sync.Mutex
+	closed bool
+	sse    *sse.Parser
+	sc     *scanner
+	info   responseInfo
+	h      responseHandler
+}
+
+func newResponseParser(c *Call, contentType string) *responseParser {
+	r := &responseParser{mu: &c.respMu}
+	r.info.opts = c.opts
+	r.info.text.max = c.opts.PreviewBytes
+	r.info.thinking.max = c.opts.PreviewBytes
+	switch c.api {
+	case apiAnthropicMessages:
+		r.h = newAnthropicResponse(&r.info)
+	case apiOpenAIChat:
+		r.h = newChatResponse(&r.info)
+	case apiOpenAIResponses:
+		r.h = newResponsesResponse(&r.info)
+	case apiGemini:
+		r.h = newGeminiResponse(&r.info)
+	}
+	mt, _, _ := mime.ParseMediaType(contentType)
+	if mt == "text/event-stream" {
+		r.info.streamed = true
+		r.sse = sse.NewParser(sseMaxEvent, r.h.event)
+	} else {
+		r.info.streamed = c.pathStream
+		r.sc = newScanner(c.opts.PreviewBytes, func(s *scanner, k tokKind) { r.h.tok(s, k) })
+		r.sc.camelKeys = c.api == apiGemini
+	}
+	return r
+}
+
+// Write feeds the response body. It always returns len(b), nil.
+func (r *responseParser) Write(b []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return len(b), nil
+	}
+	if r.sse != nil {
+		r.sse.Write(b)
+	} else {
+		r.sc.Write(b)
+	}
+	return len(b), nil
+}
+
+func (r *responseParser) close() {
+	if r.closed {
+		return
+	}
+	r.closed = true
+	if r.sse != nil {
+		r.sse.Close()
+	} else {
+		r.sc.close()
+	}
+	r.h.done()
+}
+
+// copyBytes returns a copy of b (scanner buffers are reused).
+func copyBytes(b []byte) []byte { return append([]byte(nil), b...) }
