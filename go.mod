@@ -3,8 +3,10 @@ module github.com/capsem/capsem
 go 1.26.0
 
 require (
+	github.com/andybalholm/brotli v1.2.8
 	github.com/cockroachdb/pebble/v2 v2.1.7
 	github.com/google/gopacket v1.1.19
+	github.com/klauspost/compress v1.19.2
 	github.com/pelletier/go-toml/v2 v2.4.3
 	github.com/urfave/cli/v2 v2.27.7
 	golang.org/x/net v0.62.0
@@ -34,7 +36,6 @@ require (
 	github.com/RaduBerinde/axisds v0.1.0 // indirect
 	github.com/RaduBerinde/btreemap v0.0.0-20250419174037-3d62b7205d54 // indirect
 	github.com/alecthomas/chroma/v2 v2.27.0 // indirect
-	github.com/andybalholm/brotli v1.2.8 // indirect
 	github.com/atotto/clipboard v0.1.4 // indirect
 	github.com/aws/aws-sdk-go-v2 v1.43.4 // indirect
 	github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream v1.7.16 // indirect
@@ -104,7 +105,6 @@ require (
 	github.com/hashicorp/go-getter v1.8.8 // indirect
 	github.com/hashicorp/go-version v1.9.0 // indirect
 	github.com/joho/godotenv v1.5.1 // indirect
-	github.com/klauspost/compress v1.19.2 // indirect
 	github.com/klauspost/cpuid/v2 v2.4.0 // indirect
 	github.com/klauspost/pgzip v1.2.6 // indirect
 	github.com/kr/pretty v0.3.1 // indirect
