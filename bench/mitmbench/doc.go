@@ -1,0 +1,26 @@
+// Command mitmbench measures what capsem's TLS interception (package mitm)
+// costs, side by side in one run over the namespace harness of
+// tests/harness: a guest namespace whose TAP is pumped to capsem-net, and an
+// HTTPS upstream (HTTP/2 and HTTP/1.1, a CA of the benchmark's own) on host
+// loopback, reached three ways:
+//
+//   - direct: from the host straight to the upstream's loopback port;
+//   - pass: from the guest through capsem-net, name listed under
+//     [tls] passthrough, so the flow is plain TCP forwarding with TLS end to
+//     end;
+//   - mitm: from the guest through capsem-net's MITM, which terminates TLS
+//     with a leaf of the capsem CA, decides and records every request and
+//     forwards it over verified TLS.
+//
+// It measures a large download with curl (Gbit/s), keep-alive requests/s
+// with a small load generator (this program re-executed as "loadgen",
+// inside the namespace with ip netns exec or on the host), and the
+// per-request latency at concurrency 1 (p50, p99), each the median of
+// -reps repetitions with a fresh capsem-net and namespace; and the CPU each
+// party used during each run. The upstream runs as a process of its own
+// (this program re-executed as "upstream") so that its CPU is counted
+// apart from the frame pump's.
+//
+// Run as root from the repository root: go tool task bench:mitm (or
+// go run ./bench/mitmbench -h).
+package main
