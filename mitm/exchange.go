@@ -126,14 +126,10 @@ func (ex *exchange) finish() {
 		ex.ev.Duration = d
 		var reqWire, respWire int64
 		if ex.req != nil {
-			ex.req.close()
-			reqWire = ex.req.n
-			ex.ev.RequestBodyPreview = ex.req.preview.String()
+			reqWire, ex.ev.RequestBodyPreview = ex.req.close()
 		}
 		if ex.resp != nil {
-			ex.resp.close()
-			respWire = ex.resp.n
-			ex.ev.ResponseBodyPreview = ex.resp.preview.String()
+			respWire, ex.ev.ResponseBodyPreview = ex.resp.close()
 		}
 		ex.ev.BytesSent, ex.ev.BytesReceived = reqWire, respWire
 		ex.p.cfg.Recorder.Append(store.Event{Kind: store.KindNet, Net: &ex.ev})
@@ -153,7 +149,7 @@ func (p *Proxy) reverseProxy(fs *flowState) *httputil.ReverseProxy {
 			pr.Out.URL.Host = target
 			pr.Out.Host = pr.In.Host
 		},
-		Transport:  fs.transport,
+		Transport:  fs.forward,
 		BufferPool: bufferPool{},
 		ModifyResponse: func(resp *http.Response) error {
 			ex, _ := resp.Request.Context().Value(exchangeKey{}).(*exchange)
@@ -236,18 +232,21 @@ func (t *tap) Close() error {
 	return t.rc.Close()
 }
 
-// close ends the side decoding; the parser has all it will get.
-func (t *tap) close() {
+// close ends the side decoding (the parser has all it will get) and
+// returns the bytes counted so far and the preview. A request body may
+// still be read after the handler is done (by the upstream writer, which
+// may outlive it), hence the lock.
+func (t *tap) close() (n int64, preview string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.closed {
-		return
+	if !t.closed {
+		t.closed = true
+		if t.dec != nil {
+			t.dec.Close()
+			t.dec = nil
+		}
 	}
-	t.closed = true
-	if t.dec != nil {
-		t.dec.Close()
-		t.dec = nil
-	}
+	return t.n, t.preview.String()
 }
 
 // sideWriter receives decoded body bytes.
