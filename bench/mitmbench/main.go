@@ -27,7 +27,7 @@ var (
 	flagBytes     = flag.Int64("bytes", 1<<30, "size of the download")
 	flagDuration  = flag.Duration("t", 5*time.Second, "duration of each requests/s run")
 	flagLatDur    = flag.Duration("lat-t", 3*time.Second, "duration of each latency run (concurrency 1)")
-	flagConns     = flag.Int("conns", 16, "concurrent keep-alive requests in the requests/s runs (HTTP/1.1: connections)")
+	flagConns     = flag.String("conns", "16", "concurrent keep-alive requests in the requests/s runs (HTTP/1.1: connections); a comma-separated list measures each")
 	flagH2Conns   = flag.Int("h2-conns", 1, "HTTP/2 connections the concurrent requests share")
 	flagMTU       = flag.Int("mtu", 1500, "guest link MTU")
 	flagDLProtos  = flag.String("dl-protos", "h1,h2", "protocols of the download runs: any of h1,h2")
@@ -89,6 +89,7 @@ type bench struct {
 
 	env     *env // the current repetition's guest
 	samples map[string][]sample
+	order   []string // keys of samples, in the order first measured
 }
 
 // sample is one measurement: its value(s) and the CPU it took.
@@ -302,14 +303,16 @@ func (b *bench) rep(rep int) error {
 		}
 	}
 	if !listHas(*flagSkip, "rps") {
-		for _, proto := range listOf(*flagRPSProtos) {
-			for _, where := range paths {
-				s, err := b.retry(func() (sample, error) { return b.load(where, proto, *flagConns, *flagDuration) })
-				if err != nil {
-					return err
+		for _, conns := range connsList() {
+			for _, proto := range listOf(*flagRPSProtos) {
+				for _, where := range paths {
+					s, err := b.retry(func() (sample, error) { return b.load(where, proto, conns, *flagDuration) })
+					if err != nil {
+						return err
+					}
+					b.add(rpsKey(proto, conns)+where, s)
+					fmt.Fprintf(os.Stderr, "rep %d  req/s    %s c%-3d %-6s %8.0f  %s\n", rep, proto, conns, where, s.v, s.cpu)
 				}
-				b.add("rps/"+proto+"/"+where, s)
-				fmt.Fprintf(os.Stderr, "rep %d  req/s    %s %-6s %8.0f  %s\n", rep, proto, where, s.v, s.cpu)
 			}
 		}
 	}
@@ -378,7 +381,27 @@ func (b *bench) retry(f func() (sample, error)) (sample, error) {
 
 var retried, interfered int
 
-func (b *bench) add(key string, s sample) { b.samples[key] = append(b.samples[key], s) }
+func (b *bench) add(key string, s sample) {
+	if _, ok := b.samples[key]; !ok {
+		b.order = append(b.order, key)
+	}
+	b.samples[key] = append(b.samples[key], s)
+}
+
+// rpsKey is the key prefix of a requests/s measurement.
+func rpsKey(proto string, conns int) string { return fmt.Sprintf("rps/%s/%d/", proto, conns) }
+
+func connsList() []int {
+	var out []int
+	for _, s := range listOf(*flagConns) {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			fatal(fmt.Errorf("-conns %q: want positive numbers", *flagConns))
+		}
+		out = append(out, n)
+	}
+	return out
+}
 
 // target is where a path's client connects and what it trusts.
 func (b *bench) target(where string) (addr, sni, ca string, inGuest bool) {
@@ -479,9 +502,9 @@ func (b *bench) load(where, proto string, conns int, d time.Duration) (sample, e
 // cpuUse is how many cores each party used during one measurement.
 type cpuUse struct {
 	client, capsem, pump, upstream float64
-	kernel  float64 // interrupts and softirqs (network processing outside any process's account)
-	other   float64 // the rest of the machine's busy time: other processes (interference)
-	machine float64
+	kernel                         float64 // interrupts and softirqs (network processing outside any process's account)
+	other                          float64 // the rest of the machine's busy time: other processes (interference)
+	machine                        float64
 }
 
 func (c cpuUse) String() string {
@@ -648,18 +671,20 @@ func (b *bench) print(w io.Writer) {
 		}
 	}
 	if !listHas(*flagSkip, "rps") {
-		for _, proto := range listOf(*flagRPSProtos) {
-			k := "rps/" + proto + "/"
-			verdict := "–"
-			if m, _, _, ok := b.med(k + "mitm"); ok {
-				verdict = metOrNot(m >= 10000) + " (≥ 10,000)"
+		for _, conns := range connsList() {
+			for _, proto := range listOf(*flagRPSProtos) {
+				k := rpsKey(proto, conns)
+				verdict := "–"
+				if m, _, _, ok := b.med(k + "mitm"); ok {
+					verdict = metOrNot(m >= 10000) + " (≥ 10,000)"
+				}
+				what := fmt.Sprintf("%d keep-alive connections", conns)
+				if proto == "h2" {
+					what = fmt.Sprintf("%d concurrent streams on %d connection(s)", conns, *flagH2Conns)
+				}
+				fmt.Fprintf(w, "| requests/s, %s, %s, GET /ping | %s | %s | %s | %s | %s | %s |\n", protoName[proto], what,
+					cell(k+"direct", "%.0f"), cell(k+"pass", "%.0f"), cell(k+"mitm", "%.0f"), ratio(k+"mitm", k+"pass"), ratio(k+"mitm", k+"direct"), verdict)
 			}
-			what := fmt.Sprintf("%d keep-alive connections", *flagConns)
-			if proto == "h2" {
-				what = fmt.Sprintf("%d concurrent streams on %d connection(s)", *flagConns, *flagH2Conns)
-			}
-			fmt.Fprintf(w, "| requests/s, %s, %s, GET /ping | %s | %s | %s | %s | %s | %s |\n", protoName[proto], what,
-				cell(k+"direct", "%.0f"), cell(k+"pass", "%.0f"), cell(k+"mitm", "%.0f"), ratio(k+"mitm", k+"pass"), ratio(k+"mitm", k+"direct"), verdict)
 		}
 	}
 	if !listHas(*flagSkip, "lat") {
@@ -697,24 +722,14 @@ func (b *bench) print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "\nCPU during each run, in cores of %d (median of the repetitions): the client (curl or the load generator), capsem-net, the frame pump (the benchmark process), the upstream server, interrupts and softirqs (network processing not charged to a process), other processes, and the whole machine.\n\n", runtime.NumCPU())
 	fmt.Fprintf(w, "| run | path | client | capsem-net | pump | upstream | softirq | other | machine |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
-	keys := make([]string, 0, len(b.samples))
-	for k := range b.samples {
-		keys = append(keys, k)
-	}
-	order := map[string]int{"dl": 0, "rps": 1, "lat": 2, "direct": 0, "pass": 1, "mitm": 2, "h1": 0, "h2": 1}
-	sort.Slice(keys, func(i, j int) bool {
-		a, c := strings.Split(keys[i], "/"), strings.Split(keys[j], "/")
-		for n := range a {
-			if a[n] != c[n] {
-				return order[a[n]] < order[c[n]]
-			}
-		}
-		return false
-	})
-	for _, k := range keys {
+	for _, k := range b.order {
 		_, _, cpu, _ := b.med(k)
 		p := strings.Split(k, "/")
-		fmt.Fprintf(w, "| %s %s | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", map[string]string{"dl": "download", "rps": "requests/s", "lat": "latency"}[p[0]], protoName[p[1]], p[2],
+		run := map[string]string{"dl": "download", "rps": "requests/s", "lat": "latency"}[p[0]] + " " + protoName[p[1]]
+		if p[0] == "rps" {
+			run += ", " + p[2] + " conns"
+		}
+		fmt.Fprintf(w, "| %s | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", run, p[len(p)-1],
 			cpu.client, cpu.capsem, cpu.pump, cpu.upstream, cpu.kernel, cpu.other, cpu.machine)
 	}
 	fmt.Fprintf(w, "\nEach run started on an idle machine (background load below 0.15 cores, waited for up to a minute); the most seen at a start: %.2f cores. Runs during which other processes took more than %.2f cores were taken again: %d retaken, %d kept with interference after 4 attempts.\n", maxBackground, maxOther, retried, interfered)
