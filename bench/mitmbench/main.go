@@ -306,7 +306,7 @@ func (b *bench) rep(rep int) error {
 		for _, conns := range connsList() {
 			for _, proto := range listOf(*flagRPSProtos) {
 				for _, where := range paths {
-					s, err := b.retry(func() (sample, error) { return b.load(where, proto, conns, *flagDuration) })
+					s, err := b.retry(func() (sample, error) { return b.load(where, proto, conns, *flagDuration, false) })
 					if err != nil {
 						return err
 					}
@@ -318,7 +318,7 @@ func (b *bench) rep(rep int) error {
 	}
 	if !listHas(*flagSkip, "lat") {
 		for _, where := range paths {
-			s, err := b.retry(func() (sample, error) { return b.load(where, "h1", 1, *flagLatDur) })
+			s, err := b.retry(func() (sample, error) { return b.load(where, "h1", 1, *flagLatDur, true) })
 			if err != nil {
 				return err
 			}
@@ -469,7 +469,7 @@ func (b *bench) download(where, proto string) (sample, error) {
 
 // load runs the loadgen sub-mode: in the guest for pass and mitm, on the
 // host for direct.
-func (b *bench) load(where, proto string, conns int, d time.Duration) (sample, error) {
+func (b *bench) load(where, proto string, conns int, d time.Duration, latency bool) (sample, error) {
 	addr, sni, ca, inGuest := b.target(where)
 	args := []string{"loadgen", "-addr", addr, "-sni", sni, "-ca", ca, "-proto", proto,
 		"-conns", strconv.Itoa(conns), "-h2-conns", strconv.Itoa(*flagH2Conns), "-t", d.String()}
@@ -491,7 +491,7 @@ func (b *bench) load(where, proto string, conns int, d time.Duration) (sample, e
 		return s, fmt.Errorf("loadgen %s %s: %d errors, first: %s", where, proto, r.Errors, r.Err)
 	}
 	s.cpu = cpu
-	if conns == 1 {
+	if latency {
 		s.v, s.p99 = r.P50us, r.P99us
 	} else {
 		s.v = r.RPS
