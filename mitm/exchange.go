@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -151,6 +152,9 @@ func (p *Proxy) reverseProxy(fs *flowState) *httputil.ReverseProxy {
 		},
 		Transport:  fs.forward,
 		BufferPool: bufferPool{},
+		// Without it the reverse proxy logs a guest or upstream that goes
+		// away mid-body to the standard logger, past --log-level.
+		ErrorLog: slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
 		ModifyResponse: func(resp *http.Response) error {
 			ex, _ := resp.Request.Context().Value(exchangeKey{}).(*exchange)
 			if ex == nil {
