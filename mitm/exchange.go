@@ -264,21 +264,35 @@ func (s sideWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// limitedBuffer keeps the first max bytes written to it.
+// limitedBuffer keeps the first max bytes written to it. It is written
+// from the side decoder's goroutine while the body's reader asks whether it
+// is full, hence the lock.
 type limitedBuffer struct {
 	max int
+	mu  sync.Mutex
 	buf []byte
 }
 
 func (l *limitedBuffer) Write(b []byte) (int, error) {
+	l.mu.Lock()
 	if room := l.max - len(l.buf); room > 0 {
 		l.buf = append(l.buf, b[:min(room, len(b))]...)
 	}
+	l.mu.Unlock()
 	return len(b), nil
 }
 
-func (l *limitedBuffer) full() bool     { return len(l.buf) >= l.max }
-func (l *limitedBuffer) String() string { return string(l.buf) }
+func (l *limitedBuffer) full() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.buf) >= l.max
+}
+
+func (l *limitedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return string(l.buf)
+}
 
 func hostOnly(hostport string) string {
 	if h, _, err := net.SplitHostPort(hostport); err == nil {

@@ -55,7 +55,7 @@ func startMITM(t *testing.T, extra string) *mitmEnv {
 
 // curl runs curl in the guest trusting the capsem CA the ordinary way.
 func (m *mitmEnv) curl(args ...string) (string, error) {
-	return m.runEnv(30*time.Second, m.trustEnv(), "curl", append([]string{"-sS", "--max-time", "20"}, args...)...)
+	return m.runEnv(150*time.Second, m.trustEnv(), "curl", append([]string{"-sS", "--max-time", "20"}, args...)...)
 }
 
 func (m *mitmEnv) mustCurl(args ...string) string {
@@ -371,12 +371,14 @@ func TestMITMSecretHeadersAreHashed(t *testing.T) {
 func TestMITMLargeDownloadIsStreamedNotHeld(t *testing.T) {
 	m := startMITM(t, "")
 	const size = 256 << 20
-	out := m.mustCurl("-o", "/dev/null", "-w", "%{size_download}", fmt.Sprintf("https://api.test/bytes?n=%d", size))
+	out := m.mustCurl("--max-time", "120", "-o", "/dev/null", "-w", "%{size_download}", fmt.Sprintf("https://api.test/bytes?n=%d", size))
 	if out != strconv.Itoa(size) {
 		t.Fatalf("downloaded %s bytes, want %d", out, size)
 	}
 	hwm := vmHWM(t, m.cmd.Process.Pid)
-	if hwm > 160<<20 {
+	if os.Getenv("CAPSEM_TEST_RACE") != "" {
+		t.Logf("peak RSS %d MiB not checked: the race detector's shadow memory inflates it", hwm>>20)
+	} else if hwm > 160<<20 {
 		t.Errorf("capsem-net peak RSS %d MiB after a %d MiB download: the body was held", hwm>>20, size>>20)
 	}
 	evs := m.stop()
