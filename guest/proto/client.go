@@ -1,0 +1,438 @@
+package proto
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Client is the host's end of the control channel: it runs commands in the
+// guest and receives the agent's events. Create one with NewClient over the
+// stream connected to the agent.
+//
+// The guest is not trusted: everything it sends is bounded (frame size,
+// windows) and a peer that overruns a window ends the connection.
+type Client struct {
+	conn  *Conn
+	rw    io.Closer
+	agent Hello
+	ready Ready
+	opts  ClientOptions
+	log   *slog.Logger
+
+	mu       sync.Mutex
+	sessions map[uint32]*Session
+	lastID   uint32
+	pings    map[uint64]chan struct{}
+	lastPing uint64
+	err      error // why the connection ended, once done is closed
+
+	done chan struct{}
+}
+
+// ClientOptions configure NewClient. All fields are optional.
+type ClientOptions struct {
+	Host string    // the host's version, sent in Hello
+	CA   string    // a PEM CA the agent installs before Ready
+	Time time.Time // the wall clock sent in Hello (default: now)
+	// OnEvent receives, from the connection's reading goroutine, the
+	// messages that belong to no session: FileEvent, ExecEvent, Error with
+	// ID 0, Unknown. It must not block for long: nothing else is read
+	// meanwhile.
+	OnEvent func(Message)
+	Logger  *slog.Logger
+}
+
+// ErrClosed is returned for operations on a client whose connection ended.
+var ErrClosed = errors.New("proto: connection to the agent closed")
+
+// NewClient runs the handshake over rw (reads the agent's Hello, sends the
+// host's, waits for Ready) and starts reading. ctx bounds the handshake
+// only: when it is done first, rw is closed.
+func NewClient(ctx context.Context, rw io.ReadWriteCloser, opts ClientOptions) (*Client, error) {
+	c := &Client{
+		conn:     NewConn(rw),
+		rw:       rw,
+		opts:     opts,
+		log:      opts.Logger,
+		sessions: map[uint32]*Session{},
+		pings:    map[uint64]chan struct{}{},
+		done:     make(chan struct{}),
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	stop := context.AfterFunc(ctx, func() { rw.Close() })
+	err := c.handshake()
+	if !stop() {
+		rw.Close()
+		if err == nil || ctx.Err() != nil {
+			err = fmt.Errorf("%w: %w", ErrHandshake, context.Cause(ctx))
+		}
+		return nil, err
+	}
+	if err != nil {
+		rw.Close()
+		return nil, err
+	}
+	go c.readLoop()
+	return c, nil
+}
+
+func (c *Client) handshake() error {
+	t := c.opts.Time
+	if t.IsZero() {
+		t = time.Now()
+	}
+	agent, err := c.conn.HostHandshake(Hello{Host: c.opts.Host, Time: t.UnixNano(), CA: c.opts.CA})
+	if err != nil {
+		return err
+	}
+	c.agent = agent
+	for {
+		m, err := c.conn.Recv()
+		if err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return fmt.Errorf("%w: waiting for ready: %w", ErrHandshake, err)
+		}
+		switch m := m.(type) {
+		case Ready:
+			c.ready = m
+			return nil
+		case Error:
+			return fmt.Errorf("%w: the agent failed before ready: %s", ErrHandshake, m.Msg)
+		case FileEvent, ExecEvent, Unknown:
+			c.event(m)
+		default:
+			return fmt.Errorf("%w: the agent sent %v before ready", ErrHandshake, m.Type())
+		}
+	}
+}
+
+// Hello returns the agent's Hello (versions, kernel).
+func (c *Client) Hello() Hello { return c.agent }
+
+// Ready returns the agent's boot facts.
+func (c *Client) Ready() Ready { return c.ready }
+
+// Done is closed when the connection has ended.
+func (c *Client) Done() <-chan struct{} { return c.done }
+
+// Err reports why the connection ended (nil while it runs).
+func (c *Client) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Close closes the connection; running sessions fail with ErrClosed.
+func (c *Client) Close() error {
+	err := c.rw.Close()
+	<-c.done
+	return err
+}
+
+// Shutdown asks the agent to power the guest off. The connection ends when
+// the guest is gone.
+func (c *Client) Shutdown(reason string) error {
+	return c.conn.Send(Shutdown{Reason: reason})
+}
+
+// Ping measures a round trip to the agent.
+func (c *Client) Ping(ctx context.Context) (time.Duration, error) {
+	ch := make(chan struct{})
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return 0, c.err
+	}
+	c.lastPing++
+	seq := c.lastPing
+	c.pings[seq] = ch
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.pings, seq)
+		c.mu.Unlock()
+	}()
+	start := time.Now()
+	if err := c.conn.Send(Ping{Seq: seq}); err != nil {
+		return 0, err
+	}
+	select {
+	case <-ch:
+		return time.Since(start), nil
+	case <-c.done:
+		return 0, c.Err()
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+// Exec starts a command in the guest and returns once it runs (or could not
+// start: the error is then an Error with the agent's message and the exit
+// code a shell would give). ex.ID is assigned here. If ctx ends before the
+// agent answers, the session is killed.
+func (c *Client) Exec(ctx context.Context, ex Exec) (*Session, error) {
+	if ex.Window == 0 {
+		ex.Window = DefaultWindow
+	}
+	if ex.Window > MaxWindow {
+		ex.Window = MaxWindow
+	}
+	stdinWin := c.agent.Window
+	if stdinWin == 0 {
+		stdinWin = DefaultWindow
+	}
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return nil, c.err
+	}
+	for {
+		c.lastID++
+		if c.lastID != 0 && c.sessions[c.lastID] == nil {
+			break
+		}
+	}
+	ex.ID = c.lastID
+	s := &Session{
+		c:       c,
+		id:      ex.ID,
+		tty:     ex.TTY,
+		stdin:   NewCredit(stdinWin),
+		started: make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	s.stdout = NewInbox(ex.Window, s.acker(StreamStdout))
+	s.stderr = NewInbox(ex.Window, s.acker(StreamStderr))
+	c.sessions[ex.ID] = s
+	c.mu.Unlock()
+
+	if err := c.conn.Send(ex); err != nil {
+		c.finish(s, Exit{}, err)
+		return nil, err
+	}
+	select {
+	case <-s.started:
+		if s.startErr != nil {
+			return nil, s.startErr
+		}
+		return s, nil
+	case <-ctx.Done():
+		_ = s.Signal("KILL")
+		return nil, ctx.Err()
+	}
+}
+
+func (c *Client) event(m Message) {
+	if c.opts.OnEvent != nil {
+		c.opts.OnEvent(m)
+	}
+}
+
+func (c *Client) session(id uint32) *Session {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sessions[id]
+}
+
+func (c *Client) readLoop() {
+	err := c.read()
+	if err == io.EOF {
+		err = ErrClosed
+	} else {
+		err = fmt.Errorf("%w: %w", ErrClosed, err)
+	}
+	c.rw.Close()
+	c.mu.Lock()
+	c.err = err
+	sessions := c.sessions
+	c.sessions = map[uint32]*Session{}
+	c.mu.Unlock()
+	for _, s := range sessions {
+		c.finish(s, Exit{}, err)
+	}
+	close(c.done)
+}
+
+func (c *Client) read() error {
+	for {
+		m, err := c.conn.Recv()
+		if errors.Is(err, ErrMalformed) {
+			c.log.Warn("malformed message from the agent, ignored", "err", err)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		switch m := m.(type) {
+		case Stdout:
+			if s := c.session(m.ID); s != nil {
+				if err := s.stdout.Push(m.Data); err != nil {
+					return fmt.Errorf("session %d stdout: %w", m.ID, err)
+				}
+			}
+		case Stderr:
+			if s := c.session(m.ID); s != nil {
+				if err := s.stderr.Push(m.Data); err != nil {
+					return fmt.Errorf("session %d stderr: %w", m.ID, err)
+				}
+			}
+		case Window:
+			if s := c.session(m.ID); s != nil && m.Stream == StreamStdin {
+				if err := s.stdin.Add(m.N); err != nil {
+					return fmt.Errorf("session %d stdin: %w", m.ID, err)
+				}
+			}
+		case Started:
+			if s := c.session(m.ID); s != nil {
+				s.startOnce.Do(func() {
+					s.pid = m.PID
+					close(s.started)
+				})
+			}
+		case Exit:
+			if s := c.session(m.ID); s != nil {
+				c.finish(s, m, nil)
+			}
+		case Error:
+			if m.ID == 0 {
+				c.log.Warn("agent error", "msg", m.Msg)
+				c.event(m)
+			} else if s := c.session(m.ID); s != nil {
+				c.finish(s, Exit{}, m)
+			}
+		case Ping:
+			go func() { _ = c.conn.Send(Pong(m)) }()
+		case Pong:
+			c.mu.Lock()
+			if ch := c.pings[m.Seq]; ch != nil {
+				close(ch)
+				delete(c.pings, m.Seq)
+			}
+			c.mu.Unlock()
+		case FileEvent, ExecEvent, Unknown:
+			c.event(m)
+		default:
+			c.log.Warn("unexpected message from the agent, ignored", "type", m.Type())
+		}
+	}
+}
+
+// finish ends s with exit, or with err.
+func (c *Client) finish(s *Session, exit Exit, err error) {
+	s.endOnce.Do(func() {
+		c.mu.Lock()
+		if c.sessions[s.id] == s {
+			delete(c.sessions, s.id)
+		}
+		c.mu.Unlock()
+		s.exit, s.err = exit, err
+		s.stdout.CloseWrite(err)
+		s.stderr.CloseWrite(err)
+		s.startOnce.Do(func() {
+			s.startErr = err
+			close(s.started)
+		})
+		if err == nil {
+			err = errSessionEnded
+		}
+		s.stdin.Close(err)
+		close(s.done)
+	})
+}
+
+var errSessionEnded = errors.New("proto: the session has ended")
+
+// Session is one command running in the guest.
+type Session struct {
+	c      *Client
+	id     uint32
+	tty    bool
+	pid    int
+	stdout *Inbox
+	stderr *Inbox
+	stdin  *Credit
+	wmu    sync.Mutex
+
+	startOnce sync.Once
+	started   chan struct{}
+	startErr  error // set before started is closed, if the session failed to start
+	endOnce   sync.Once
+	done      chan struct{}
+	exit      Exit
+	err       error
+}
+
+func (s *Session) acker(stream uint8) func(uint32) {
+	return func(n uint32) {
+		_ = s.c.conn.Send(Window{ID: s.id, Stream: stream, N: n})
+	}
+}
+
+// ID returns the session id.
+func (s *Session) ID() uint32 { return s.id }
+
+// PID returns the command's process id in the guest.
+func (s *Session) PID() int { return s.pid }
+
+// Stdout returns the command's output (everything, on a pty). Read it
+// concurrently with Stderr: a command blocked on a full stderr window
+// produces no more stdout.
+func (s *Session) Stdout() io.Reader { return s.stdout }
+
+// Stderr returns the command's error output (empty on a pty).
+func (s *Session) Stderr() io.Reader { return s.stderr }
+
+// Write sends p to the command's stdin, waiting for credit as needed.
+func (s *Session) Write(p []byte) (int, error) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	written := 0
+	for written < len(p) {
+		n, err := s.stdin.Take(min(len(p)-written, MaxData))
+		if err != nil {
+			return written, err
+		}
+		if err := s.c.conn.Send(Stdin{ID: s.id, Data: p[written : written+n]}); err != nil {
+			return written, err
+		}
+		written += n
+	}
+	return written, nil
+}
+
+// CloseStdin ends the command's input.
+func (s *Session) CloseStdin() error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	return s.c.conn.Send(StdinClose{ID: s.id})
+}
+
+// Signal sends a signal by name ("INT", "TERM", "KILL", …).
+func (s *Session) Signal(sig string) error {
+	return s.c.conn.Send(Signal{ID: s.id, Sig: sig})
+}
+
+// Resize sets the terminal size (pty sessions).
+func (s *Session) Resize(rows, cols uint16) error {
+	return s.c.conn.Send(Resize{ID: s.id, Rows: rows, Cols: cols})
+}
+
+// Done is closed when the session has ended.
+func (s *Session) Done() <-chan struct{} { return s.done }
+
+// Wait waits for the session to end and returns its Exit. The error is an
+// Error from the agent, or ErrClosed (wrapped) if the connection ended
+// first. Output still buffered remains readable after Wait returns.
+func (s *Session) Wait() (Exit, error) {
+	<-s.done
+	return s.exit, s.err
+}

@@ -1,0 +1,39 @@
+// Package proto is the control-channel protocol between capsem on the host
+// and capsem-agent in the guest, and the host's client for it.
+//
+// The channel is any byte stream: a virtio-serial port carried over a
+// socketpair under QEMU, a vsock connection under Apple's Virtualization
+// framework, net.Pipe in tests. It has no message boundaries, so messages
+// travel in frames (all integers big-endian):
+//
+//	length  uint32   bytes after this field: 5 + len(body), at most MaxFrame (1 MiB)
+//	type    uint8    Type: hello, ready, exec, stdin, stdout, exit, …
+//	id      uint32   session id; 0 for messages of no session
+//	body             Stdin/Stdout/Stderr: the raw bytes (≤ 32 KiB sent per frame)
+//	                 Window: stream uint8, credit uint32
+//	                 StdinClose: empty
+//	                 everything else: a JSON object (unknown fields ignored)
+//
+// Conversation: the agent sends Hello (protocol version, agent version,
+// kernel release, its stdin window), the host answers with its Hello
+// (version, wall clock, optionally the CA to trust), the agent sends Ready
+// (boot facts). Then the host runs sessions — Exec{ID, Argv, Env, Dir, TTY,
+// Rows, Cols, Window} → Started{PID}, Stdin/StdinClose/Signal/Resize in,
+// Stdout/Stderr out, and at the end ExecEvent then Exit{Code, Signal}, or
+// Error{ID} if the command could not run — many at once, and the agent sends
+// FileEvents for the workspace. Shutdown powers the guest off. Signals go by
+// name ("INT"), not number: macOS and Linux number them differently.
+//
+// Flow control is per session and stream: the receiver names a window
+// (Hello.Window for stdin, Exec.Window for stdout and stderr), the sender
+// spends Credit and the receiver's Inbox returns it with Window messages as
+// its consumer reads. A fast command therefore blocks in write(2) inside the
+// guest instead of filling the host's memory, and one slow session never
+// stalls another or the control messages.
+//
+// What this package must never do: trust the peer. The guest is the
+// sandbox; every frame it sends is bounded by MaxFrame before allocation,
+// decoding never panics (FuzzFrame), and data beyond a window ends the
+// connection (ErrWindowExceeded) instead of being buffered. It also never
+// does I/O of its own beyond the stream it is given.
+package proto

@@ -1,0 +1,449 @@
+package proto
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+)
+
+// Version is the protocol version this package speaks. Both sides send it in
+// Hello; a peer with another version is refused. New message types and new
+// JSON fields may be added without changing it: receivers ignore unknown
+// types (Recv returns them as Unknown) and unknown fields.
+const Version = 1
+
+// DefaultWindow is the receive window, in bytes per stream and session, used
+// when a peer does not name one.
+const DefaultWindow = 256 << 10
+
+// MaxWindow bounds any window a peer may announce, so that a peer cannot make
+// the other side promise unbounded buffering.
+const MaxWindow = 16 << 20
+
+// Type identifies a message on the wire. The values are part of the
+// protocol: never renumber.
+type Type uint8
+
+const (
+	TypeHello      Type = 1  // both ways, first frame: versions
+	TypeReady      Type = 2  // agent → host: boot facts, the agent takes commands
+	TypeShutdown   Type = 3  // host → agent: power off
+	TypeExec       Type = 4  // host → agent: start a session
+	TypeStarted    Type = 5  // agent → host: the session's process runs
+	TypeStdin      Type = 6  // host → agent: raw bytes
+	TypeStdinClose Type = 7  // host → agent: end of stdin
+	TypeSignal     Type = 8  // host → agent: signal the session
+	TypeResize     Type = 9  // host → agent: terminal size
+	TypeStdout     Type = 10 // agent → host: raw bytes
+	TypeStderr     Type = 11 // agent → host: raw bytes
+	TypeExit       Type = 12 // agent → host: the session ended
+	TypeError      Type = 13 // either way: a session (ID≠0) or the connection failed
+	TypeWindow     Type = 14 // either way: credit for more data on one stream
+	TypeFileEvent  Type = 15 // agent → host: a change in the watched workspace
+	TypeExecEvent  Type = 16 // agent → host: a finished session, for the store
+	TypePing       Type = 17 // either way: liveness
+	TypePong       Type = 18 // the answer to Ping
+)
+
+var typeNames = map[Type]string{
+	TypeHello: "hello", TypeReady: "ready", TypeShutdown: "shutdown", TypeExec: "exec",
+	TypeStarted: "started", TypeStdin: "stdin", TypeStdinClose: "stdin-close",
+	TypeSignal: "signal", TypeResize: "resize", TypeStdout: "stdout", TypeStderr: "stderr",
+	TypeExit: "exit", TypeError: "error", TypeWindow: "window", TypeFileEvent: "file-event",
+	TypeExecEvent: "exec-event", TypePing: "ping", TypePong: "pong",
+}
+
+func (t Type) String() string {
+	if s, ok := typeNames[t]; ok {
+		return s
+	}
+	return "type(" + strconv.Itoa(int(t)) + ")"
+}
+
+// Message is one decoded frame. The concrete types are the structs below,
+// always as values (switch m := msg.(type) { case proto.Stdout: … }).
+type Message interface {
+	Type() Type
+}
+
+// Hello is the first frame each side sends. The agent speaks first (on a
+// virtio-serial port its write waits until the host is connected); the host
+// answers with its own Hello; the agent then sends Ready.
+type Hello struct {
+	Proto  int    `json:"proto"`
+	Agent  string `json:"agent,omitempty"`  // agent → host: the agent's version
+	Kernel string `json:"kernel,omitempty"` // agent → host: the guest kernel release (uname -r)
+	Arch   string `json:"arch,omitempty"`   // agent → host: GOARCH of the agent
+	// Window is the sender's receive window for data it is sent, per
+	// session and stream: from the agent, how much stdin a session may have
+	// in flight. 0 means DefaultWindow.
+	Window uint32 `json:"window,omitempty"`
+	Host   string `json:"host,omitempty"` // host → agent: the host's version
+	// Time is the host's wall clock (Unix nanoseconds) when it sent Hello;
+	// the agent may set the guest clock from it.
+	Time int64 `json:"time,omitempty"`
+	// CA is a PEM certificate (the interception CA) the agent installs into
+	// the guest's trust stores before Ready.
+	CA string `json:"ca,omitempty"`
+}
+
+// Ready tells the host the guest is set up and takes commands. Its fields
+// are boot facts for logs, `capsem doctor` and the store; all optional.
+type Ready struct {
+	Uptime    int64    `json:"uptime_ns,omitempty"` // guest uptime when Ready was sent
+	Interface string   `json:"if,omitempty"`
+	Addr      string   `json:"addr,omitempty"` // "198.18.0.2/24"
+	Gateway   string   `json:"gw,omitempty"`
+	DNS       []string `json:"dns,omitempty"`
+	MTU       int      `json:"mtu,omitempty"`
+	Root      string   `json:"root,omitempty"`      // "erofs /dev/vda (ro) + overlay"
+	Workspace string   `json:"workspace,omitempty"` // mount point
+	WSFS      string   `json:"ws_fs,omitempty"`     // "9p", "virtiofs"
+	CAFiles   []string `json:"ca_files,omitempty"`  // trust stores the CA went into
+	Modules   []string `json:"modules,omitempty"`   // kernel modules loaded
+	Lockdown  []string `json:"lockdown,omitempty"`  // sysctls applied ("kernel.modules_disabled=1")
+	Env       []string `json:"env,omitempty"`       // the base environment every command gets
+	Warnings  []string `json:"warnings,omitempty"`  // steps that failed without stopping the boot
+}
+
+// Shutdown asks the agent to power the guest off.
+type Shutdown struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+// Exec starts session ID (chosen by the host, non-zero, unused). Argv empty
+// means the guest's interactive shell. Env is the command's whole
+// environment on top of the guest's defaults (PATH, HOME, SHELL and the CA
+// variables); the agent never adds its own environment.
+type Exec struct {
+	ID   uint32   `json:"-"`
+	Argv []string `json:"argv,omitempty"`
+	Env  []string `json:"env,omitempty"` // "KEY=value"
+	Dir  string   `json:"dir,omitempty"` // default: the workspace
+	TTY  bool     `json:"tty,omitempty"` // a pty (stdout only, no stderr) instead of pipes
+	Rows uint16   `json:"rows,omitempty"`
+	Cols uint16   `json:"cols,omitempty"`
+	// Window is the host's receive window per output stream; 0 means
+	// DefaultWindow.
+	Window uint32 `json:"window,omitempty"`
+}
+
+// Started says session ID's process is running (after Exec).
+type Started struct {
+	ID  uint32 `json:"-"`
+	PID int    `json:"pid"`
+}
+
+// Stdin is input for session ID. The sender must hold credit for it (Window).
+type Stdin struct {
+	ID   uint32
+	Data []byte
+}
+
+// StdinClose ends session ID's input: the pipe is closed, or on a pty the
+// terminal's EOF character is written.
+type StdinClose struct {
+	ID uint32
+}
+
+// Signal sends a signal, by name without "SIG" ("INT", "TERM", "KILL",
+// "HUP", "WINCH", …), to session ID's process group; on a pty to the
+// terminal's foreground process group too. Names, not numbers: they differ
+// between a macOS host and a Linux guest.
+type Signal struct {
+	ID  uint32 `json:"-"`
+	Sig string `json:"sig"`
+}
+
+// Resize sets session ID's terminal size.
+type Resize struct {
+	ID   uint32 `json:"-"`
+	Rows uint16 `json:"rows"`
+	Cols uint16 `json:"cols"`
+}
+
+// Stdout is output of session ID (on a pty, all of it).
+type Stdout struct {
+	ID   uint32
+	Data []byte
+}
+
+// Stderr is error output of session ID (pipes only).
+type Stderr struct {
+	ID   uint32
+	Data []byte
+}
+
+// Exit ends session ID; every Stdout/Stderr of the session came before it.
+// Code is the exit status, or 128+N when the process was killed by signal N
+// (N the Linux number) and then Signal names it ("INT").
+type Exit struct {
+	ID     uint32 `json:"-"`
+	Code   int    `json:"code"`
+	Signal string `json:"signal,omitempty"`
+}
+
+// Error reports a failure. With ID≠0 it ends that session (the command could
+// not start, or the session broke); no Exit follows. Code is the exit status
+// a shell would report (127 not found, 126 not executable), if any. With
+// ID=0 it concerns the connection (a refused Hello, a malformed frame).
+type Error struct {
+	ID   uint32 `json:"-"`
+	Msg  string `json:"msg"`
+	Code int    `json:"code,omitempty"`
+}
+
+func (e Error) Error() string { return e.Msg }
+
+// Streams of a session, for Window.
+const (
+	StreamStdin  uint8 = 0
+	StreamStdout uint8 = 1
+	StreamStderr uint8 = 2
+)
+
+// Window gives the peer N more bytes of credit on one stream of session ID.
+// Body: stream (1 byte), N (uint32).
+type Window struct {
+	ID     uint32
+	Stream uint8
+	N      uint32
+}
+
+// File event actions.
+const (
+	ActionCreated  = "created"
+	ActionModified = "modified"
+	ActionDeleted  = "deleted"
+	ActionRenamed  = "renamed"  // Path is the new name, OldPath the old
+	ActionOverflow = "overflow" // the kernel dropped events; Path is the watched root
+)
+
+// FileEvent is a change under the watched workspace. Path (and OldPath) are
+// relative to the workspace, slash-separated.
+type FileEvent struct {
+	Action  string `json:"action"`
+	Path    string `json:"path"`
+	OldPath string `json:"old_path,omitempty"`
+	Size    int64  `json:"size,omitempty"`
+	Dir     bool   `json:"dir,omitempty"`
+	Time    int64  `json:"time"` // Unix nanoseconds, guest clock
+}
+
+// ExecEvent records a session the host asked for, after it ended (sent just
+// before its Exit).
+type ExecEvent struct {
+	ID       uint32   `json:"-"`
+	Argv     []string `json:"argv"`
+	Dir      string   `json:"dir,omitempty"`
+	TTY      bool     `json:"tty,omitempty"`
+	PID      int      `json:"pid,omitempty"`
+	Start    int64    `json:"start"`    // Unix nanoseconds, guest clock
+	Duration int64    `json:"duration"` // nanoseconds
+	ExitCode int      `json:"exit_code"`
+	Signal   string   `json:"signal,omitempty"`
+}
+
+// Ping asks the peer for a Pong with the same Seq.
+type Ping struct {
+	Seq uint64 `json:"seq"`
+}
+
+// Pong answers a Ping.
+type Pong struct {
+	Seq uint64 `json:"seq"`
+}
+
+// Unknown is a frame of a type this package does not know (from a newer
+// peer). Receivers log and ignore it.
+type Unknown struct {
+	Frame Frame
+}
+
+func (Hello) Type() Type      { return TypeHello }
+func (Ready) Type() Type      { return TypeReady }
+func (Shutdown) Type() Type   { return TypeShutdown }
+func (Exec) Type() Type       { return TypeExec }
+func (Started) Type() Type    { return TypeStarted }
+func (Stdin) Type() Type      { return TypeStdin }
+func (StdinClose) Type() Type { return TypeStdinClose }
+func (Signal) Type() Type     { return TypeSignal }
+func (Resize) Type() Type     { return TypeResize }
+func (Stdout) Type() Type     { return TypeStdout }
+func (Stderr) Type() Type     { return TypeStderr }
+func (Exit) Type() Type       { return TypeExit }
+func (Error) Type() Type      { return TypeError }
+func (Window) Type() Type     { return TypeWindow }
+func (FileEvent) Type() Type  { return TypeFileEvent }
+func (ExecEvent) Type() Type  { return TypeExecEvent }
+func (Ping) Type() Type       { return TypePing }
+func (Pong) Type() Type       { return TypePong }
+func (u Unknown) Type() Type  { return u.Frame.Type }
+
+// ErrMalformed wraps every decoding error of a frame's body.
+var ErrMalformed = errors.New("proto: malformed message")
+
+// Encode turns m into a frame.
+func Encode(m Message) (Frame, error) {
+	switch m := m.(type) {
+	case Stdin:
+		return dataFrame(TypeStdin, m.ID, m.Data)
+	case Stdout:
+		return dataFrame(TypeStdout, m.ID, m.Data)
+	case Stderr:
+		return dataFrame(TypeStderr, m.ID, m.Data)
+	case StdinClose:
+		return Frame{Type: TypeStdinClose, ID: m.ID}, nil
+	case Window:
+		b := make([]byte, 5)
+		b[0] = m.Stream
+		binary.BigEndian.PutUint32(b[1:], m.N)
+		return Frame{Type: TypeWindow, ID: m.ID, Body: b}, nil
+	case Unknown:
+		return m.Frame, nil
+	case Exec:
+		return jsonFrame(TypeExec, m.ID, m)
+	case Started:
+		return jsonFrame(TypeStarted, m.ID, m)
+	case Signal:
+		return jsonFrame(TypeSignal, m.ID, m)
+	case Resize:
+		return jsonFrame(TypeResize, m.ID, m)
+	case Exit:
+		return jsonFrame(TypeExit, m.ID, m)
+	case Error:
+		return jsonFrame(TypeError, m.ID, m)
+	case ExecEvent:
+		return jsonFrame(TypeExecEvent, m.ID, m)
+	case Hello, Ready, Shutdown, FileEvent, Ping, Pong:
+		return jsonFrame(m.Type(), 0, m)
+	case nil:
+		return Frame{}, errors.New("proto: encode nil message")
+	}
+	return Frame{}, fmt.Errorf("proto: cannot encode %T", m)
+}
+
+func dataFrame(t Type, id uint32, data []byte) (Frame, error) {
+	if len(data) > MaxBody {
+		return Frame{}, fmt.Errorf("%w: %d bytes of %v (max %d)", ErrFrameTooLarge, len(data), t, MaxBody)
+	}
+	return Frame{Type: t, ID: id, Body: data}, nil
+}
+
+func jsonFrame(t Type, id uint32, v any) (Frame, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return Frame{}, fmt.Errorf("proto: encode %v: %w", t, err)
+	}
+	if len(b) > MaxBody {
+		return Frame{}, fmt.Errorf("%w: %v is %d bytes encoded (max %d)", ErrFrameTooLarge, t, len(b), MaxBody)
+	}
+	return Frame{Type: t, ID: id, Body: b}, nil
+}
+
+// Decode turns a frame into its message. A frame of an unknown type gives
+// Unknown and no error. A known type with a body that does not decode gives
+// an error wrapping ErrMalformed. Data messages keep f.Body without copying.
+func Decode(f Frame) (Message, error) {
+	switch f.Type {
+	case TypeStdin:
+		return Stdin{ID: f.ID, Data: f.Body}, nil
+	case TypeStdout:
+		return Stdout{ID: f.ID, Data: f.Body}, nil
+	case TypeStderr:
+		return Stderr{ID: f.ID, Data: f.Body}, nil
+	case TypeStdinClose:
+		if len(f.Body) != 0 {
+			return nil, fmt.Errorf("%w: stdin-close with a %d-byte body", ErrMalformed, len(f.Body))
+		}
+		return StdinClose{ID: f.ID}, nil
+	case TypeWindow:
+		if len(f.Body) != 5 {
+			return nil, fmt.Errorf("%w: window body is %d bytes, want 5", ErrMalformed, len(f.Body))
+		}
+		return Window{ID: f.ID, Stream: f.Body[0], N: binary.BigEndian.Uint32(f.Body[1:])}, nil
+	case TypeHello:
+		var m Hello
+		return decodeJSON(f, &m)
+	case TypeReady:
+		var m Ready
+		return decodeJSON(f, &m)
+	case TypeShutdown:
+		var m Shutdown
+		return decodeJSON(f, &m)
+	case TypeExec:
+		var m Exec
+		err := unmarshal(f, &m)
+		m.ID = f.ID
+		return orNil(m, err)
+	case TypeStarted:
+		var m Started
+		err := unmarshal(f, &m)
+		m.ID = f.ID
+		return orNil(m, err)
+	case TypeSignal:
+		var m Signal
+		err := unmarshal(f, &m)
+		m.ID = f.ID
+		return orNil(m, err)
+	case TypeResize:
+		var m Resize
+		err := unmarshal(f, &m)
+		m.ID = f.ID
+		return orNil(m, err)
+	case TypeExit:
+		var m Exit
+		err := unmarshal(f, &m)
+		m.ID = f.ID
+		return orNil(m, err)
+	case TypeError:
+		var m Error
+		err := unmarshal(f, &m)
+		m.ID = f.ID
+		return orNil(m, err)
+	case TypeExecEvent:
+		var m ExecEvent
+		err := unmarshal(f, &m)
+		m.ID = f.ID
+		return orNil(m, err)
+	case TypeFileEvent:
+		var m FileEvent
+		return decodeJSON(f, &m)
+	case TypePing:
+		var m Ping
+		return decodeJSON(f, &m)
+	case TypePong:
+		var m Pong
+		return decodeJSON(f, &m)
+	}
+	return Unknown{Frame: f}, nil
+}
+
+// decodeJSON decodes a frame of a session-less type into *p and returns the
+// value.
+func decodeJSON[T Message](f Frame, p *T) (Message, error) {
+	if err := unmarshal(f, p); err != nil {
+		return nil, err
+	}
+	return *p, nil
+}
+
+func orNil(m Message, err error) (Message, error) {
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// unmarshal decodes f's JSON body into v; an empty body is the zero value.
+func unmarshal(f Frame, v any) error {
+	if len(f.Body) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(f.Body, v); err != nil {
+		return fmt.Errorf("%w: %v: %v", ErrMalformed, f.Type, err)
+	}
+	return nil
+}
