@@ -1,8 +1,12 @@
-// Package hypervisor will hold the VM backends behind one small interface
-// (start, wait, stop, control channel, network frames): qemu on Linux
-// (microvm, PVH boot, KVM when the CPU really has it, TCG otherwise) and vz
-// on macOS behind a build tag.
+// Package hypervisor is the one small interface capsem boots guests through:
+// a VM starts, waits, stops, and exposes its control channel (a
+// virtio-serial port named "capsem.control") and its serial console log.
+// Backends live in subpackages: qemu (Linux: microvm, PVH boot, KVM when the
+// CPU really has it, TCG otherwise) and, later, vz on macOS behind a build
+// tag.
 //
-// It is empty until the `capsem run` issue lands. It must never give a guest
-// a network path that does not go through netstack.
+// A backend must never give a guest a network path that does not go through
+// netstack: the only NIC a VM gets is the Config.NIC socket, whose other end
+// the caller hands to netstack (netstack.NewStreamConn). No user-mode
+// networking, no TAP, no host-forwarded ports.
 package hypervisor

@@ -1,0 +1,156 @@
+package hypervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+)
+
+// ControlPortName is the name of the virtio-serial port the guest agent
+// talks to the host over (/sys/class/virtio-ports/vportNpM/name in the guest).
+const ControlPortName = "capsem.control"
+
+// WorkspaceTag is the 9p mount tag of Config.Workspace
+// (mount -t 9p -o trans=virtio,version=9p2000.L workspace /mnt).
+const WorkspaceTag = "workspace"
+
+// RootDevice is the guest device the read-only root image appears as: the
+// backends attach Config.RootImage as the first (and only) virtio block
+// device, and add root=RootDevice to the kernel command line.
+const RootDevice = "/dev/vda"
+
+// DefaultBootTimeout bounds how long a guest may take to say anything on
+// its control channel. Under TCG the measured boot to /init is ~1.5 s; the
+// margin is for loaded CI machines and -race builds.
+const DefaultBootTimeout = 60 * time.Second
+
+// ErrBootTimeout is what Wait returns when the guest said nothing on the
+// control channel within Config.BootTimeout (the VM has been killed).
+var ErrBootTimeout = errors.New("guest did not write to the control channel within the boot timeout (see the console log)")
+
+// VM is one guest. Start it once; Wait returns when it has exited.
+type VM interface {
+	// Start launches the VM. The VM lives until it powers off, Stop is
+	// called, the boot timeout passes without a word on the control
+	// channel, or ctx is cancelled (then it is killed).
+	Start(ctx context.Context) error
+	// Wait blocks until the VM has exited and returns nil if the guest
+	// powered off (or rebooted, which is the same under -no-reboot).
+	Wait() error
+	// Stop ends the VM: politely first, killed when ctx is done. It
+	// returns once the VM has exited; calling it on an exited VM is fine.
+	Stop(ctx context.Context) error
+	// Control is the host end of the guest's "capsem.control" virtio-serial
+	// port: a byte stream, no framing. Valid after Start.
+	Control() io.ReadWriteCloser
+	// Console is the path of the serial console log ("" when not kept).
+	Console() string
+}
+
+// Config describes a VM. Kernel is required; everything else is optional.
+type Config struct {
+	// Kernel is the guest kernel: an uncompressed ELF vmlinux with a PVH
+	// entry note (what guest/image extracts from Debian's bzImage).
+	Kernel string
+	// Initramfs is a newc cpio archive (optionally compressed) whose /init
+	// is the capsem agent.
+	Initramfs string
+	// RootImage is attached read-only as RootDevice (erofs or squashfs).
+	RootImage string
+	// Cmdline holds extra kernel command-line words, appended after the
+	// defaults (e.g. capsem.ip=198.18.0.2/24 capsem.gw=198.18.0.1).
+	Cmdline []string
+	// CPUs is the vCPU count (default 1); MemoryMiB the guest RAM (default 512).
+	CPUs      int
+	MemoryMiB int
+	// NIC is the VM's side of a connected SOCK_STREAM socketpair (see
+	// SocketPair) carrying QEMU-framed Ethernet frames; the caller gives the
+	// other side to netstack.NewStreamConn. Nil: the VM has no NIC at all.
+	// The backend dups it; the caller may close its copy after Start.
+	NIC *os.File
+	// MAC is the NIC's address (default DefaultMAC).
+	MAC string
+	// Workspace is a host directory shared into the guest over 9p with the
+	// mount tag WorkspaceTag; "" shares nothing.
+	Workspace string
+	// WorkspaceReadOnly exports the workspace read-only.
+	WorkspaceReadOnly bool
+	// BootTimeout bounds the time from Start to the guest's first byte on
+	// the control channel (default DefaultBootTimeout; negative: none).
+	BootTimeout time.Duration
+	// ConsoleLog is the file the serial console is written to ("" discards it).
+	ConsoleLog string
+}
+
+// DefaultMAC is a locally administered unicast address, stable so that
+// netstack logs read the same from one boot to the next.
+const DefaultMAC = "02:ca:95:e0:00:02"
+
+// Validate checks the configuration and fills in defaults.
+func (c *Config) Validate() error {
+	if c.Kernel == "" {
+		return errors.New("hypervisor: no kernel given (build one with guest/image)")
+	}
+	for _, f := range []struct{ what, path string }{
+		{"kernel", c.Kernel}, {"initramfs", c.Initramfs}, {"root image", c.RootImage},
+	} {
+		if f.path == "" {
+			continue
+		}
+		st, err := os.Stat(f.path)
+		if err != nil {
+			return fmt.Errorf("hypervisor: %s: %w", f.what, err)
+		}
+		if !st.Mode().IsRegular() {
+			return fmt.Errorf("hypervisor: %s %s is not a regular file", f.what, f.path)
+		}
+	}
+	if c.Workspace != "" {
+		st, err := os.Stat(c.Workspace)
+		if err != nil {
+			return fmt.Errorf("hypervisor: workspace: %w", err)
+		}
+		if !st.IsDir() {
+			return fmt.Errorf("hypervisor: workspace %s is not a directory", c.Workspace)
+		}
+	}
+	if c.CPUs == 0 {
+		c.CPUs = 1
+	}
+	if c.CPUs < 1 || c.CPUs > 64 {
+		return fmt.Errorf("hypervisor: %d CPUs: want 1..64", c.CPUs)
+	}
+	if c.MemoryMiB == 0 {
+		c.MemoryMiB = 512
+	}
+	if c.MemoryMiB < 64 || c.MemoryMiB > 1<<20 {
+		return fmt.Errorf("hypervisor: %d MiB of memory: want 64..1048576", c.MemoryMiB)
+	}
+	if c.MAC == "" {
+		c.MAC = DefaultMAC
+	}
+	if c.BootTimeout == 0 {
+		c.BootTimeout = DefaultBootTimeout
+	}
+	for _, w := range c.Cmdline {
+		if w == "" || strings.ContainsAny(w, " \t\n\x00") {
+			return fmt.Errorf("hypervisor: kernel command-line word %q: one word per entry, no whitespace", w)
+		}
+	}
+	return nil
+}
+
+// BaseCmdline is the kernel command line every capsem guest boots with
+// (measured fastest under TCG, see DESIGN.md). tscKHz > 0 adds
+// tsc_early_khz, without which microvm can hang calibrating against the PIT.
+func BaseCmdline(tscKHz int) []string {
+	w := []string{"console=ttyS0", "panic=-1", "quiet", "loglevel=1"}
+	if tscKHz > 0 {
+		w = append(w, fmt.Sprintf("tsc_early_khz=%d", tscKHz))
+	}
+	return append(w, "mitigations=off", "no_timer_check", "audit=0", "8250.nr_uarts=1", "random.trust_cpu=on")
+}

@@ -1,0 +1,164 @@
+package qemu
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/capsem/capsem/hypervisor"
+)
+
+func TestBuildArgsFull(t *testing.T) {
+	cfg := &hypervisor.Config{
+		Kernel:      "/k/vmlinux",
+		Initramfs:   "/k/initrd",
+		RootImage:   "/img/root,1.erofs",
+		Cmdline:     []string{"capsem.ip=198.18.0.2/24", "capsem.gw=198.18.0.1"},
+		CPUs:        2,
+		MemoryMiB:   1024,
+		MAC:         hypervisor.DefaultMAC,
+		Workspace:   "/home/u/proj",
+		ConsoleLog:  "/tmp/console.log",
+		NIC:         os.Stdin, // only its presence matters here
+		BootTimeout: 1,
+	}
+	got := buildArgs(cfg, Accel{Name: "tcg"}, 2600000, layoutFor(true))
+	want := []string{
+		"-M", "microvm",
+		"-accel", "tcg,thread=multi",
+		"-cpu", "max",
+		"-smp", "2",
+		"-m", "1024M",
+		"-no-reboot", "-nodefaults", "-no-user-config", "-nographic",
+		"-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
+		"-kernel", "/k/vmlinux",
+		"-initrd", "/k/initrd",
+		"-append", "console=ttyS0 panic=-1 quiet loglevel=1 tsc_early_khz=2600000 mitigations=off no_timer_check audit=0 8250.nr_uarts=1 random.trust_cpu=on root=/dev/vda ro capsem.ip=198.18.0.2/24 capsem.gw=198.18.0.1",
+		"-chardev", "file,id=console,path=/tmp/console.log",
+		"-serial", "chardev:console",
+		"-chardev", "socket,id=control,fd=4",
+		"-device", "virtio-serial-device,max_ports=2",
+		"-device", "virtserialport,chardev=control,name=capsem.control",
+		"-netdev", "stream,id=net0,addr.type=fd,addr.str=3",
+		"-device", "virtio-net-device,netdev=net0,mac=02:ca:95:e0:00:02",
+		"-drive", "file=/img/root,,1.erofs,if=none,id=root,format=raw,readonly=on",
+		"-device", "virtio-blk-device,drive=root",
+		"-fsdev", "local,id=workspace,path=/home/u/proj,security_model=none",
+		"-device", "virtio-9p-device,fsdev=workspace,mount_tag=workspace",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("args:\n got %q\nwant %q", got, want)
+	}
+}
+
+func TestBuildArgsMinimalKVM(t *testing.T) {
+	cfg := &hypervisor.Config{Kernel: "/k/vmlinux", CPUs: 1, MemoryMiB: 512, MAC: hypervisor.DefaultMAC, WorkspaceReadOnly: true}
+	got := strings.Join(buildArgs(cfg, Accel{Name: "kvm"}, 0, layoutFor(false)), " ")
+	for _, want := range []string{
+		"-accel kvm -cpu host",
+		"-chardev null,id=console -serial chardev:console",
+		"-chardev socket,id=control,fd=3 ",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("args lack %q:\n%s", want, got)
+		}
+	}
+	for _, bad := range []string{"-netdev", "-initrd", "-drive", "-fsdev", "tsc_early_khz", "root=", "-nic", "user,", "tap,"} {
+		if strings.Contains(got, bad) {
+			t.Errorf("minimal args contain %q:\n%s", bad, got)
+		}
+	}
+}
+
+func TestBuildArgsWorkspaceReadOnly(t *testing.T) {
+	cfg := &hypervisor.Config{Kernel: "/k", CPUs: 1, MemoryMiB: 512, Workspace: "/w", WorkspaceReadOnly: true}
+	got := buildArgs(cfg, Accel{Name: "tcg"}, 0, layoutFor(false))
+	if !slices.Contains(got, "local,id=workspace,path=/w,security_model=none,readonly=on") {
+		t.Fatalf("read-only workspace not exported read-only: %q", got)
+	}
+}
+
+func TestOptEscape(t *testing.T) {
+	if got := optEscape("/a,b,,c"); got != "/a,,b,,,,c" {
+		t.Fatalf("optEscape = %q", got)
+	}
+}
+
+func TestProbeAccel(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, s string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	vmx := write("cpuinfo-vmx", "processor\t: 0\nflags\t\t: fpu vme de pse tsc msr vmx ept\n\nprocessor\t: 1\nflags\t\t: fpu vmx\n")
+	svm := write("cpuinfo-svm", "flags\t\t: fpu svm npt\n")
+	none := write("cpuinfo-none", "flags\t\t: fpu vme hypervisor tsc_known_freq\nvmx flags\t: ept vpid\n")
+	kvm := write("kvm", "")
+	pvmDir := filepath.Join(dir, "kvm_pvm")
+	if err := os.Mkdir(pvmDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	absent := filepath.Join(dir, "absent")
+
+	for _, tc := range []struct {
+		name  string
+		p     probePaths
+		want  string
+		cause string
+	}{
+		{"vmx", probePaths{vmx, absent, kvm}, "kvm", ""},
+		{"svm", probePaths{svm, absent, kvm}, "kvm", ""},
+		// A "vmx flags" line is not the flags line: no vmx in flags.
+		{"no flag", probePaths{none, absent, kvm}, "tcg", "no vmx/svm"},
+		{"pvm", probePaths{vmx, pvmDir, kvm}, "tcg", "PVM"},
+		{"no /dev/kvm", probePaths{vmx, absent, absent}, "tcg", "does not exist"},
+		{"no cpuinfo", probePaths{absent, absent, kvm}, "tcg", "cannot read"},
+	} {
+		got := probeAccel(tc.p)
+		if got.Name != tc.want || !strings.Contains(got.Reason, tc.cause) {
+			t.Errorf("%s: got %+v, want %s (%q)", tc.name, got, tc.want, tc.cause)
+		}
+	}
+	if os.Geteuid() != 0 {
+		ro := write("kvm-ro", "")
+		if err := os.Chmod(ro, 0o400); err != nil {
+			t.Fatal(err)
+		}
+		if got := probeAccel(probePaths{vmx, absent, ro}); got.Name != "tcg" || !strings.Contains(got.Reason, "read-write") {
+			t.Errorf("read-only /dev/kvm: got %+v", got)
+		}
+	}
+}
+
+func TestHostTSCKHz(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, s string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	sys := write("tsc_freq_khz", "2593906\n")
+	info := write("cpuinfo", "processor\t: 0\nmodel name\t: Intel(R) Xeon(R)\ncpu MHz\t\t: 2599.9996\n")
+	bad := write("cpuinfo-bad", "cpu MHz\t\t: fast\n")
+	absent := filepath.Join(dir, "absent")
+	for _, tc := range []struct {
+		p    tscPaths
+		want int
+	}{
+		{tscPaths{sys, info}, 2593906},
+		{tscPaths{absent, info}, 2600000},
+		{tscPaths{absent, bad}, 0},
+		{tscPaths{absent, absent}, 0},
+	} {
+		if got := hostTSCKHz(tc.p); got != tc.want {
+			t.Errorf("hostTSCKHz(%+v) = %d, want %d", tc.p, got, tc.want)
+		}
+	}
+}

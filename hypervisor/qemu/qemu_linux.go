@@ -1,0 +1,328 @@
+//go:build linux
+
+package qemu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/capsem/capsem/hypervisor"
+)
+
+var _ hypervisor.VM = (*VM)(nil)
+
+// VM is a guest run by qemu-system-x86_64.
+type VM struct {
+	cfg    hypervisor.Config
+	bin    string
+	accel  Accel
+	tscKHz int
+	log    *slog.Logger
+
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+	control  *controlConn
+	started  bool
+	stopping bool
+
+	done     chan struct{} // closed when QEMU has exited and waitErr is set
+	waitErr  error
+	stderr   tailBuffer
+	booted   chan struct{} // closed on the guest's first control byte
+	bootOnce sync.Once
+	cause    error // why the VM was killed (boot timeout, ctx), set before the kill
+}
+
+// FindBinary returns the path of qemu-system-x86_64, or an error that says
+// how to install it.
+func FindBinary() (string, error) {
+	p, err := exec.LookPath(Binary)
+	if err != nil {
+		return "", fmt.Errorf("%s not found in PATH: install QEMU (apt-get install qemu-system-x86): %w", Binary, err)
+	}
+	return p, nil
+}
+
+// New checks cfg, finds QEMU and picks the accelerator. Nothing runs until
+// Start.
+func New(cfg hypervisor.Config, opts Options) (*VM, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	bin := opts.Binary
+	if bin == "" {
+		var err error
+		if bin, err = FindBinary(); err != nil {
+			return nil, err
+		}
+	}
+	var accel Accel
+	switch opts.Accel {
+	case "":
+		accel = probeAccel(hostPaths)
+	case "kvm", "tcg":
+		accel = Accel{Name: opts.Accel, Reason: "forced by the caller"}
+	default:
+		return nil, fmt.Errorf("qemu: accelerator %q: want kvm, tcg or empty (probe)", opts.Accel)
+	}
+	if accel.KVM() {
+		log.Debug("qemu: accelerator", "accel", accel.Name, "reason", accel.Reason)
+	} else {
+		log.Info("qemu: running the guest under TCG (emulation, slower than KVM)", "reason", accel.Reason)
+	}
+	return &VM{
+		cfg:    cfg,
+		bin:    bin,
+		accel:  accel,
+		tscKHz: hostTSCKHz(hostTSCPaths),
+		log:    log,
+		done:   make(chan struct{}),
+		booted: make(chan struct{}),
+	}, nil
+}
+
+// Accel is the accelerator the VM runs (or will run) under.
+func (v *VM) Accel() Accel { return v.accel }
+
+// Args is QEMU's command line (without the binary).
+func (v *VM) Args() []string {
+	return buildArgs(&v.cfg, v.accel, v.tscKHz, layoutFor(v.cfg.NIC != nil))
+}
+
+// Console is the serial console log's path.
+func (v *VM) Console() string { return v.cfg.ConsoleLog }
+
+// Control is the host end of the capsem.control port (nil before Start).
+func (v *VM) Control() io.ReadWriteCloser {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.control == nil {
+		return nil
+	}
+	return v.control
+}
+
+// Booted is closed when the guest has written its first byte to the
+// control channel.
+func (v *VM) Booted() <-chan struct{} { return v.booted }
+
+// Done is closed when QEMU has exited.
+func (v *VM) Done() <-chan struct{} { return v.done }
+
+// Start launches QEMU. ctx bounds the VM's whole life: when it is done,
+// QEMU is killed.
+func (v *VM) Start(ctx context.Context) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.started {
+		return errors.New("qemu: VM already started")
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	hostCtl, vmCtl, err := hypervisor.SocketPair()
+	if err != nil {
+		return fmt.Errorf("qemu: control channel: %w", err)
+	}
+	defer vmCtl.Close()
+	uc, ok := hostCtl.(*net.UnixConn)
+	if !ok {
+		hostCtl.Close()
+		return fmt.Errorf("qemu: control channel is a %T, not a unix socket", hostCtl)
+	}
+
+	fds := layoutFor(v.cfg.NIC != nil)
+	var extra []*os.File
+	if v.cfg.NIC != nil {
+		extra = append(extra, v.cfg.NIC)
+	}
+	extra = append(extra, vmCtl)
+
+	if v.cfg.ConsoleLog != "" {
+		// QEMU appends to an existing file; each boot gets a fresh log.
+		if err := os.WriteFile(v.cfg.ConsoleLog, nil, 0o600); err != nil {
+			hostCtl.Close()
+			return fmt.Errorf("qemu: console log: %w", err)
+		}
+	}
+
+	args := buildArgs(&v.cfg, v.accel, v.tscKHz, fds)
+	cmd := exec.Command(v.bin, args...)
+	cmd.ExtraFiles = extra
+	cmd.Stdin = nil
+	cmd.Stdout = &v.stderr
+	cmd.Stderr = &v.stderr
+	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		// Own process group, so a kill reaches anything QEMU spawned, and
+		// SIGKILL when this process dies, however it dies.
+		Setpgid:   true,
+		Pdeathsig: syscall.SIGKILL,
+	}
+	v.log.Debug("qemu: starting", "bin", v.bin, "args", strings.Join(args, " "))
+	if err := cmd.Start(); err != nil {
+		hostCtl.Close()
+		return fmt.Errorf("qemu: start %s: %w", v.bin, err)
+	}
+	v.cmd = cmd
+	v.started = true
+	v.control = &controlConn{UnixConn: uc, seen: v.markBooted}
+
+	go func() {
+		err := cmd.Wait()
+		v.mu.Lock()
+		switch {
+		case v.cause != nil:
+			err = v.cause
+		case v.stopping:
+			err = nil
+		case err != nil:
+			err = fmt.Errorf("qemu exited: %w%s", err, v.stderr.suffix())
+		}
+		v.waitErr = err
+		v.mu.Unlock()
+		close(v.done)
+	}()
+
+	// Kill on cancellation.
+	go func() {
+		select {
+		case <-ctx.Done():
+			v.kill(fmt.Errorf("qemu: VM killed: %w", ctx.Err()))
+		case <-v.done:
+		}
+	}()
+
+	if t := v.cfg.BootTimeout; t > 0 {
+		go v.watchBoot(uc, t)
+	}
+	return nil
+}
+
+// watchBoot kills the VM unless the guest writes to the control channel
+// within t. It peeks (MSG_PEEK) so the reader still gets every byte.
+func (v *VM) watchBoot(uc *net.UnixConn, t time.Duration) {
+	go func() {
+		rc, err := uc.SyscallConn()
+		if err != nil {
+			return
+		}
+		var b [1]byte
+		_ = rc.Read(func(fd uintptr) bool {
+			n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+			if err == syscall.EAGAIN || err == syscall.EINTR {
+				return false // wait for readability
+			}
+			if err == nil && n > 0 {
+				v.markBooted()
+			}
+			return true // data, EOF or an error: stop peeking
+		})
+	}()
+	timer := time.NewTimer(t)
+	defer timer.Stop()
+	select {
+	case <-v.booted:
+	case <-v.done:
+	case <-timer.C:
+		where := ""
+		if v.cfg.ConsoleLog != "" {
+			where = " (console log: " + v.cfg.ConsoleLog + ")"
+		}
+		v.kill(fmt.Errorf("qemu: %w after %v%s", hypervisor.ErrBootTimeout, t, where))
+	}
+}
+
+func (v *VM) markBooted() { v.bootOnce.Do(func() { close(v.booted) }) }
+
+// kill SIGKILLs QEMU's process group, recording why (first cause wins).
+func (v *VM) kill(cause error) {
+	v.mu.Lock()
+	if v.cause == nil && !v.stopping {
+		v.cause = cause
+	}
+	cmd := v.cmd
+	v.mu.Unlock()
+	select {
+	case <-v.done:
+		return
+	default:
+	}
+	if cmd != nil && cmd.Process != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+}
+
+// Wait blocks until QEMU has exited. It returns nil when the guest powered
+// off or Stop ended it; ErrBootTimeout (wrapped) when the guest stayed
+// silent; the context's error when Start's context ended it.
+func (v *VM) Wait() error {
+	v.mu.Lock()
+	started := v.started
+	v.mu.Unlock()
+	if !started {
+		return errors.New("qemu: VM not started")
+	}
+	<-v.done
+	return v.waitErr
+}
+
+// Stop asks QEMU to quit (SIGTERM: it stops the guest at once and exits)
+// and SIGKILLs its process group if it has not exited when ctx is done.
+// The guest is not asked to shut down: do that over the control channel
+// first when its disks matter.
+func (v *VM) Stop(ctx context.Context) error {
+	v.mu.Lock()
+	if !v.started {
+		v.mu.Unlock()
+		return nil
+	}
+	if v.cause == nil {
+		v.stopping = true
+	}
+	cmd := v.cmd
+	v.mu.Unlock()
+	select {
+	case <-v.done:
+		return nil
+	default:
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-v.done:
+	case <-ctx.Done():
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-v.done
+	}
+	return nil
+}
+
+// controlConn is the host end of the control port; it notes the first
+// byte read so the boot timer stops even when the reader wins the race
+// with the peek.
+type controlConn struct {
+	*net.UnixConn
+	seen func()
+}
+
+func (c *controlConn) Read(p []byte) (int, error) {
+	n, err := c.UnixConn.Read(p)
+	if n > 0 {
+		c.seen()
+	}
+	return n, err
+}
