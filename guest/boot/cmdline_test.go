@@ -1,0 +1,100 @@
+package boot
+
+import (
+	"encoding/base64"
+	"encoding/pem"
+	"net/netip"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestSplitCmdline(t *testing.T) {
+	got := SplitCmdline(` console=ttyS0  panic=-1 a="b c" "quoted key=v"   capsem.ip=198.18.0.2/24` + "\n")
+	want := []string{"console=ttyS0", "panic=-1", "a=b c", "quoted key=v", "capsem.ip=198.18.0.2/24"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("%q", got)
+	}
+	if len(SplitCmdline("   ")) != 0 {
+		t.Fatal("blank")
+	}
+}
+
+func TestParseCmdline(t *testing.T) {
+	der := []byte{0x30, 0x82, 0x01, 0x00, 1, 2, 3}
+	line := "console=ttyS0 panic=-1 quiet capsem.ip=198.18.0.2/24 capsem.gw=198.18.0.1 capsem.dns=198.18.0.1,198.18.0.3 " +
+		"capsem.mtu=9000 capsem.if=eth1 capsem.root=/dev/vda capsem.rootfs=erofs capsem.ws=9p capsem.ws.tag=ws " +
+		"capsem.ws.path=/src capsem.port=ctl capsem.ca=" + base64.RawURLEncoding.EncodeToString(der) +
+		" capsem.hostname=box capsem.lockdown=0 capsem.debug capsem.future=x -- capsem.vsock=1024"
+	c, err := ParseCmdline(line)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.IP != netip.MustParsePrefix("198.18.0.2/24") || c.Gateway != netip.MustParseAddr("198.18.0.1") ||
+		len(c.DNS) != 2 || c.DNS[1] != netip.MustParseAddr("198.18.0.3") || c.MTU != 9000 || c.Interface != "eth1" {
+		t.Fatalf("network %+v", c)
+	}
+	if c.Root != "/dev/vda" || c.RootFS != "erofs" || c.WSFS != "9p" || c.WSTag != "ws" || c.WSPath != "/src" ||
+		c.Port != "ctl" || c.Vsock != 1024 || c.Hostname != "box" || c.Lockdown || !c.Debug {
+		t.Fatalf("config %+v", c)
+	}
+	blk, _ := pem.Decode(c.CA)
+	if blk == nil || blk.Type != "CERTIFICATE" || string(blk.Bytes) != string(der) {
+		t.Fatalf("CA %q", c.CA)
+	}
+	if strings.Join(c.Unknown, ",") != "capsem.future" || c.Extra["capsem.future"] != "x" {
+		t.Fatalf("unknown %q %v", c.Unknown, c.Extra)
+	}
+}
+
+func TestParseCmdlineDefaults(t *testing.T) {
+	c, err := ParseCmdline("console=ttyS0 root=/dev/sda ip=dhcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.IP.IsValid() || c.NoNetwork || c.Root != "" || c.WSFS != "" || c.Port != DefaultPort || c.WSTag != DefaultWSTag ||
+		c.WSPath != DefaultWSPath || c.Modules != DefaultModulesList || !c.Lockdown || c.Debug || c.Hostname != DefaultHostname {
+		t.Fatalf("defaults %+v", c)
+	}
+	if c, _ := ParseCmdline("capsem.ip=none"); !c.NoNetwork {
+		t.Fatal("ip=none")
+	}
+	if c, _ := ParseCmdline("capsem.ip=198.18.0.2/24 capsem.ip=dhcp"); c.IP.IsValid() {
+		t.Fatal("the last value wins")
+	}
+}
+
+func TestParseCmdlineErrors(t *testing.T) {
+	for _, p := range []string{
+		"capsem.ip=198.18.0.2", "capsem.ip=::1/64", "capsem.ip=bogus", "capsem.ip=1.2.3.4/0",
+		"capsem.gw=x", "capsem.gw=fe80::1", "capsem.dns=1.1.1.1,", "capsem.mtu=100", "capsem.mtu=70000", "capsem.mtu=x",
+		"capsem.if=", "capsem.if=a/b", "capsem.if=waytoolonginterfacename",
+		"capsem.root=vda", "capsem.rootfs=ext4", "capsem.ws=nfs", "capsem.ws.tag=", "capsem.ws.path=relative",
+		"capsem.ws.path=/", "capsem.ws.path=/a/../etc", "capsem.port=", "capsem.vsock=0", "capsem.vsock=x",
+		"capsem.vsock=4294967295", "capsem.ca=!!!", "capsem.ca=" + base64.StdEncoding.EncodeToString([]byte("not der")),
+		"capsem.modules=rel/path", "capsem.lockdown=maybe", "capsem.hostname=",
+	} {
+		if _, err := ParseCmdline("quiet " + p); err == nil {
+			t.Errorf("%s accepted", p)
+		} else if !strings.Contains(err.Error(), strings.SplitN(p, "=", 2)[0]) {
+			t.Errorf("%s: error does not name the parameter: %v", p, err)
+		}
+	}
+}
+
+func TestDecodeCA(t *testing.T) {
+	pemIn := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte{0x30, 1, 2}})
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding, base64.RawStdEncoding} {
+		out, err := DecodeCA(enc.EncodeToString(pemIn))
+		if err != nil || string(out) != string(pemIn) {
+			t.Fatalf("%q %v", out, err)
+		}
+	}
+	key := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: []byte{1}})
+	if _, err := DecodeCA(base64.StdEncoding.EncodeToString(key)); err == nil {
+		t.Fatal("a private key accepted as a CA")
+	}
+	if _, err := CheckPEM([]byte("garbage")); err == nil {
+		t.Fatal("garbage accepted")
+	}
+}

@@ -1,0 +1,213 @@
+package boot
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// moduleInitCompressedFile is finit_module's MODULE_INIT_COMPRESSED_FILE
+// (Linux 5.17+): the kernel decompresses the file.
+const moduleInitCompressedFile = 4
+
+// LoadModules loads mods in order with finit_module. A module that is
+// already there (built in, or loaded) is fine. It goes on after a failure
+// and returns the names loaded and the failures joined.
+func LoadModules(mods []Module) ([]string, error) {
+	var loaded []string
+	var errs []error
+	for _, m := range mods {
+		f, err := os.Open(m.Path)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("module %s: %w", m.Name(), err))
+			continue
+		}
+		flags := 0
+		if m.Compressed() {
+			flags = moduleInitCompressedFile
+		}
+		err = unix.FinitModule(int(f.Fd()), m.Params, flags)
+		f.Close()
+		if err != nil && !errors.Is(err, unix.EEXIST) {
+			errs = append(errs, fmt.Errorf("module %s: finit_module: %w", m.Name(), err))
+			continue
+		}
+		loaded = append(loaded, m.Name())
+	}
+	return loaded, errors.Join(errs...)
+}
+
+// LoadModuleList reads the module list at path and loads it. A missing
+// list means a kernel with everything built in: nothing to load.
+func LoadModuleList(path string) ([]string, error) {
+	data, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	mods, err := ParseModuleList(data, dirOf(path))
+	if err != nil {
+		return nil, err
+	}
+	return LoadModules(mods)
+}
+
+func dirOf(p string) string {
+	if i := strings.LastIndexByte(p, '/'); i > 0 {
+		return p[:i]
+	}
+	return "/"
+}
+
+// SwapOff turns off every swap area (none is expected: the guest has no
+// swap device, and the sandbox's memory must not reach a disk).
+func SwapOff() ([]string, error) {
+	data, err := os.ReadFile("/proc/swaps")
+	if err != nil {
+		return nil, err
+	}
+	var off []string
+	for _, s := range ParseSwaps(data) {
+		p, err := unix.BytePtrFromString(s)
+		if err != nil {
+			return off, err
+		}
+		if _, _, e := unix.Syscall(unix.SYS_SWAPOFF, uintptr(unsafe.Pointer(p)), 0, 0); e != 0 {
+			return off, fmt.Errorf("swapoff %s: %w", s, e)
+		}
+		off = append(off, s)
+	}
+	return off, nil
+}
+
+// SetHostname sets the kernel's host name.
+func SetHostname(name string) error {
+	return unix.Sethostname([]byte(name))
+}
+
+// SetClock sets the wall clock to t if it is off by more than a second
+// (the guest's RTC may be absent or wrong; TLS needs the right time).
+func SetClock(t time.Time) (bool, error) {
+	if t.IsZero() {
+		return false, nil
+	}
+	d := time.Since(t)
+	if d < time.Second && d > -time.Second {
+		return false, nil
+	}
+	ts := unix.NsecToTimespec(t.UnixNano())
+	if err := unix.ClockSettime(unix.CLOCK_REALTIME, &ts); err != nil {
+		return false, fmt.Errorf("set clock: %w", err)
+	}
+	return true, nil
+}
+
+// Uptime is the time since the kernel started.
+func Uptime() time.Duration {
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts) != nil {
+		return 0
+	}
+	return time.Duration(ts.Nano())
+}
+
+// Poweroff syncs and powers the machine off; where the machine has no
+// power-off (no ACPI), it resets, which ends QEMU under -no-reboot. It does
+// not return.
+func Poweroff() {
+	unix.Sync()
+	_ = unix.Reboot(unix.LINUX_REBOOT_CMD_POWER_OFF)
+	_ = unix.Reboot(unix.LINUX_REBOOT_CMD_RESTART)
+	for {
+		time.Sleep(time.Hour)
+	}
+}
+
+// OpenPort opens the control channel's device. A virtio-serial port
+// (virtserialport, /dev/vportNpM) is a plain byte stream; a console port
+// (virtconsole, /dev/hvcN) is a tty and is switched to raw mode, or the line
+// discipline would rewrite the binary frames.
+func OpenPort(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open control port: %w", err)
+	}
+	if err := control(f, makeRawIfTTY); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("control port %s: raw mode: %w", path, err)
+	}
+	return f, nil
+}
+
+func makeRawIfTTY(fd int) error {
+	t, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+	if err != nil {
+		return nil // not a tty
+	}
+	t.Iflag &^= unix.IGNBRK | unix.BRKINT | unix.PARMRK | unix.ISTRIP | unix.INLCR | unix.IGNCR | unix.ICRNL | unix.IXON
+	t.Oflag &^= unix.OPOST
+	t.Lflag &^= unix.ECHO | unix.ECHONL | unix.ICANON | unix.ISIG | unix.IEXTEN
+	t.Cflag &^= unix.CSIZE | unix.PARENB
+	t.Cflag |= unix.CS8
+	t.Cc[unix.VMIN] = 1
+	t.Cc[unix.VTIME] = 0
+	return unix.IoctlSetTermios(fd, unix.TCSETS, t)
+}
+
+func control(f *os.File, fn func(fd int) error) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ferr error
+	if err := rc.Control(func(fd uintptr) { ferr = fn(int(fd)) }); err != nil {
+		return err
+	}
+	return ferr
+}
+
+// ListenVsock listens on vsock port (any CID) and accepts one connection:
+// the host's, under Apple's Virtualization framework. The returned file is
+// non-blocking, so Close interrupts a Read.
+func ListenVsock(port uint32, timeout time.Duration) (*os.File, error) {
+	fd, err := unix.Socket(unix.AF_VSOCK, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+	if err != nil {
+		return nil, fmt.Errorf("vsock: %w (are the vsock modules in the module list?)", err)
+	}
+	ln := os.NewFile(uintptr(fd), "vsock-listen:"+strconv.Itoa(int(port)))
+	defer ln.Close()
+	if err := unix.Bind(fd, &unix.SockaddrVM{CID: unix.VMADDR_CID_ANY, Port: port}); err != nil {
+		return nil, fmt.Errorf("vsock bind port %d: %w", port, err)
+	}
+	if err := unix.Listen(fd, 1); err != nil {
+		return nil, fmt.Errorf("vsock listen: %w", err)
+	}
+	if timeout > 0 {
+		_ = ln.SetReadDeadline(time.Now().Add(timeout))
+	}
+	rc, err := ln.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var nfd int
+	var aerr error
+	err = rc.Read(func(fd uintptr) bool {
+		nfd, _, aerr = unix.Accept4(int(fd), unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK)
+		return aerr != unix.EAGAIN
+	})
+	if err != nil {
+		return nil, fmt.Errorf("vsock accept: %w", err)
+	}
+	if aerr != nil {
+		return nil, fmt.Errorf("vsock accept: %w", aerr)
+	}
+	return os.NewFile(uintptr(nfd), "vsock:"+strconv.Itoa(int(port))), nil
+}
