@@ -20,7 +20,8 @@ const WorkspaceTag = "workspace"
 
 // RootDevice is the guest device the read-only root image appears as: the
 // backends attach Config.RootImage as the first (and only) virtio block
-// device, and add root=RootDevice to the kernel command line.
+// device, and add capsem.root=RootDevice to the kernel command line (the
+// guest's /init mounts it; root=RootDevice when there is no initramfs).
 const RootDevice = "/dev/vda"
 
 // DefaultBootTimeout bounds how long a guest may take to say anything on

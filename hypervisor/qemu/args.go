@@ -32,10 +32,17 @@ func optEscape(s string) string { return strings.ReplaceAll(s, ",", ",,") }
 
 // kernelCmdline is the guest kernel's command line: the measured-fast base,
 // the root device when there is a root image, then the caller's words.
+// With an initramfs its /init (guest/boot) mounts the root image, named by
+// capsem.root; without one the kernel itself would (root=, which needs
+// virtio_blk and the filesystem built in).
 func kernelCmdline(cfg *hypervisor.Config, tscKHz int) string {
 	w := hypervisor.BaseCmdline(tscKHz)
 	if cfg.RootImage != "" {
-		w = append(w, "root="+hypervisor.RootDevice, "ro")
+		if cfg.Initramfs != "" {
+			w = append(w, "capsem.root="+hypervisor.RootDevice)
+		} else {
+			w = append(w, "root="+hypervisor.RootDevice, "ro")
+		}
 	}
 	w = append(w, cfg.Cmdline...)
 	return strings.Join(w, " ")

@@ -35,7 +35,7 @@ func TestBuildArgsFull(t *testing.T) {
 		"-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
 		"-kernel", "/k/vmlinux",
 		"-initrd", "/k/initrd",
-		"-append", "console=ttyS0 panic=-1 quiet loglevel=1 tsc_early_khz=2600000 mitigations=off no_timer_check audit=0 8250.nr_uarts=1 random.trust_cpu=on root=/dev/vda ro capsem.ip=198.18.0.2/24 capsem.gw=198.18.0.1",
+		"-append", "console=ttyS0 panic=-1 quiet loglevel=1 tsc_early_khz=2600000 mitigations=off no_timer_check audit=0 8250.nr_uarts=1 random.trust_cpu=on capsem.root=/dev/vda capsem.ip=198.18.0.2/24 capsem.gw=198.18.0.1",
 		"-chardev", "file,id=console,path=/tmp/console.log",
 		"-serial", "chardev:console",
 		"-chardev", "socket,id=control,fd=4",
@@ -77,6 +77,17 @@ func TestBuildArgsWorkspaceReadOnly(t *testing.T) {
 	got := buildArgs(cfg, Accel{Name: "tcg"}, 0, layoutFor(false))
 	if !slices.Contains(got, "local,id=workspace,path=/w,security_model=none,readonly=on") {
 		t.Fatalf("read-only workspace not exported read-only: %q", got)
+	}
+}
+
+func TestKernelCmdlineRoot(t *testing.T) {
+	cfg := &hypervisor.Config{Kernel: "/k", RootImage: "/r"}
+	if got := kernelCmdline(cfg, 0); !strings.HasSuffix(got, " root=/dev/vda ro") {
+		t.Errorf("no initramfs: %s", got)
+	}
+	cfg.Initramfs = "/i"
+	if got := kernelCmdline(cfg, 0); !strings.HasSuffix(got, " capsem.root=/dev/vda") || strings.Contains(got, " root=") {
+		t.Errorf("with an initramfs: %s", got)
 	}
 }
 
