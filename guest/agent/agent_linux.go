@@ -64,10 +64,7 @@ func (c *Config) defaults() {
 		}
 	}
 	if c.Shell == "" {
-		c.Shell = "/bin/sh"
-		if executable("/bin/bash") == nil {
-			c.Shell = "/bin/bash"
-		}
+		c.Shell = DefaultShell()
 	}
 	if c.Env == nil {
 		c.Env = DefaultEnv(c.Shell)

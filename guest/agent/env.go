@@ -12,6 +12,15 @@ import (
 // DefaultPath is the PATH every command gets unless the host sends one.
 const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
+// DefaultShell is the shell a session without argv runs: /bin/bash if the
+// guest has it, else /bin/sh.
+func DefaultShell() string {
+	if executable("/bin/bash") == nil {
+		return "/bin/bash"
+	}
+	return "/bin/sh"
+}
+
 // DefaultEnv is the guest-defined base environment for a shell at shell.
 func DefaultEnv(shell string) []string {
 	return []string{"PATH=" + DefaultPath, "HOME=/root", "SHELL=" + shell}

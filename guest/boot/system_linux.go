@@ -211,3 +211,17 @@ func ListenVsock(port uint32, timeout time.Duration) (*os.File, error) {
 	}
 	return os.NewFile(uintptr(nfd), "vsock:"+strconv.Itoa(int(port))), nil
 }
+
+// RaiseNofileLimit lifts the hard limit on open files to fs.nr_open (the
+// watcher pins one descriptor per workspace directory) and leaves the soft
+// limit at 1024: Go raises its own soft limit to the hard one, and restores
+// 1024 for the commands it starts.
+func RaiseNofileLimit() error {
+	max := uint64(1 << 20)
+	if b, err := os.ReadFile("/proc/sys/fs/nr_open"); err == nil {
+		if n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64); err == nil && n > 0 {
+			max = n
+		}
+	}
+	return unix.Setrlimit(unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: 1024, Max: max})
+}

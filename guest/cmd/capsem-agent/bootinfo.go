@@ -1,0 +1,47 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/capsem/capsem/guest/proto"
+)
+
+// bootInfoPath is where PID 1 leaves what the server needs to know.
+const bootInfoPath = "/run/capsem/boot.json"
+
+// bootInfo is what PID 1 hands the server: how to reach the host, where
+// the workspace is, and the boot facts for Ready.
+type bootInfo struct {
+	// Managed: written by PID 1 of a capsem guest, so the server may set the
+	// guest's clock from the host's Hello.
+	Managed   bool        `json:"managed"`
+	Debug     bool        `json:"debug,omitempty"`
+	Port      string      `json:"port,omitempty"`  // virtio-serial port name or device path
+	Vsock     uint32      `json:"vsock,omitempty"` // serve on vsock instead
+	Workspace string      `json:"workspace,omitempty"`
+	Root      string      `json:"root,omitempty"` // where trust stores live ("/" in a guest)
+	CAEnv     []string    `json:"ca_env,omitempty"`
+	Ready     proto.Ready `json:"ready"`
+}
+
+func readBootInfo(path string) (bootInfo, error) {
+	var bi bootInfo
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return bi, err
+	}
+	if err := json.Unmarshal(b, &bi); err != nil {
+		return bi, fmt.Errorf("%s: %w", path, err)
+	}
+	return bi, nil
+}
+
+func writeBootInfo(path string, bi bootInfo) error {
+	b, err := json.MarshalIndent(bi, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}

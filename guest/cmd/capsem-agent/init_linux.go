@@ -1,0 +1,298 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/capsem/capsem/guest/boot"
+	"github.com/capsem/capsem/guest/proto"
+)
+
+// initMain is PID 1: boot the guest, run the server, reap, power off.
+func initMain() {
+	var log *slog.Logger = newLogger(os.Stderr, false)
+	defer func() {
+		if r := recover(); r != nil {
+			log.Error("PID 1 panicked; powering off", "panic", r)
+			boot.Poweroff()
+		}
+	}()
+	bi, log, err := bootGuest()
+	if err != nil {
+		log.Error("boot failed; powering off", "err", err)
+		boot.Poweroff()
+	}
+	status := runServer(bi, log)
+	log.Debug("server ended; powering off", "status", status)
+	stopEverything(bi, log)
+	boot.Poweroff()
+}
+
+// stepper runs the boot steps and collects their facts and warnings.
+type stepper struct {
+	log   *slog.Logger
+	ready proto.Ready
+	start time.Time
+}
+
+func (s *stepper) warn(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	s.ready.Warnings = append(s.ready.Warnings, msg)
+	s.log.Warn(msg)
+}
+
+func (s *stepper) step(name string) {
+	s.log.Debug(name, "uptime", boot.Uptime().Round(time.Millisecond))
+}
+
+// bootGuest performs every boot step in order. An error means the guest
+// cannot be offered safely; warnings go into Ready.
+func bootGuest() (bootInfo, *slog.Logger, error) {
+	s := &stepper{log: newLogger(os.Stderr, false), start: time.Now()}
+	var bi bootInfo
+
+	// The kernel's filesystems, and the console for messages.
+	if _, err := boot.DoAll(boot.EarlyMounts()); err != nil {
+		return bi, s.log, err
+	}
+	console := openConsole()
+	s.log = newLogger(console, false)
+
+	cmdline, err := os.ReadFile("/proc/cmdline")
+	if err != nil {
+		return bi, s.log, fmt.Errorf("read /proc/cmdline: %w", err)
+	}
+	cfg, err := boot.ParseCmdline(string(cmdline))
+	if err != nil {
+		return bi, s.log, err
+	}
+	s.log = newLogger(console, cfg.Debug)
+	s.step("command line read")
+	for _, k := range cfg.Unknown {
+		s.warn("unknown kernel parameter %s ignored", k)
+	}
+
+	// No IPv6 before any interface comes up; inotify limits for big trees.
+	if _, err := boot.ApplySysctls("/proc/sys", boot.EarlySysctls()); err != nil {
+		s.warn("%v", err)
+	}
+
+	mods, err := boot.LoadModuleList(cfg.Modules)
+	if err != nil {
+		s.warn("kernel modules: %v", err)
+	}
+	s.ready.Modules = mods
+	s.step("modules loaded")
+
+	if cfg.Root != "" {
+		if err := boot.WaitFile(cfg.Root, 10*time.Second); err != nil {
+			return bi, s.log, err
+		}
+		desc, err := boot.MountRoot(cfg.Root, cfg.RootFS, boot.DefaultRootLayout, "")
+		if err != nil {
+			return bi, s.log, err
+		}
+		if err := boot.SwitchRoot(boot.DefaultRootLayout.Target); err != nil {
+			return bi, s.log, err
+		}
+		s.ready.Root = desc
+		s.step("root switched")
+	} else {
+		s.ready.Root = "initramfs"
+	}
+	if w, err := boot.DoAll(boot.SystemMounts()); err != nil || len(w) > 0 {
+		if err != nil {
+			return bi, s.log, err
+		}
+		for _, x := range w {
+			s.warn("%s", x)
+		}
+	}
+	if err := os.MkdirAll("/run/capsem", 0o755); err != nil {
+		return bi, s.log, err
+	}
+
+	if err := boot.SetHostname(cfg.Hostname); err != nil {
+		s.warn("hostname: %v", err)
+	}
+	if !cfg.NoNetwork {
+		res, err := boot.ConfigureNetwork(cfg, 10*time.Second)
+		if err != nil {
+			s.warn("network: %v", err)
+		} else {
+			s.ready.Interface, s.ready.MTU = res.Interface, res.MTU
+			s.ready.Addr = res.Addr.String()
+			if res.Gateway.IsValid() {
+				s.ready.Gateway = res.Gateway.String()
+			}
+			for _, a := range res.DNS {
+				s.ready.DNS = append(s.ready.DNS, a.String())
+			}
+		}
+		if err := boot.WriteResolver("/", cfg.Hostname, res.DNS); err != nil {
+			s.warn("resolv.conf: %v", err)
+		}
+		s.step("network up")
+	}
+
+	if m, ok := boot.WorkspaceMount(cfg); ok {
+		if err := boot.Do(m); err != nil {
+			s.warn("workspace: %v", err)
+		} else {
+			s.ready.Workspace, s.ready.WSFS = m.Target, m.FSType
+			bi.Workspace = m.Target
+		}
+		s.step("workspace mounted")
+	}
+
+	if len(cfg.CA) > 0 {
+		files, err := boot.InstallCA("/", cfg.CA)
+		if err != nil {
+			s.warn("CA from the command line: %v", err)
+		} else {
+			s.ready.CAFiles = files
+			bi.CAEnv = boot.CAEnv()
+		}
+	}
+
+	if off, err := boot.SwapOff(); err != nil {
+		s.warn("swap: %v", err)
+	} else if len(off) > 0 {
+		s.warn("swap areas turned off: %s", strings.Join(off, ", "))
+	}
+	if cfg.Lockdown {
+		applied, err := boot.ApplySysctls("/proc/sys", boot.LockdownSysctls())
+		s.ready.Lockdown = applied
+		if err != nil {
+			return bi, s.log, fmt.Errorf("kernel lockdown: %w", err)
+		}
+	} else {
+		s.warn("kernel lockdown turned off by capsem.lockdown=0")
+	}
+	s.step("locked down")
+
+	if err := boot.RaiseNofileLimit(); err != nil {
+		s.warn("open-file limit: %v", err)
+	}
+
+	bi.Managed = true
+	bi.Debug = cfg.Debug
+	bi.Port = cfg.Port
+	bi.Vsock = cfg.Vsock
+	bi.Root = "/"
+	bi.Ready = s.ready
+	if err := writeBootInfo(bootInfoPath, bi); err != nil {
+		return bi, s.log, err
+	}
+	return bi, s.log, nil
+}
+
+// openConsole returns /dev/console, and makes it the standard output and
+// error of PID 1 (and so of the server) when the kernel left them closed
+// (an initramfs without a dev/console node).
+func openConsole() *os.File {
+	c, err := os.OpenFile("/dev/console", os.O_WRONLY|unix.O_NOCTTY, 0)
+	if err != nil {
+		return os.Stderr
+	}
+	for _, fd := range []int{1, 2} {
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil {
+			_ = unix.Dup3(int(c.Fd()), fd, 0)
+		}
+	}
+	return c
+}
+
+// runServer starts `capsem-agent serve` and reaps every process until it
+// exits, returning its status. SIGTERM or SIGINT to PID 1 ends it.
+func runServer(bi bootInfo, log *slog.Logger) string {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGPWR)
+	args := []string{"capsem-agent", "serve", "--boot", bootInfoPath}
+	null, err := os.Open("/dev/null")
+	if err != nil {
+		log.Error("cannot open /dev/null", "err", err)
+		return "not started"
+	}
+	// /proc/self/exe still runs the initramfs's binary after switch_root
+	// deleted it.
+	p, err := os.StartProcess("/proc/self/exe", args, &os.ProcAttr{
+		Dir:   "/",
+		Env:   []string{}, // nothing of PID 1's environment
+		Files: []*os.File{null, os.Stdout, os.Stderr},
+	})
+	null.Close()
+	if err != nil {
+		log.Error("cannot start the server", "err", err)
+		return "not started"
+	}
+	pid := p.Pid
+	_ = p.Release() // reaped below, by pid
+	go func() {
+		for sig := range sigs {
+			log.Warn("PID 1 got a signal; stopping the server", "signal", sig)
+			_ = unix.Kill(pid, unix.SIGTERM)
+		}
+	}()
+	for {
+		var ws unix.WaitStatus
+		wpid, err := unix.Wait4(-1, &ws, 0, nil)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			log.Error("wait", "err", err)
+			return err.Error()
+		}
+		if wpid != pid {
+			continue // an orphan, reaped
+		}
+		if ws.Signaled() {
+			return "killed by " + ws.Signal().String()
+		}
+		return fmt.Sprintf("exit %d", ws.ExitStatus())
+	}
+}
+
+// stopEverything ends every remaining process (TERM, then KILL), reaping
+// them, and flushes the filesystems.
+func stopEverything(bi bootInfo, log *slog.Logger) {
+	_ = unix.Kill(-1, unix.SIGTERM) // every process but PID 1
+	if !reapAll(500 * time.Millisecond) {
+		_ = unix.Kill(-1, unix.SIGKILL)
+		reapAll(500 * time.Millisecond)
+	}
+	unix.Sync()
+	if bi.Workspace != "" {
+		if err := unix.Unmount(bi.Workspace, 0); err != nil {
+			log.Debug("unmount the workspace", "err", err)
+		}
+	}
+}
+
+// reapAll reaps children until none is left (true) or timeout passes.
+func reapAll(timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for {
+		var ws unix.WaitStatus
+		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+		if errors.Is(err, unix.ECHILD) {
+			return true
+		}
+		if pid > 0 {
+			continue
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

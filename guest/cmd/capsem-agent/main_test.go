@@ -1,0 +1,212 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/pem"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/capsem/capsem/guest/agent"
+	"github.com/capsem/capsem/guest/boot"
+	"github.com/capsem/capsem/guest/proto"
+)
+
+// TestMain lets the test binary be capsem-agent itself, for the tests that
+// run it as a process.
+func TestMain(m *testing.M) {
+	if os.Getenv("CAPSEM_AGENT_TEST_AS_MAIN") == "1" {
+		os.Args = append([]string{"capsem-agent"}, os.Args[1:]...)
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func agentCmd(t *testing.T, args ...string) *exec.Cmd {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, args...)
+	cmd.Env = []string{"CAPSEM_AGENT_TEST_AS_MAIN=1", "CAPSEM_LEAK=from-the-agent"}
+	return cmd
+}
+
+type pipeConn struct {
+	io.Reader
+	io.WriteCloser
+}
+
+func (p pipeConn) Close() error { return p.WriteCloser.Close() }
+
+func TestServeStdioProcess(t *testing.T) {
+	ws := t.TempDir()
+	cmd := agentCmd(t, "serve", "--stdio", "--boot", filepath.Join(t.TempDir(), "none.json"), "--workspace", ws)
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var events []proto.FileEvent
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cl, err := proto.NewClient(ctx, pipeConn{out, in}, proto.ClientOptions{Host: "test", OnEvent: func(m proto.Message) {
+		if ev, ok := m.(proto.FileEvent); ok {
+			mu.Lock()
+			events = append(events, ev)
+			mu.Unlock()
+		}
+	}})
+	if err != nil {
+		t.Fatalf("%v\nagent stderr: %s", err, stderr.String())
+	}
+	if cl.Hello().Agent != "dev" || cl.Ready().Uptime <= 0 {
+		t.Fatalf("hello %+v ready %+v", cl.Hello(), cl.Ready())
+	}
+	s, err := cl.Exec(ctx, proto.Exec{Argv: []string{"sh", "-c", "pwd; env; echo data > made.txt"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(s.Stdout())
+	exit, err := s.Wait()
+	if err != nil || exit.Code != 0 {
+		t.Fatalf("%+v %v", exit, err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(got)), "\n")
+	if lines[0] != ws {
+		t.Fatalf("working directory %q, want the workspace %q", lines[0], ws)
+	}
+	if strings.Contains(string(got), "CAPSEM_LEAK") || strings.Contains(string(got), "CAPSEM_AGENT_TEST") {
+		t.Fatalf("the agent's environment leaked into the command:\n%s", got)
+	}
+	mu.Lock()
+	if len(events) != 1 || events[0].Path != "made.txt" || events[0].Action != proto.ActionCreated {
+		t.Errorf("file events %+v", events)
+	}
+	mu.Unlock()
+	if err := cl.Shutdown("test"); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("agent exited with %v\n%s", err, stderr.String())
+		}
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("agent did not exit after Shutdown")
+	}
+}
+
+func TestServeHangUpExitsZero(t *testing.T) {
+	cmd := agentCmd(t, "serve", "--stdio", "--boot", "/nonexistent.json")
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := proto.NewClient(context.Background(), pipeConn{out, in}, proto.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("after hang-up: %v", err)
+	}
+}
+
+func TestUsage(t *testing.T) {
+	out, err := agentCmd(t).CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "usage") {
+		t.Fatalf("%v %s", err, out)
+	}
+	out, err = agentCmd(t, "version").CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "capsem-agent dev" {
+		t.Fatalf("%v %s", err, out)
+	}
+	out, err = agentCmd(t, "serve", "--port", "/nonexistent/port").CombinedOutput()
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "control") {
+		t.Fatalf("missing port: %v %s", err, out)
+	}
+	if _, err := agentCmd(t, "serve", "--bogus").CombinedOutput(); !errors.As(err, &ee) || ee.ExitCode() != 2 {
+		t.Fatalf("bad flag: %v", err)
+	}
+}
+
+func TestSetupInstallsTheHostsCA(t *testing.T) {
+	root := t.TempDir()
+	ca := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte{0x30, 3, 1, 2, 3}}))
+	bi := bootInfo{Root: root, Workspace: t.TempDir(), Ready: proto.Ready{Addr: "198.18.0.2/24", Warnings: []string{"boot warning"}}}
+	a, b := net.Pipe()
+	served := make(chan error, 1)
+	go func() { served <- serve(context.Background(), a, bi, slog.New(slog.DiscardHandler)) }()
+	// Time far off: an unmanaged server (not PID 1's) must not touch the clock.
+	cl, err := proto.NewClient(context.Background(), b, proto.ClientOptions{CA: ca, Time: time.Unix(1, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if time.Since(time.Unix(1, 0)) < time.Hour {
+		t.Fatal("the clock was set by an unmanaged agent")
+	}
+	r := cl.Ready()
+	if r.Addr != "198.18.0.2/24" || len(r.Warnings) != 1 || len(r.CAFiles) < 2 || r.CAFiles[0] != boot.CAFile {
+		t.Fatalf("ready %+v", r)
+	}
+	if got, _ := os.ReadFile(filepath.Join(root, boot.CABundle)); !strings.Contains(string(got), "BEGIN CERTIFICATE") {
+		t.Fatalf("bundle %q", got)
+	}
+	s, err := cl.Exec(context.Background(), proto.Exec{Argv: []string{"sh", "-c", "echo $SSL_CERT_FILE $NODE_EXTRA_CA_CERTS $REQUESTS_CA_BUNDLE $CURL_CA_BUNDLE"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := io.ReadAll(s.Stdout())
+	want := strings.Join([]string{boot.CABundle, boot.CAFile, boot.CABundle, boot.CABundle}, " ") + "\n"
+	if string(out) != want {
+		t.Fatalf("CA environment %q, want %q", out, want)
+	}
+	// A CA that is not a certificate fails the setup, and the host hears why.
+	a, b = net.Pipe()
+	go func() { served <- serve(context.Background(), a, bi, slog.New(slog.DiscardHandler)) }()
+	if _, err := proto.NewClient(context.Background(), b, proto.ClientOptions{CA: "junk"}); err == nil || !strings.Contains(err.Error(), "PEM") {
+		t.Fatalf("junk CA: %v", err)
+	}
+}
+
+func TestBootInfoRoundTrip(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "boot.json")
+	in := bootInfo{Managed: true, Port: "capsem.control", Vsock: 1024, Workspace: "/workspace", Root: "/",
+		CAEnv: boot.CAEnv(), Ready: proto.Ready{Addr: "198.18.0.2/24", Modules: []string{"virtio_net"}, Lockdown: []string{"kernel.modules_disabled=1"}}}
+	if err := writeBootInfo(p, in); err != nil {
+		t.Fatal(err)
+	}
+	out, err := readBootInfo(p)
+	if err != nil || out.Port != in.Port || out.Vsock != 1024 || !out.Managed || out.Ready.Addr != in.Ready.Addr || len(out.CAEnv) != 4 {
+		t.Fatalf("%+v %v", out, err)
+	}
+	os.WriteFile(p, []byte("{"), 0o644)
+	if _, err := readBootInfo(p); err == nil {
+		t.Fatal("garbage accepted")
+	}
+}
+
+var _ = agent.DefaultShell

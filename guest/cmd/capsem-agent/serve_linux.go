@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/capsem/capsem/guest/agent"
+	"github.com/capsem/capsem/guest/boot"
+	"github.com/capsem/capsem/guest/proto"
+)
+
+// serveMain runs the server: `capsem-agent serve`. Exit status 0 when the
+// host asked for shutdown or hung up, 1 on an error, 2 on bad flags.
+func serveMain(args []string) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	bootFile := fs.String("boot", bootInfoPath, "boot facts written by PID 1 (optional)")
+	port := fs.String("port", "", "virtio-serial port name or device path (default capsem.control)")
+	vsock := fs.Uint("vsock", 0, "listen on this vsock port instead")
+	stdio := fs.Bool("stdio", false, "serve on stdin/stdout instead")
+	workspace := fs.String("workspace", "", "directory to watch and run commands in")
+	debug := fs.Bool("debug", false, "log every session")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	bi, berr := readBootInfo(*bootFile)
+	if berr != nil && !errors.Is(berr, os.ErrNotExist) {
+		fmt.Fprintln(os.Stderr, "capsem-agent:", berr)
+		return 1
+	}
+	if *port != "" {
+		bi.Port = *port
+	}
+	if *vsock != 0 {
+		bi.Vsock = uint32(*vsock)
+	}
+	if *workspace != "" {
+		bi.Workspace = *workspace
+	}
+	bi.Debug = bi.Debug || *debug
+	log := newLogger(os.Stderr, bi.Debug)
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	var rw io.ReadWriteCloser
+	var err error
+	switch {
+	case *stdio:
+		rw = stdioConn{}
+	case bi.Vsock != 0:
+		log.Debug("waiting for the host on vsock", "port", bi.Vsock)
+		rw, err = boot.ListenVsock(bi.Vsock, 0)
+	default:
+		rw, err = openControlPort(bi.Port)
+	}
+	if err != nil {
+		log.Error("no control channel", "err", err)
+		return 1
+	}
+	err = serve(ctx, rw, bi, log)
+	switch {
+	case err == nil, errors.Is(err, agent.ErrShutdown), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		log.Debug("server done", "reason", err)
+		return 0
+	case ctx.Err() != nil:
+		return 0
+	}
+	log.Error("server failed", "err", err)
+	return 1
+}
+
+func openControlPort(port string) (*os.File, error) {
+	if port == "" {
+		port = boot.DefaultPort
+	}
+	if !strings.HasPrefix(port, "/") {
+		dev, err := boot.WaitPort("/sys", "/dev", port, 10*time.Second)
+		if err != nil {
+			return nil, err
+		}
+		port = dev
+	}
+	return boot.OpenPort(port)
+}
+
+// serve runs the agent over rw with what PID 1 found at boot.
+func serve(ctx context.Context, rw io.ReadWriteCloser, bi bootInfo, log *slog.Logger) error {
+	root := bi.Root
+	if root == "" {
+		root = "/"
+	}
+	shell := agent.DefaultShell()
+	env := append(agent.DefaultEnv(shell), bi.CAEnv...)
+	dir := bi.Workspace
+	if dir == "" {
+		dir = "/root"
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			dir = "/"
+		}
+	}
+	cfg := agent.Config{
+		Version:  version,
+		Env:      env,
+		Dir:      dir,
+		Shell:    shell,
+		WatchDir: bi.Workspace,
+		Logger:   log,
+		Setup: func(ctx context.Context, host proto.Hello) (proto.Ready, error) {
+			return setup(host, bi, root, log)
+		},
+	}
+	return agent.Serve(ctx, rw, cfg)
+}
+
+// setup does what the host's Hello asks for — set the clock (in a guest
+// PID 1 booted), install its CA — and returns the boot facts.
+func setup(host proto.Hello, bi bootInfo, root string, log *slog.Logger) (proto.Ready, error) {
+	ready := bi.Ready
+	ready.Warnings = append([]string(nil), ready.Warnings...)
+	if bi.Managed && host.Time != 0 {
+		if set, err := boot.SetClock(time.Unix(0, host.Time)); err != nil {
+			ready.Warnings = append(ready.Warnings, err.Error())
+		} else if set {
+			log.Debug("clock set from the host")
+		}
+	}
+	if host.CA != "" {
+		files, err := boot.InstallCA(root, []byte(host.CA))
+		if err != nil {
+			return ready, err
+		}
+		ready.CAFiles = append(ready.CAFiles, files...)
+		ready.Env = append(ready.Env, boot.CAEnv()...)
+	}
+	ready.Uptime = int64(boot.Uptime())
+	return ready, nil
+}
+
+// stdioConn is the server's end over stdin and stdout.
+type stdioConn struct{}
+
+func (stdioConn) Read(p []byte) (int, error)  { return os.Stdin.Read(p) }
+func (stdioConn) Write(p []byte) (int, error) { return os.Stdout.Write(p) }
+func (stdioConn) Close() error {
+	os.Stdin.Close()
+	return os.Stdout.Close()
+}
+
+func newLogger(w io.Writer, debug bool) *slog.Logger {
+	level := slog.LevelWarn
+	if debug {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})).With("prog", "capsem-agent")
+}
