@@ -32,11 +32,15 @@ import (
 // wire-type-2 field per element, holding the element's own fields, tagged
 // with numbers local to it; an element with every field zero is an empty
 // field, so the count of elements is kept. Readers skip unknown fields
-// inside an element as they do outside.
+// inside an element as they do outside. A repeated string (an exec's argv)
+// is one wire-type-2 field per element, empty elements included. A
+// time.Time inside a payload (an exec's start) is a zig-zag uvarint of its
+// Unix nanoseconds, written whenever the time is not the zero time (so the
+// Unix epoch itself is kept); it reads back in UTC.
 //
 // Field numbers: 1–15 the envelope, 16–63 DNS, 64–127 Net, 128–191 kept for
-// a separate http kind, 192–255 ModelCall; each future kind takes its own
-// block. Numbers are never reused.
+// a separate http kind, 192–255 ModelCall, 256–319 Exec, 320–383 FS; each
+// future kind takes its own block. Numbers are never reused.
 const eventVersion = 1
 
 const (
@@ -122,6 +126,27 @@ const (
 	fMCToolResult          = 218 // repeated message: the result* fields below
 )
 
+// Exec fields.
+const (
+	fExecArgv     = 256 // repeated string
+	fExecDir      = 257
+	fExecTTY      = 258 // bool
+	fExecPID      = 259
+	fExecStart    = 260 // Unix nanoseconds, present unless the zero time
+	fExecDuration = 261 // nanoseconds
+	fExecExitCode = 262
+	fExecSignal   = 263
+)
+
+// FS fields.
+const (
+	fFSAction  = 320
+	fFSPath    = 321
+	fFSOldPath = 322
+	fFSSize    = 323
+	fFSDir     = 324 // bool
+)
+
 // Fields of a tool call (inside fMCToolCall).
 const (
 	fToolIndex     = 1
@@ -141,9 +166,11 @@ const (
 // The blocks of field numbers each payload owns (lo inclusive, hi exclusive),
 // and the highest number this build knows in each.
 const (
-	dnsLo, dnsHi, dnsKnown = 16, 64, fDNSResolverAsked
-	netLo, netHi, netKnown = 64, 128, fNetDetail
-	mcLo, mcHi, mcKnown    = 192, 256, fMCToolResult
+	dnsLo, dnsHi, dnsKnown    = 16, 64, fDNSResolverAsked
+	netLo, netHi, netKnown    = 64, 128, fNetDetail
+	mcLo, mcHi, mcKnown       = 192, 256, fMCToolResult
+	execLo, execHi, execKnown = 256, 320, fExecSignal
+	fsLo, fsHi, fsKnown       = 320, 384, fFSDir
 )
 
 // ErrCorrupt is wrapped by the errors readers return for a record they
@@ -246,6 +273,30 @@ func appendEvent(b []byte, ev *Event) []byte {
 			b = prefixLength(b, start)
 		}
 	}
+	if x := ev.Exec; x != nil {
+		for _, a := range x.Argv {
+			b = appendTag(b, fExecArgv, wireBytes) // empty words too
+			b = binary.AppendUvarint(b, uint64(len(a)))
+			b = append(b, a...)
+		}
+		b = appendString(b, fExecDir, x.Dir)
+		b = appendBool(b, fExecTTY, x.TTY)
+		b = appendInt(b, fExecPID, int64(x.PID))
+		if !x.Start.IsZero() {
+			b = appendTag(b, fExecStart, wireVarint) // even when 0: the epoch is not the zero time
+			b = binary.AppendUvarint(b, zigzag(x.Start.UnixNano()))
+		}
+		b = appendInt(b, fExecDuration, int64(x.Duration))
+		b = appendInt(b, fExecExitCode, int64(x.ExitCode))
+		b = appendString(b, fExecSignal, x.Signal)
+	}
+	if f := ev.FS; f != nil {
+		b = appendString(b, fFSAction, f.Action)
+		b = appendString(b, fFSPath, f.Path)
+		b = appendString(b, fFSOldPath, f.OldPath)
+		b = appendInt(b, fFSSize, f.Size)
+		b = appendBool(b, fFSDir, f.Dir)
+	}
 	return b
 }
 
@@ -283,8 +334,10 @@ func appendUint(b []byte, num int, v uint64) []byte {
 }
 
 func appendInt(b []byte, num int, v int64) []byte {
-	return appendUint(b, num, uint64(v<<1)^uint64(v>>63))
+	return appendUint(b, num, zigzag(v))
 }
+
+func zigzag(v int64) uint64 { return uint64(v<<1) ^ uint64(v>>63) }
 
 func appendBool(b []byte, num int, v bool) []byte {
 	if !v {
@@ -364,7 +417,7 @@ func decodeEvent(v []byte, ev *Event) error {
 	} else {
 		ev.Time = time.Time{}
 	}
-	ev.Kind, ev.DNS, ev.Net, ev.ModelCall = "", nil, nil, nil
+	ev.Kind, ev.DNS, ev.Net, ev.ModelCall, ev.Exec, ev.FS = "", nil, nil, nil, nil, nil
 	d := decoder{b: v[headerLen:]}
 	for len(d.b) > 0 {
 		num, wire, u, s, err := d.field()
@@ -382,6 +435,10 @@ func decodeEvent(v []byte, ev *Event) error {
 		ev.Net = &Net{}
 	case ev.Kind == KindModelCall && ev.ModelCall == nil:
 		ev.ModelCall = &ModelCall{}
+	case ev.Kind == KindExec && ev.Exec == nil:
+		ev.Exec = &Exec{}
+	case ev.Kind == KindFS && ev.FS == nil:
+		ev.FS = &FS{}
 	}
 	return nil
 }
@@ -408,6 +465,18 @@ func wireOf(num int) (int, bool) {
 			return wireVarint, true
 		}
 		return wireBytes, true
+	case num >= execLo && num <= execKnown:
+		switch num {
+		case fExecTTY, fExecPID, fExecStart, fExecDuration, fExecExitCode:
+			return wireVarint, true
+		}
+		return wireBytes, true
+	case num >= fsLo && num <= fsKnown:
+		switch num {
+		case fFSSize, fFSDir:
+			return wireVarint, true
+		}
+		return wireBytes, true
 	}
 	return 0, false
 }
@@ -424,7 +493,20 @@ func (ev *Event) setField(num, wire int, u uint64, s []byte) error {
 		ev.Kind = Kind(internKind(s))
 		return nil
 	}
-	if num >= mcLo {
+	switch {
+	case num >= fsLo:
+		if ev.FS == nil {
+			ev.FS = &FS{}
+		}
+		ev.FS.setField(num, u, s)
+		return nil
+	case num >= execLo:
+		if ev.Exec == nil {
+			ev.Exec = &Exec{}
+		}
+		ev.Exec.setField(num, u, s)
+		return nil
+	case num >= mcLo:
 		if ev.ModelCall == nil {
 			ev.ModelCall = &ModelCall{}
 		}
@@ -568,6 +650,42 @@ func (m *ModelCall) setField(num int, u uint64, s []byte) error {
 		return decodeToolResult(s, &m.ToolResults)
 	}
 	return nil
+}
+
+func (x *Exec) setField(num int, u uint64, s []byte) {
+	switch num {
+	case fExecArgv:
+		x.Argv = append(x.Argv, string(s))
+	case fExecDir:
+		x.Dir = string(s)
+	case fExecTTY:
+		x.TTY = u != 0
+	case fExecPID:
+		x.PID = int(unzigzag(u))
+	case fExecStart:
+		x.Start = time.Unix(0, unzigzag(u)).UTC()
+	case fExecDuration:
+		x.Duration = time.Duration(unzigzag(u))
+	case fExecExitCode:
+		x.ExitCode = int(unzigzag(u))
+	case fExecSignal:
+		x.Signal = internSignal(s)
+	}
+}
+
+func (f *FS) setField(num int, u uint64, s []byte) {
+	switch num {
+	case fFSAction:
+		f.Action = internFSAction(s)
+	case fFSPath:
+		f.Path = string(s)
+	case fFSOldPath:
+		f.OldPath = string(s)
+	case fFSSize:
+		f.Size = unzigzag(u)
+	case fFSDir:
+		f.Dir = u != 0
+	}
 }
 
 // nestedField reads the next field of a nested message and checks its wire
@@ -748,6 +866,40 @@ func internKind(s []byte) string {
 		return string(KindNet)
 	case string(KindModelCall):
 		return string(KindModelCall)
+	case string(KindExec):
+		return string(KindExec)
+	case string(KindFS):
+		return string(KindFS)
+	}
+	return string(s)
+}
+
+func internFSAction(s []byte) string {
+	switch string(s) {
+	case FSCreated:
+		return FSCreated
+	case FSModified:
+		return FSModified
+	case FSDeleted:
+		return FSDeleted
+	case FSRenamed:
+		return FSRenamed
+	case FSOverflow:
+		return FSOverflow
+	}
+	return string(s)
+}
+
+func internSignal(s []byte) string {
+	switch string(s) {
+	case "KILL":
+		return "KILL"
+	case "TERM":
+		return "TERM"
+	case "INT":
+		return "INT"
+	case "HUP":
+		return "HUP"
 	}
 	return string(s)
 }

@@ -98,6 +98,23 @@ func fullModelCall() *ModelCall {
 	}
 }
 
+func fullExec() *Exec {
+	return &Exec{
+		Argv:     []string{"sh", "-c", "echo 'hi' > out.txt", "", "é\x00\xff"},
+		Dir:      "/workspace/sub dir",
+		TTY:      true,
+		PID:      4242,
+		Start:    time.Date(2026, 5, 1, 12, 0, 0, 123456789, time.UTC),
+		Duration: 1234567 * time.Microsecond,
+		ExitCode: 137,
+		Signal:   "KILL",
+	}
+}
+
+func fullFS() *FS {
+	return &FS{Action: FSRenamed, Path: "src/new name.go", OldPath: "src/old.go", Size: 1 << 33, Dir: true}
+}
+
 func roundTrip(t *testing.T, ev Event) Event {
 	t.Helper()
 	v := appendEvent(nil, &ev)
@@ -123,6 +140,14 @@ func TestCodecRoundTrip(t *testing.T) {
 			ToolCalls: []ToolCall{{CallID: "c1"}}}}, // no tool results
 		{Time: now, Kind: KindModelCall, ModelCall: &ModelCall{Provider: "openai", CostUSD: -0.5, StatusCode: -1,
 			MessagesCount: -3, Duration: -time.Second, ToolResults: []ToolResult{{CallID: "c1", IsError: true}}}}, // no tool calls
+		{Time: now, Kind: KindExec, Exec: fullExec()},
+		{Time: now, Kind: KindExec, Exec: &Exec{}},
+		{Time: now, Kind: KindExec, Exec: &Exec{Argv: []string{""}, Start: time.Unix(0, 0).UTC(), ExitCode: -1, PID: -2, Duration: -time.Second}},
+		{Time: now, Kind: KindExec, Exec: &Exec{Argv: []string{"ls"}, Start: time.Unix(-1, 5).UTC()}}, // before the epoch
+		{Time: now, Kind: KindFS, FS: fullFS()},
+		{Time: now, Kind: KindFS, FS: &FS{}},
+		{Time: now, Kind: KindFS, FS: &FS{Action: FSDeleted, Path: "a/b", Size: -1}},
+		{Time: now, Kind: KindFS, FS: &FS{Action: "a new action", Path: "."}},
 		{Time: now, Kind: "http"},
 		{},
 	}
@@ -139,6 +164,12 @@ func TestCodecRoundTrip(t *testing.T) {
 			}
 			if got.ModelCall != nil && ev.ModelCall != nil {
 				t.Errorf("model call:\n got %+v\nwant %+v", *got.ModelCall, *ev.ModelCall)
+			}
+			if got.Exec != nil && ev.Exec != nil {
+				t.Errorf("exec:\n got %+v\nwant %+v", *got.Exec, *ev.Exec)
+			}
+			if got.FS != nil && ev.FS != nil {
+				t.Errorf("fs:\n got %+v\nwant %+v", *got.FS, *ev.FS)
 			}
 		}
 	}
@@ -163,13 +194,39 @@ func TestCodecForwardCompatible(t *testing.T) {
 
 	fut := Event{Time: time.Unix(1, 0), Kind: "mcp_call"}
 	v = appendEvent(nil, &fut)
-	v = appendString(v, 300, "a new kind's field")
+	v = appendString(v, 400, "a new kind's field")
+	v = appendUint(v, 1000, 1)
 	got = Event{}
 	if err := decodeEvent(v, &got); err != nil {
 		t.Fatalf("decode future kind: %v", err)
 	}
-	if got.Kind != "mcp_call" || got.DNS != nil || got.Net != nil || got.ModelCall != nil {
+	if got.Kind != "mcp_call" || got.DNS != nil || got.Net != nil || got.ModelCall != nil || got.Exec != nil || got.FS != nil {
 		t.Fatalf("future kind decoded as %+v", got)
+	}
+
+	// Exec and fs events with fields added later in their blocks.
+	x := Event{Time: time.Unix(1, 0), Kind: KindExec, Exec: &Exec{Argv: []string{"true"}, ExitCode: 1}}
+	v = appendEvent(nil, &x)
+	v = appendString(v, 300, "a new exec field")
+	v = appendUint(v, 319, 9)
+	v = appendString(v, fExecArgv, "more")
+	got = Event{}
+	if err := decodeEvent(v, &got); err != nil {
+		t.Fatalf("decode exec with unknown fields: %v", err)
+	}
+	if want := (&Exec{Argv: []string{"true", "more"}, ExitCode: 1}); !reflect.DeepEqual(got.Exec, want) || got.FS != nil {
+		t.Fatalf("exec decoded as %+v (fs %+v), want %+v", got.Exec, got.FS, want)
+	}
+	f := Event{Time: time.Unix(1, 0), Kind: KindFS, FS: &FS{Action: FSCreated, Path: "a"}}
+	v = appendEvent(nil, &f)
+	v = appendString(v, 350, "a new fs field")
+	v = appendUint(v, 383, 9)
+	got = Event{}
+	if err := decodeEvent(v, &got); err != nil {
+		t.Fatalf("decode fs with unknown fields: %v", err)
+	}
+	if want := (&FS{Action: FSCreated, Path: "a"}); !reflect.DeepEqual(got.FS, want) || got.Exec != nil {
+		t.Fatalf("fs decoded as %+v (exec %+v), want %+v", got.FS, got.Exec, want)
 	}
 
 	// A model call with fields added later, at the top level and inside
@@ -205,6 +262,59 @@ func TestCodecForwardCompatible(t *testing.T) {
 	got = Event{}
 	if err := decodeEvent(v, &got); err != nil || !reflect.DeepEqual(got.ModelCall, &ModelCall{}) {
 		t.Fatalf("bare model call decoded as %+v (%v), want an empty payload", got.ModelCall, err)
+	}
+	for _, k := range []Kind{KindExec, KindFS} {
+		v = appendEvent(nil, &Event{Time: time.Unix(1, 0), Kind: k})
+		got = Event{}
+		if err := decodeEvent(v, &got); err != nil || (k == KindExec) != (got.Exec != nil) || (k == KindFS) != (got.FS != nil) {
+			t.Fatalf("bare %s decoded as %+v (%v), want an empty payload", k, got, err)
+		}
+	}
+}
+
+// TestCodecFieldBlocks: every field number sits in its payload's block,
+// and the blocks do not overlap.
+func TestCodecFieldBlocks(t *testing.T) {
+	blocks := []struct {
+		name          string
+		lo, hi, known int
+		first         int
+	}{
+		{"dns", dnsLo, dnsHi, dnsKnown, fDNSQName},
+		{"net", netLo, netHi, netKnown, fNetDomain},
+		{"model_call", mcLo, mcHi, mcKnown, fMCProvider},
+		{"exec", execLo, execHi, execKnown, fExecArgv},
+		{"fs", fsLo, fsHi, fsKnown, fFSAction},
+	}
+	for i, b := range blocks {
+		if b.first < b.lo || b.known >= b.hi || b.first > b.known {
+			t.Errorf("%s: fields %d..%d outside the block [%d, %d)", b.name, b.first, b.known, b.lo, b.hi)
+		}
+		if i > 0 && b.lo < blocks[i-1].hi {
+			t.Errorf("%s: block [%d, %d) overlaps %s's", b.name, b.lo, b.hi, blocks[i-1].name)
+		}
+		for num := b.first; num <= b.known; num++ {
+			if _, ok := wireOf(num); !ok {
+				t.Errorf("%s: field %d has no wire type", b.name, num)
+			}
+		}
+	}
+}
+
+// TestExecStart: the start time keeps its nanoseconds, the epoch is not
+// the zero time, and it reads back in UTC.
+func TestExecStart(t *testing.T) {
+	for _, st := range []time.Time{
+		{}, time.Unix(0, 0), time.Unix(0, 1), time.Unix(-1, 999999999),
+		time.Date(2026, 5, 1, 14, 0, 0, 7, time.FixedZone("CEST", 2*3600)),
+	} {
+		got := roundTrip(t, Event{Kind: KindExec, Exec: &Exec{Start: st}})
+		if !got.Exec.Start.Equal(st) || got.Exec.Start.IsZero() != st.IsZero() {
+			t.Errorf("start %v read back as %v", st, got.Exec.Start)
+		}
+		if !st.IsZero() && got.Exec.Start.Location() != time.UTC {
+			t.Errorf("start %v read back in %v, want UTC", st, got.Exec.Start.Location())
+		}
 	}
 }
 
@@ -243,6 +353,8 @@ func TestEncodeAllocs(t *testing.T) {
 	for _, ev := range []Event{
 		{Time: time.Now(), Kind: KindNet, Net: fullNet()},
 		{Time: time.Now(), Kind: KindModelCall, ModelCall: fullModelCall()},
+		{Time: time.Now(), Kind: KindExec, Exec: fullExec()},
+		{Time: time.Now(), Kind: KindFS, FS: fullFS()},
 	} {
 		buf := make([]byte, 0, 4096)
 		if n := testing.AllocsPerRun(100, func() { buf = appendEvent(buf[:0], &ev) }); n != 0 {
@@ -287,6 +399,16 @@ func TestDecodeGarbage(t *testing.T) {
 		{"tool call field zero", hdr(append(appendTag(nil, fMCToolCall, wireBytes), 2, 0x02, 0)...), ErrCorrupt, "field number 0"},
 		{"tool result wire type 5", hdr(append(appendTag(nil, fMCToolResult, wireBytes), 1, fResultCallID<<3|5)...), ErrCorrupt, "tool result"},
 		{"tool result is_error as bytes", hdr(append(appendTag(nil, fMCToolResult, wireBytes), 3, fResultIsError<<3|wireBytes, 1, 1)...), ErrCorrupt, "tool result"},
+		{"argv as varint", hdr(appendUint(nil, fExecArgv, 1)...), ErrCorrupt, "wire type"},
+		{"argv past end", hdr(append(appendTag(nil, fExecArgv, wireBytes), 9, 'l', 's')...), ErrCorrupt, "past the end"},
+		{"tty as bytes", hdr(appendString(nil, fExecTTY, "1")...), ErrCorrupt, "wire type"},
+		{"start as bytes", hdr(appendString(nil, fExecStart, "12345678")...), ErrCorrupt, "wire type"},
+		{"exit code as bytes", hdr(appendString(nil, fExecExitCode, "0")...), ErrCorrupt, "wire type"},
+		{"signal as varint", hdr(appendUint(nil, fExecSignal, 9)...), ErrCorrupt, "wire type"},
+		{"fs action as varint", hdr(appendUint(nil, fFSAction, 1)...), ErrCorrupt, "wire type"},
+		{"fs size as bytes", hdr(appendString(nil, fFSSize, "big")...), ErrCorrupt, "wire type"},
+		{"fs dir as bytes", hdr(appendString(nil, fFSDir, "y")...), ErrCorrupt, "wire type"},
+		{"fs path truncated varint", hdr(append(appendTag(nil, fFSPath, wireBytes), 0x80)...), ErrCorrupt, "varint"},
 	}
 	for _, c := range cases {
 		var ev Event
@@ -311,6 +433,10 @@ func FuzzDecodeEvent(f *testing.F) {
 	f.Add(appendEvent(nil, &Event{Time: time.Unix(5, 0), Kind: KindModelCall}))
 	f.Add(appendEvent(nil, &Event{Kind: KindModelCall, ModelCall: &ModelCall{CostUSD: 0.5,
 		ToolCalls: []ToolCall{{}}, ToolResults: []ToolResult{{CallID: "c", IsError: true}}}}))
+	f.Add(appendEvent(nil, &Event{Time: time.Unix(5, 0), Kind: KindExec, Exec: fullExec()}))
+	f.Add(appendEvent(nil, &Event{Kind: KindExec, Exec: &Exec{Argv: []string{"", ""}, Start: time.Unix(0, 0)}}))
+	f.Add(appendEvent(nil, &Event{Time: time.Unix(5, 0), Kind: KindFS, FS: fullFS()}))
+	f.Add(appendEvent(nil, &Event{Kind: KindFS}))
 	f.Add([]byte{})
 	f.Add([]byte{1, 0, 0, 0, 0, 0, 0, 0, 0, 0x0a})
 	f.Fuzz(func(t *testing.T, v []byte) {
@@ -366,6 +492,28 @@ func BenchmarkDecodeModelCall(b *testing.B) {
 
 func BenchmarkDecodeNet(b *testing.B) {
 	v := appendEvent(nil, &Event{Time: time.Now(), Kind: KindNet, Net: fullNet()})
+	b.ReportAllocs()
+	b.SetBytes(int64(len(v)))
+	for b.Loop() {
+		var ev Event
+		if err := decodeEvent(v, &ev); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkEncodeExec(b *testing.B) {
+	ev := Event{Time: time.Now(), Kind: KindExec, Exec: fullExec()}
+	buf := make([]byte, 0, 1024)
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = appendEvent(buf[:0], &ev)
+	}
+	b.SetBytes(int64(len(buf)))
+}
+
+func BenchmarkDecodeFS(b *testing.B) {
+	v := appendEvent(nil, &Event{Time: time.Now(), Kind: KindFS, FS: &FS{Action: FSModified, Path: "src/main.go", Size: 4096}})
 	b.ReportAllocs()
 	b.SetBytes(int64(len(v)))
 	for b.Loop() {

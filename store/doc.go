@@ -1,14 +1,16 @@
 // Package store is capsem's event log: an append-only, crash-safe record of
-// everything a sandboxed run did on the network: DNS answers, flows and HTTP
-// requests, model calls with their tool calls and tool results (and, later,
-// MCP calls, file events and execs).
+// everything a sandboxed run did: on the network, DNS answers, flows and
+// HTTP requests, model calls with their tool calls and tool results (and,
+// later, MCP calls); in the guest, the commands the host had it run (exec)
+// and the changes in its workspace (fs).
 //
 // A store is a directory holding a pebble database. Each run of capsem is one
 // session: [Store.Begin] records the session's metadata and returns a
-// [Writer]; the netstack and the MITM proxy call [Writer.Append] from any
-// goroutine; a background goroutine commits the appended events in group
-// batches, each synced to the write-ahead log, so a committed batch survives
-// a crash or SIGKILL of the process. [Writer.End] flushes, syncs and closes
+// [Writer]; the netstack, the MITM proxy and the host side of the guest
+// agent's control channel call [Writer.Append] from any goroutine; a
+// background goroutine commits the appended events in group batches, each
+// synced to the write-ahead log, so a committed batch survives a crash or
+// SIGKILL of the process. [Writer.End] flushes, syncs and closes
 // the session record. Readers ([Store.Sessions], [Store.Session],
 // [Store.Events]) see every synced event, including the events of a session
 // whose writer crashed before End.

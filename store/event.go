@@ -10,15 +10,19 @@ import (
 // the kind with no payload instead of an error.
 type Kind string
 
-// The kinds of events recorded today. Planned: "mcp_call", "fs", "exec".
+// The kinds of events recorded today. Planned: "mcp_call".
 // An HTTP request seen by the MITM is a KindNet event with Method, Path and
 // StatusCode set. A model call carries the tool calls the model made in its
 // response and the tool results its request sent back, so the three tables
-// model_calls, tool_calls and tool_responses come from one event.
+// model_calls, tool_calls and tool_responses come from one event. Exec and
+// fs events come from the guest agent (`capsem run`): a command the host
+// had the guest run, once it ended, and a change in the workspace.
 const (
 	KindDNS       Kind = "dns"
 	KindNet       Kind = "net"
 	KindModelCall Kind = "model_call"
+	KindExec      Kind = "exec"
+	KindFS        Kind = "fs"
 )
 
 // Decision is the outcome of applying policy to a query or a flow.
@@ -67,6 +71,8 @@ type Event struct {
 	DNS       *DNS
 	Net       *Net
 	ModelCall *ModelCall
+	Exec      *Exec
+	FS        *FS
 }
 
 // DNS is a query the guest sent to capsem's fake DNS server and the answer it
@@ -173,6 +179,38 @@ type ToolResult struct {
 	CallID         string // call_id: the ToolCall.CallID it answers
 	ContentPreview string // content_preview
 	IsError        bool   // is_error
+}
+
+// Exec is a command the host asked the guest to run, recorded after it
+// ended. It maps to the exec_events table.
+type Exec struct {
+	Argv     []string      // argv (JSON) and command (as a shell shows it); empty: the guest's interactive shell
+	Dir      string        // dir: the working directory, as asked ("" for the workspace)
+	TTY      bool          // tty: it ran on a pseudo-terminal rather than pipes
+	PID      int           // pid, in the guest
+	Start    time.Time     // started_at: when it started, by the guest's clock
+	Duration time.Duration // exported as duration_ms
+	ExitCode int           // exit_code: the exit status, or 128+N when killed by signal N
+	Signal   string        // signal: the signal that killed it, without "SIG" ("KILL"), or ""
+}
+
+// FS actions: what happened to FS.Path.
+const (
+	FSCreated  = "created"
+	FSModified = "modified"
+	FSDeleted  = "deleted"
+	FSRenamed  = "renamed"  // Path is the new name, OldPath the old one
+	FSOverflow = "overflow" // the guest's kernel dropped events: changes under Path went unrecorded
+)
+
+// FS is a change in the workspace, as the guest agent saw it. It maps to
+// the fs_events table.
+type FS struct {
+	Action  string // action: created, modified, deleted, renamed, overflow
+	Path    string // path: relative to the workspace, slash-separated; for renamed the new name
+	OldPath string // old_path: the name before a rename
+	Size    int64  // size, in bytes, when the guest reported one
+	Dir     bool   // is_dir: Path is a directory
 }
 
 // Session is the metadata of one run. It maps to the sessions table.

@@ -546,3 +546,53 @@ func TestModelCallEvents(t *testing.T) {
 		t.Errorf("counts %+v, want %+v", sess.Counts, want)
 	}
 }
+
+// TestExecAndFSEvents: Append infers the kinds of exec and fs events, the
+// store reads them back whole, and the session counts them per kind
+// without touching the allowed and denied decisions.
+func TestExecAndFSEvents(t *testing.T) {
+	s := openT(t, t.TempDir())
+	w := beginT(t, s, Session{ID: "run"})
+	x := fullExec()
+	w.Append(Event{Exec: x})
+	w.Append(Event{FS: &FS{Action: FSCreated, Path: "out.txt", Size: 3}})
+	w.Append(Event{FS: fullFS()})
+	w.Append(Event{FS: &FS{Action: FSOverflow, Path: "."}})
+	w.Append(Event{Kind: KindExec}) // a kind with no payload
+	w.Append(Event{Exec: &Exec{Argv: []string{"false"}, ExitCode: 1}})
+	x.Argv[0] = "changed after Append" // Append must have copied it
+	if err := w.End(nil); err != nil {
+		t.Fatal(err)
+	}
+	evs := collect(t, s, "run")
+	checkSeqs(t, evs, "run")
+	want := []Event{
+		{Kind: KindExec, Exec: fullExec()},
+		{Kind: KindFS, FS: &FS{Action: FSCreated, Path: "out.txt", Size: 3}},
+		{Kind: KindFS, FS: fullFS()},
+		{Kind: KindFS, FS: &FS{Action: FSOverflow, Path: "."}},
+		{Kind: KindExec, Exec: &Exec{}},
+		{Kind: KindExec, Exec: &Exec{Argv: []string{"false"}, ExitCode: 1}},
+	}
+	if len(evs) != len(want) {
+		t.Fatalf("%d events, want %d", len(evs), len(want))
+	}
+	for i := range evs {
+		if evs[i].Time.IsZero() {
+			t.Errorf("event %d has no time", i+1)
+		}
+		got := evs[i]
+		got.Session, got.Seq, got.Time = "", 0, time.Time{}
+		if !reflect.DeepEqual(got, want[i]) {
+			t.Errorf("event %d read back as %+v (exec %+v, fs %+v), want %+v", i+1, got, got.Exec, got.FS, want[i])
+		}
+	}
+	sess, err := s.Session("run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCounts := Counts{Events: 6, Kinds: map[Kind]int64{KindExec: 3, KindFS: 3}}
+	if !reflect.DeepEqual(sess.Counts, wantCounts) {
+		t.Errorf("counts %+v, want %+v", sess.Counts, wantCounts)
+	}
+}

@@ -93,6 +93,10 @@ func (w *Writer) Append(ev Event) {
 			ev.Kind = KindNet
 		case ev.ModelCall != nil:
 			ev.Kind = KindModelCall
+		case ev.Exec != nil:
+			ev.Kind = KindExec
+		case ev.FS != nil:
+			ev.Kind = KindFS
 		}
 	}
 	bp := encPool.Get().(*[]byte)
