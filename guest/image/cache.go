@@ -4,8 +4,10 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -122,6 +124,65 @@ func (c *Cache) Ensure(kind, key string, build func(dir string) error) (string, 
 		return "", fmt.Errorf("image cache: %w", err)
 	}
 	return final, nil
+}
+
+// Rebuild builds the artefact kind/key afresh, as Ensure does, and puts it
+// in place of a cached one: the old directory is renamed away and removed
+// once the new one is in place. A reader that already opened a file of the
+// old one keeps reading it.
+func (c *Cache) Rebuild(kind, key string, build func(dir string) error) (string, error) {
+	if err := validName(kind); err != nil {
+		return "", err
+	}
+	if err := validName(key); err != nil {
+		return "", err
+	}
+	if _, ok := c.Lookup(kind, key); !ok {
+		return c.Ensure(kind, key, build)
+	}
+	parent := filepath.Join(c.Images(), kind)
+	tmp, err := os.MkdirTemp(parent, ".build-"+key+"-")
+	if err != nil {
+		return "", fmt.Errorf("image cache: %w", err)
+	}
+	if err := build(tmp); err != nil {
+		os.RemoveAll(tmp)
+		return "", err
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		os.RemoveAll(tmp)
+		return "", fmt.Errorf("image cache: %w", err)
+	}
+	final := c.Dir(kind, key)
+	if err := c.retire(final); err != nil {
+		os.RemoveAll(tmp)
+		return "", err
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		os.RemoveAll(tmp)
+		if d, ok := c.Lookup(kind, key); ok {
+			return d, nil
+		}
+		return "", fmt.Errorf("image cache: %w", err)
+	}
+	return final, nil
+}
+
+// retire removes the artefact directory dir: it is first renamed to a
+// build-temporary name (so it vanishes from the cache at once, and a crash
+// halfway through the removal leaves something sweep cleans up).
+func (c *Cache) retire(dir string) error {
+	old := filepath.Join(filepath.Dir(dir), fmt.Sprintf(".build-removed-%s-%d", filepath.Base(dir), time.Now().UnixNano()))
+	if err := os.Rename(dir, old); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("image cache: %w", err)
+	}
+	if err := os.RemoveAll(old); err != nil {
+		return fmt.Errorf("image cache: %w", err)
+	}
+	return nil
 }
 
 // sweep removes build directories abandoned by crashed builders.

@@ -3,6 +3,7 @@ package image
 import (
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 )
@@ -57,31 +58,78 @@ func NewBootInitramfs(k *Kernel, initPath string) (*Initramfs, error) {
 // initPath, building it if needed. Its key covers the kernel's inputs, the
 // init binary's SHA-256, the compression and the layout version.
 func (c *Cache) Initramfs(k *Kernel, initPath string, comp Compression) (string, error) {
+	p, _, err := c.initramfs(k, initPath, comp, false)
+	return p, err
+}
+
+// initramfsKey is the cache key and file name of an initramfs.
+func initramfsKey(k *Kernel, initPath string, comp Compression) (key, name string, err error) {
 	if comp == "" {
 		comp = None
 	}
 	if comp != None && comp != Gzip {
-		return "", fmt.Errorf("initramfs: compression %q: want none or gzip", comp)
+		return "", "", fmt.Errorf("initramfs: compression %q: want none or gzip", comp)
 	}
 	sum, err := fileSHA256(initPath)
 	if err != nil {
-		return "", fmt.Errorf("initramfs: %w", err)
+		return "", "", fmt.Errorf("initramfs: %w", err)
 	}
 	parts := []string{initramfsFormat, k.DebSHA256, k.Release, sum, string(comp)}
 	parts = append(parts, k.Modules...)
-	name := "initramfs.cpio"
+	name = "initramfs.cpio"
 	if comp == Gzip {
 		name += ".gz"
 	}
-	dir, err := c.Ensure("initramfs", Key(parts...), func(dir string) error {
+	return Key(parts...), name, nil
+}
+
+// cachedInitramfs is the initramfs's path if it is already cached.
+func (c *Cache) cachedInitramfs(k *Kernel, initPath string, comp Compression) (string, bool, error) {
+	key, name, err := initramfsKey(k, initPath, comp)
+	if err != nil {
+		return "", false, err
+	}
+	dir, ok := c.Lookup("initramfs", key)
+	if !ok {
+		return "", false, nil
+	}
+	p := filepath.Join(dir, name)
+	if _, err := os.Stat(p); err != nil {
+		return "", false, nil
+	}
+	return p, true, nil
+}
+
+// initramfs is Initramfs; force rebuilds a cached one. cached says whether
+// the cache already had it.
+func (c *Cache) initramfs(k *Kernel, initPath string, comp Compression, force bool) (string, bool, error) {
+	if !force {
+		if p, ok, err := c.cachedInitramfs(k, initPath, comp); err != nil || ok {
+			return p, ok, err
+		}
+	}
+	key, name, err := initramfsKey(k, initPath, comp)
+	if err != nil {
+		return "", false, err
+	}
+	if comp == "" {
+		comp = None
+	}
+	build := func(dir string) error {
 		r, err := NewBootInitramfs(k, initPath)
 		if err != nil {
 			return err
 		}
 		return r.WriteFile(filepath.Join(dir, name), comp)
-	})
-	if err != nil {
-		return "", err
 	}
-	return filepath.Join(dir, name), nil
+	var dir string
+	if force {
+		dir, err = c.Rebuild("initramfs", key, build)
+	} else {
+		dir, err = c.Ensure("initramfs", key, build)
+	}
+	if err != nil {
+		return "", false, err
+	}
+	return filepath.Join(dir, name), false, nil
 }

@@ -153,58 +153,104 @@ type KernelOptions struct {
 // PrepareKernel returns the cached kernel for opts, building it first if
 // needed: fetch the .deb, unpack it, extract vmlinux from the bzImage,
 // collect the wanted modules and their dependencies (uncompressed), and
-// write a manifest. ~5 s on two cores the first time, instant after.
+// write a manifest. ~5 s on two cores the first time, instant after; a
+// cached kernel is found by its pinned checksum without running apt-get.
 func (c *Cache) PrepareKernel(ctx context.Context, opts KernelOptions) (*Kernel, error) {
-	pkg := opts.Package
-	if pkg.Package == "" {
-		pkg = DefaultKernel
+	k, _, err := c.prepareKernel(ctx, opts, false)
+	return k, err
+}
+
+// kernelPlan is a kernel's resolved options and cache key.
+type kernelPlan struct {
+	pkg    KernelPackage
+	mods   []string
+	deb    string // local .deb, or "" to fetch
+	debSum string
+	key    string
+}
+
+func planKernel(opts KernelOptions) (kernelPlan, error) {
+	pl := kernelPlan{pkg: opts.Package, mods: opts.Modules, deb: opts.Deb}
+	if pl.pkg.Package == "" {
+		pl.pkg = DefaultKernel
 	}
-	mods := opts.Modules
-	if mods == nil {
-		mods = DefaultModules
+	if pl.mods == nil {
+		pl.mods = DefaultModules
 	}
-	deb := opts.Deb
-	var debSum string
-	if deb != "" {
+	if pl.deb != "" {
 		var err error
-		if debSum, err = fileSHA256(deb); err != nil {
-			return nil, fmt.Errorf("kernel: %w", err)
+		if pl.debSum, err = fileSHA256(pl.deb); err != nil {
+			return pl, fmt.Errorf("kernel: %w", err)
 		}
-		if pkg.SHA256 != "" && !strings.EqualFold(debSum, pkg.SHA256) {
-			return nil, fmt.Errorf("kernel: %s: SHA-256 %s, want %s (%s)", deb, debSum, pkg.SHA256, pkg)
+		if pl.pkg.SHA256 != "" && !strings.EqualFold(pl.debSum, pl.pkg.SHA256) {
+			return pl, fmt.Errorf("kernel: %s: SHA-256 %s, want %s (%s)", pl.deb, pl.debSum, pl.pkg.SHA256, pl.pkg)
 		}
 	} else {
-		if pkg.SHA256 == "" {
-			return nil, fmt.Errorf("kernel: %s has no pinned SHA-256", pkg)
+		if pl.pkg.SHA256 == "" {
+			return pl, fmt.Errorf("kernel: %s has no pinned SHA-256", pl.pkg)
 		}
-		debSum = strings.ToLower(pkg.SHA256)
+		pl.debSum = strings.ToLower(pl.pkg.SHA256)
 	}
-	key := Key(append([]string{kernelFormat, debSum, pkg.Release}, mods...)...)
-	if dir, ok := c.Lookup("kernel", key); ok {
-		return readKernelManifest(dir)
+	pl.key = Key(append([]string{kernelFormat, pl.debSum, pl.pkg.Release}, pl.mods...)...)
+	return pl, nil
+}
+
+// CachedKernel returns the kernel for opts if it is already in the cache;
+// it never fetches or builds anything.
+func (c *Cache) CachedKernel(opts KernelOptions) (*Kernel, bool, error) {
+	pl, err := planKernel(opts)
+	if err != nil {
+		return nil, false, err
 	}
+	dir, ok := c.Lookup("kernel", pl.key)
+	if !ok {
+		return nil, false, nil
+	}
+	k, err := readKernelManifest(dir)
+	return k, err == nil, err
+}
+
+// prepareKernel is PrepareKernel; force rebuilds a cached kernel (the .deb
+// is still taken from the downloads cache when its checksum matches).
+// cached says whether the cache already had it.
+func (c *Cache) prepareKernel(ctx context.Context, opts KernelOptions, force bool) (*Kernel, bool, error) {
+	pl, err := planKernel(opts)
+	if err != nil {
+		return nil, false, err
+	}
+	if dir, ok := c.Lookup("kernel", pl.key); ok && !force {
+		k, err := readKernelManifest(dir)
+		return k, true, err
+	}
+	deb := pl.deb
 	if deb == "" {
-		var err error
-		if deb, err = c.FetchKernelDeb(ctx, pkg); err != nil {
-			return nil, err
+		if deb, err = c.FetchKernelDeb(ctx, pl.pkg); err != nil {
+			return nil, false, err
 		}
 	}
-	dir, err := c.Ensure("kernel", key, func(dir string) error {
-		k, err := buildKernel(ctx, deb, pkg, mods, dir)
+	build := func(dir string) error {
+		k, err := buildKernel(ctx, deb, pl.pkg, pl.mods, dir)
 		if err != nil {
-			return fmt.Errorf("kernel %s: %w", pkg, err)
+			return fmt.Errorf("kernel %s: %w", pl.pkg, err)
 		}
-		k.DebSHA256 = debSum
+		k.DebSHA256 = pl.debSum
 		b, err := json.MarshalIndent(k, "", "  ")
 		if err != nil {
 			return err
 		}
 		return os.WriteFile(filepath.Join(dir, "manifest.json"), append(b, '\n'), 0o644)
-	})
-	if err != nil {
-		return nil, err
 	}
-	return readKernelManifest(dir)
+	var dir string
+	if force {
+		dir, err = c.Rebuild("kernel", pl.key, build)
+	} else {
+		dir, err = c.Ensure("kernel", pl.key, build)
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	k, err := readKernelManifest(dir)
+	return k, false, err
 }
 
 func readKernelManifest(dir string) (*Kernel, error) {
