@@ -1,0 +1,280 @@
+package vz
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/capsem/capsem/hypervisor"
+)
+
+// ErrNotBuilt is what New returns in a build without the framework (any
+// OS but macOS, or macOS without -tags vz and cgo).
+var ErrNotBuilt = errors.New("the vz backend is built only on macOS with -tags vz")
+
+// machine is one framework VM, behind the little the lifecycle needs (the
+// framework's side is in vz_darwin.go; tests use a fake).
+type machine interface {
+	// start boots the VM; it returns once the VM runs or failed to.
+	start() error
+	// wait blocks until the started VM has stopped: nil when it stopped
+	// (guest power-off or a forced stop), an error when the framework
+	// reports its error state.
+	wait() error
+	// requestStop asks the guest to power off; it does not wait.
+	requestStop() error
+	// forceStop stops the VM at once; it returns once it has stopped.
+	forceStop() error
+	// dialControl connects to the guest agent's vsock port; it fails
+	// while nothing listens there.
+	dialControl() (net.Conn, error)
+	// release closes what the VM used (file descriptors), after it stopped
+	// or when start failed.
+	release()
+}
+
+var _ hypervisor.VM = (*VM)(nil)
+
+// VM is a guest run by Apple's Virtualization framework.
+type VM struct {
+	cfg     hypervisor.Config
+	opts    Options
+	cmdline string
+	log     *slog.Logger
+	// build makes the framework VM at Start (nil: not built with vz).
+	build func() (machine, error)
+
+	mu       sync.Mutex
+	m        machine
+	control  *controlConn
+	started  bool
+	stopping bool
+	cause    error // why the VM was stopped by force (boot timeout, ctx), set before
+
+	done     chan struct{} // closed when the VM has stopped and waitErr is set
+	waitErr  error
+	booted   chan struct{} // closed on the guest's first control byte
+	bootOnce sync.Once
+}
+
+// newVM checks cfg and fills in the defaults; build is set by New.
+func newVM(cfg hypervisor.Config, opts Options) (*VM, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	opts.defaults()
+	if opts.MTU != 0 && (opts.MTU < 1500 || opts.MTU > 65535) {
+		return nil, fmt.Errorf("vz: MTU %d: want 1500..65535 (or 0 for the default)", opts.MTU)
+	}
+	return &VM{
+		cfg:     cfg,
+		opts:    opts,
+		cmdline: kernelCmdline(&cfg, opts.ControlPort),
+		log:     opts.Logger,
+		done:    make(chan struct{}),
+		booted:  make(chan struct{}),
+	}, nil
+}
+
+// Cmdline is the guest kernel's command line.
+func (v *VM) Cmdline() string { return v.cmdline }
+
+// Console is the serial console log's path.
+func (v *VM) Console() string { return v.cfg.ConsoleLog }
+
+// Control is the host end of the control channel (nil before Start): the
+// vsock connection to the guest agent, made in the background as soon as
+// the agent listens. Read and Write block until then.
+func (v *VM) Control() io.ReadWriteCloser {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.control == nil {
+		return nil
+	}
+	return v.control
+}
+
+// Booted is closed when the guest has written its first byte to the
+// control channel.
+func (v *VM) Booted() <-chan struct{} { return v.booted }
+
+// Done is closed when the VM has stopped.
+func (v *VM) Done() <-chan struct{} { return v.done }
+
+// Start boots the VM. ctx bounds the VM's whole life: when it is done, the
+// VM is stopped by force.
+func (v *VM) Start(ctx context.Context) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.started {
+		return errors.New("vz: VM already started")
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if v.build == nil {
+		return ErrNotBuilt
+	}
+	m, err := v.build()
+	if err != nil {
+		return err
+	}
+	v.log.Debug("vz: starting", "kernel", v.cfg.Kernel, "cmdline", v.cmdline)
+	if err := m.start(); err != nil {
+		m.release()
+		return fmt.Errorf("vz: start the VM: %w%s", err, v.consoleHint())
+	}
+	v.m = m
+	v.started = true
+	v.control = newControlConn(m.dialControl, v.markBooted, v.log)
+	go v.control.run()
+
+	go func() { v.finish(m.wait()) }()
+
+	// Stop by force on cancellation.
+	go func() {
+		select {
+		case <-ctx.Done():
+			v.kill(fmt.Errorf("vz: VM stopped: %w", ctx.Err()))
+		case <-v.done:
+		}
+	}()
+
+	if t := v.cfg.BootTimeout; t > 0 {
+		go v.watchBoot(t)
+	}
+	return nil
+}
+
+// finish records how the VM ended; err is the machine's own account.
+func (v *VM) finish(err error) {
+	v.mu.Lock()
+	switch {
+	case v.cause != nil:
+		err = v.cause
+	case v.stopping:
+		err = nil
+	case err != nil:
+		err = fmt.Errorf("vz: %w%s", err, v.consoleHint())
+	}
+	v.waitErr = err
+	m, control := v.m, v.control
+	v.mu.Unlock()
+	control.vmExited()
+	m.release()
+	close(v.done)
+}
+
+func (v *VM) consoleHint() string {
+	if v.cfg.ConsoleLog == "" {
+		return ""
+	}
+	return " (console log: " + v.cfg.ConsoleLog + ")"
+}
+
+// watchBoot stops the VM unless the guest writes to the control channel
+// within t.
+func (v *VM) watchBoot(t time.Duration) {
+	timer := time.NewTimer(t)
+	defer timer.Stop()
+	select {
+	case <-v.booted:
+	case <-v.done:
+	case <-timer.C:
+		v.kill(fmt.Errorf("vz: %w after %v%s", hypervisor.ErrBootTimeout, t, v.consoleHint()))
+	}
+}
+
+func (v *VM) markBooted() { v.bootOnce.Do(func() { close(v.booted) }) }
+
+// kill stops the VM by force, recording why (first cause wins).
+func (v *VM) kill(cause error) {
+	v.mu.Lock()
+	if v.cause == nil && !v.stopping {
+		v.cause = cause
+	}
+	m := v.m
+	v.mu.Unlock()
+	select {
+	case <-v.done:
+		return
+	default:
+	}
+	if err := m.forceStop(); err != nil {
+		select {
+		case <-v.done:
+		default:
+			v.log.Warn("vz: could not stop the VM", "err", err)
+		}
+	}
+}
+
+// Wait blocks until the VM has stopped. It returns nil when the guest
+// powered off or Stop ended it; ErrBootTimeout (wrapped) when the guest
+// stayed silent; the context's error when Start's context ended it; an
+// error when the framework put the VM in its error state.
+func (v *VM) Wait() error {
+	v.mu.Lock()
+	started := v.started
+	v.mu.Unlock()
+	if !started {
+		return errors.New("vz: VM not started")
+	}
+	<-v.done
+	return v.waitErr
+}
+
+// Stop asks the guest to power off (the framework's stop request), and
+// stops the VM by force when it has not after Options.StopGrace or when ctx
+// is done, whichever comes first. It returns once the VM has stopped;
+// calling it on a stopped or never started VM is fine. Ask the guest to
+// shut down over the control channel first when its disks matter.
+func (v *VM) Stop(ctx context.Context) error {
+	v.mu.Lock()
+	if !v.started {
+		v.mu.Unlock()
+		return nil
+	}
+	if v.cause == nil {
+		v.stopping = true
+	}
+	m := v.m
+	v.mu.Unlock()
+	select {
+	case <-v.done:
+		return nil
+	default:
+	}
+	if err := m.requestStop(); err != nil {
+		v.log.Debug("vz: cannot ask the guest to stop; stopping the VM", "err", err)
+	} else {
+		var grace <-chan time.Time
+		if v.opts.StopGrace > 0 {
+			t := time.NewTimer(v.opts.StopGrace)
+			defer t.Stop()
+			grace = t.C
+		}
+		select {
+		case <-v.done:
+			return nil
+		case <-ctx.Done():
+		case <-grace:
+			v.log.Debug("vz: the guest did not power off when asked; stopping the VM", "after", v.opts.StopGrace)
+		}
+	}
+	if err := m.forceStop(); err != nil {
+		select {
+		case <-v.done:
+			return nil
+		default:
+		}
+		return fmt.Errorf("vz: stop the VM: %w", err)
+	}
+	<-v.done
+	return nil
+}
