@@ -1,8 +1,8 @@
 // Package sqliteexport writes capsem's event store (package store) to a
 // SQLite database file: one row per session in `sessions`, one row per
 // stored event in the table of its kind (`net_events`, `dns_events`,
-// `model_calls`, and, as the store learns those kinds, `mcp_calls`,
-// `fs_events`, `exec_events`); a model call's tool calls and the tool
+// `model_calls`, `exec_events`, `fs_events`, and, once the store learns
+// the kind, `mcp_calls`); a model call's tool calls and the tool
 // results its request carried go to `tool_calls` and `tool_responses`,
 // linked to its `model_calls` row and sharing its seq. The file is
 // for people (sqlite3, Datasette), for scripts, and for test fixtures; its
@@ -34,8 +34,11 @@
 //   - let a planted secret through when scrubbing. Every text value written
 //     with Scrub on — session metadata, header names and values, paths,
 //     queries, body previews, reasons, details, DNS names, model output,
-//     tool arguments and results, usage details — passes through Scrub;
-//     there is no text column that bypasses it.
+//     tool arguments and results, usage details, command lines (word by
+//     word and across words: sessions.command, exec_events.argv and the
+//     exec_events.command built from the scrubbed words), working
+//     directories, file paths — passes through Scrub; there is no text
+//     column that bypasses it.
 //   - import anything of capsem other than package store (imports point
 //     one way: cmd → … → store).
 package sqliteexport

@@ -44,6 +44,8 @@ type Result struct {
 	ModelCalls    int // rows in model_calls: one per model_call event
 	ToolCalls     int // rows in tool_calls: the model calls' tool calls
 	ToolResponses int // rows in tool_responses: the tool results the model calls' requests carried
+	ExecEvents    int // rows in exec_events: commands the guest ran
+	FSEvents      int // rows in fs_events: changes in the workspace
 	OtherEvents   int // rows in other_events: kinds this build cannot decode
 	Duration      time.Duration
 }
@@ -281,6 +283,8 @@ const (
 	tModelCall
 	tToolCall
 	tToolResponse
+	tExec
+	tFS
 	tOther
 	tSessionEvents // UPDATE sessions SET events
 	nTables
@@ -323,6 +327,16 @@ var toolResponseColumns = []string{
 	"model_call_id", "call_id", "content_preview", "is_error",
 }
 
+var execColumns = []string{
+	"id", "session_id", "seq", "timestamp", "timestamp_ms",
+	"command", "exit_code", "duration_ms", "argv", "dir", "tty", "pid", "signal", "started_at", "started_at_ms",
+}
+
+var fsColumns = []string{
+	"id", "session_id", "seq", "timestamp", "timestamp_ms",
+	"action", "path", "size", "old_path", "is_dir",
+}
+
 var otherColumns = []string{"id", "session_id", "seq", "timestamp", "timestamp_ms", "kind"}
 
 func insertSQL(table string, cols []string) string {
@@ -349,6 +363,8 @@ func copyEvents(ctx context.Context, st *store.Store, tx *sql.Tx, sessions []sto
 		tModelCall:     insertSQL("model_calls", modelCallColumns),
 		tToolCall:      insertSQL("tool_calls", toolCallColumns),
 		tToolResponse:  insertSQL("tool_responses", toolResponseColumns),
+		tExec:          insertSQL("exec_events", execColumns),
+		tFS:            insertSQL("fs_events", fsColumns),
 		tOther:         insertSQL("other_events", otherColumns),
 		tSessionEvents: "UPDATE sessions SET events = ? WHERE id = ?",
 	} {
@@ -467,6 +483,14 @@ func readEvents(ctx context.Context, st *store.Store, sessions []store.Session, 
 					res.ToolResponses++
 				}
 				return nil
+			case ev.Exec != nil:
+				next[tExec]++
+				r = row{tExec, conv.exec(next[tExec], sid, &ev)}
+				res.ExecEvents++
+			case ev.FS != nil:
+				next[tFS]++
+				r = row{tFS, conv.fs(next[tFS], sid, &ev)}
+				res.FSEvents++
 			default:
 				next[tOther]++
 				r = row{tOther, conv.other(next[tOther], sid, &ev)}
@@ -576,6 +600,19 @@ func finite(v float64) float64 {
 	return v
 }
 
+// argv returns the words of a command line as valid UTF-8 and, when
+// scrubbing, with [scrubArgv] applied.
+func (c *converter) argv(args []string) []string {
+	words := make([]string, len(args))
+	for i, a := range args {
+		words[i] = strings.ToValidUTF8(a, "\uFFFD")
+	}
+	if c.scrub {
+		words = scrubArgv(words)
+	}
+	return words
+}
+
 // json encodes v compactly, without HTML escaping.
 func (c *converter) json(v any) any {
 	c.buf.Reset()
@@ -608,14 +645,7 @@ func (c *converter) session(s *store.Session, id string) []any {
 	ended, endedMS := timestamp(s.EndedAt)
 	var command any
 	if len(s.Command) > 0 {
-		args := make([]string, len(s.Command))
-		for i, a := range s.Command {
-			args[i] = strings.ToValidUTF8(a, "\uFFFD")
-			if c.scrub {
-				args[i] = Scrub(args[i])
-			}
-		}
-		command = c.json(args)
+		command = c.json(c.argv(s.Command))
 	}
 	var exit any
 	if s.ExitCode != nil {
@@ -685,6 +715,33 @@ func (c *converter) toolResponse(id int64, session string, ev *store.Event, mode
 	ts, tsMS := eventTime(ev.Time)
 	return []any{id, session, int64(ev.Seq), ts, tsMS,
 		modelCall, c.text(tr.CallID), c.text(tr.ContentPreview), bit(tr.IsError),
+	}
+}
+
+// exec is the row of a command the guest ran. command and argv are NULL
+// for an empty argv (the guest's interactive shell); command is built
+// from the words argv holds, so it is scrubbed as they are.
+func (c *converter) exec(id int64, session string, ev *store.Event) []any {
+	x := ev.Exec
+	ts, tsMS := eventTime(ev.Time)
+	started, startedMS := timestamp(x.Start)
+	var command, argv any
+	if len(x.Argv) > 0 {
+		words := c.argv(x.Argv)
+		command = shellJoin(words)
+		argv = c.json(words)
+	}
+	return []any{id, session, int64(ev.Seq), ts, tsMS,
+		command, int64(x.ExitCode), ms(x.Duration),
+		argv, c.text(x.Dir), bit(x.TTY), nonZero(x.PID), c.text(x.Signal), started, startedMS,
+	}
+}
+
+func (c *converter) fs(id int64, session string, ev *store.Event) []any {
+	f := ev.FS
+	ts, tsMS := eventTime(ev.Time)
+	return []any{id, session, int64(ev.Seq), ts, tsMS,
+		c.text(f.Action), c.text(f.Path), f.Size, c.text(f.OldPath), bit(f.Dir),
 	}
 }
 

@@ -111,6 +111,7 @@ func TestMapping(t *testing.T) {
 		"policy_sha256": "ab12", "image": "debian-12", "host": "box",
 		"events": int64(5), "allowed": int64(2), "denied": int64(7 + 1 + 1), "dns": int64(2), "net": int64(3),
 		"model_calls": int64(0), "input_tokens": int64(0), "output_tokens": int64(0), "cost_usd": 0.0, "lost": int64(0),
+		"exec": int64(0), "fs": int64(0),
 	})
 	if got, want := rows[0]["denied"], sess.Counts.Denied; got != want {
 		t.Errorf("sessions.denied = %v, the store counts %d", got, want)

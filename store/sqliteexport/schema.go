@@ -24,7 +24,10 @@ const ApplicationID = 0x4370536d
 //     status 0. Measures (bytes, durations, counts) are 0 when zero.
 //   - duration_ms is REAL: milliseconds with sub-millisecond precision.
 //   - Headers are JSON arrays of [name, value] pairs in wire order,
-//     duplicates included; sessions.command is a JSON array of strings.
+//     duplicates included; sessions.command and exec_events.argv are JSON
+//     arrays of strings. exec_events.command is the same argv as one line,
+//     as a POSIX shell would show it: words quoted where the shell would
+//     read them otherwise (sh -c 'echo hi'), control characters as $'\n'.
 //   - Text that is not valid UTF-8 (body previews may hold any bytes) has
 //     each invalid byte sequence replaced with U+FFFD.
 //   - sessions.id is the store's session id (text), so that ids in the
@@ -35,7 +38,11 @@ const ApplicationID = 0x4370536d
 //     (model_call_id → that row: the call whose request carried the result,
 //     not the one that asked for the tool). A tool response answers the
 //     tool call with the same session_id and call_id.
-//   - Flags (model_calls.stream, tool_responses.is_error) are 0 or 1.
+//   - Flags (model_calls.stream, tool_responses.is_error, exec_events.tty,
+//     fs_events.is_dir) are 0 or 1.
+//   - exec_events and fs_events come from the guest agent: started_at is
+//     by the guest's clock, paths are relative to the workspace and
+//     slash-separated.
 
 // tables is the DDL of every table, in creation order.
 var tables = []string{
@@ -59,7 +66,9 @@ var tables = []string{
 	input_tokens  INTEGER NOT NULL DEFAULT 0, -- sum of model_calls.input_tokens
 	output_tokens INTEGER NOT NULL DEFAULT 0, -- sum of model_calls.output_tokens
 	cost_usd      REAL NOT NULL DEFAULT 0,    -- sum of model_calls.estimated_cost_usd
-	lost          INTEGER NOT NULL DEFAULT 0  -- events the writer could not record (store Counts.Lost)
+	lost          INTEGER NOT NULL DEFAULT 0, -- events the writer could not record (store Counts.Lost)
+	exec          INTEGER NOT NULL DEFAULT 0, -- rows in exec_events
+	fs            INTEGER NOT NULL DEFAULT 0  -- rows in fs_events
 )`,
 	`CREATE TABLE net_events (
 	id                    INTEGER PRIMARY KEY,
@@ -187,19 +196,28 @@ var tables = []string{
 	seq          INTEGER NOT NULL,
 	timestamp    TEXT NOT NULL,
 	timestamp_ms INTEGER NOT NULL,
-	action       TEXT,    -- created, modified, deleted, renamed
-	path         TEXT,
-	size         INTEGER
+	action       TEXT,    -- created, modified, deleted, renamed, overflow (the guest dropped events under path)
+	path         TEXT,    -- relative to the workspace, slash-separated; for renamed the new name
+	size         INTEGER NOT NULL DEFAULT 0, -- bytes, as the guest reported them
+	old_path     TEXT,    -- renamed: the name before
+	is_dir       INTEGER  -- 0 or 1: path is a directory
 )`,
 	`CREATE TABLE exec_events (
-	id           INTEGER PRIMARY KEY,
-	session_id   TEXT NOT NULL REFERENCES sessions(id),
-	seq          INTEGER NOT NULL,
-	timestamp    TEXT NOT NULL,
-	timestamp_ms INTEGER NOT NULL,
-	command      TEXT,
-	exit_code    INTEGER,
-	duration_ms  REAL NOT NULL DEFAULT 0
+	id            INTEGER PRIMARY KEY,
+	session_id    TEXT NOT NULL REFERENCES sessions(id),
+	seq           INTEGER NOT NULL,
+	timestamp     TEXT NOT NULL,
+	timestamp_ms  INTEGER NOT NULL,
+	command       TEXT,    -- the argv as a shell shows it; NULL for the guest's interactive shell
+	exit_code     INTEGER, -- the exit status, or 128+N when killed by signal N
+	duration_ms   REAL NOT NULL DEFAULT 0,
+	argv          TEXT,    -- JSON array of the words
+	dir           TEXT,    -- the working directory asked for; NULL: the workspace
+	tty           INTEGER, -- 0 or 1: it ran on a pseudo-terminal
+	pid           INTEGER, -- in the guest
+	signal        TEXT,    -- the signal that killed it (KILL, TERM, …); NULL when it exited
+	started_at    TEXT,    -- by the guest's clock
+	started_at_ms INTEGER
 )`,
 	// Events of a kind this build of capsem cannot decode (written by a
 	// newer one): kept as a row so that every stored event appears once.
@@ -288,5 +306,11 @@ FROM (SELECT session_id,
 	sum(output_tokens) AS output_tokens,
 	total(estimated_cost_usd) AS cost
 	FROM model_calls GROUP BY session_id) AS a
+WHERE a.session_id = sessions.id`,
+	`UPDATE sessions SET exec = a.n
+FROM (SELECT session_id, count(*) AS n FROM exec_events GROUP BY session_id) AS a
+WHERE a.session_id = sessions.id`,
+	`UPDATE sessions SET fs = a.n
+FROM (SELECT session_id, count(*) AS n FROM fs_events GROUP BY session_id) AS a
 WHERE a.session_id = sessions.id`,
 }

@@ -2,6 +2,7 @@ package sqliteexport
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -173,4 +174,104 @@ func scrubHeader(name, value string) (string, string) {
 		return Scrub(name), redaction(kind)
 	}
 	return Scrub(name), Scrub(value)
+}
+
+// scrubArgv returns the words of a command line scrubbed: each word goes
+// through Scrub, and a secret that spans words — "Authorization:" "Bearer"
+// "tok…", a private key passed a line per word — is found in the words
+// joined with spaces (as a shell shows them); the words such a secret
+// reaches are replaced whole by its redaction. A match that starts inside
+// one word and is redacted there by Scrub of that word is left to it: a
+// header written as one word ("Authorization: Bearer tok…") does not take
+// the words after it along, unless all it holds after the colon is a
+// scheme ("Authorization: Basic" "dXNl…"), when the value goes on in the
+// next words.
+func scrubArgv(words []string) []string {
+	out := make([]string, len(words))
+	for i, w := range words {
+		out[i] = Scrub(w)
+	}
+	if len(words) < 2 {
+		return out
+	}
+	line := strings.Join(words, " ")
+	// ends[i] is the offset just past word i; the space after a word
+	// counts as part of it.
+	ends := make([]int, len(words))
+	off := 0
+	for i, w := range words {
+		off += len(w) + 1
+		ends[i] = off
+	}
+	wordAt := func(pos int) int {
+		i, _ := slices.BinarySearch(ends, pos+1)
+		return i
+	}
+	done := make([]bool, len(words)) // redacted whole, by an earlier rule
+	for i := range secretRules {
+		r := &secretRules[i]
+		if !r.triggered(line) {
+			continue
+		}
+		for p := 0; p < len(line); {
+			m := r.re.FindStringSubmatchIndex(line[p:])
+			if m == nil {
+				break
+			}
+			for j := range m {
+				if m[j] >= 0 {
+					m[j] += p
+				}
+			}
+			p = max(m[1], p+1)
+			first := wordAt(m[0])
+			if first == wordAt(m[1]-1) {
+				continue // within one word
+			}
+			lo, hi, kind := r.secret(line, m)
+			if hi <= lo {
+				continue
+			}
+			from, to := wordAt(lo), wordAt(hi-1)
+			if r.kind == "header" && from == first {
+				// The value starts in the name's word: it goes on only
+				// if that word holds no more of it than a scheme.
+				// Otherwise the match is that word's, and the words
+				// after it are searched on their own.
+				if !authScheme.MatchString(line[lo : ends[first]-1]) {
+					p = ends[first]
+					continue
+				}
+				from++
+			}
+			for w := from; w <= to; w++ {
+				if !done[w] {
+					out[w], done[w] = redaction(kind), true
+				}
+			}
+		}
+	}
+	return out
+}
+
+// authScheme is the start of a credential header's value that needs more:
+// an authentication scheme and nothing else ("Basic", "Bearer", any word
+// of letters, or AWS's signature scheme).
+var authScheme = regexp.MustCompile(`(?i)^[ \t]*(?:[a-z]+|aws4-hmac-sha256)[ \t]*$`)
+
+// secret returns the span of a match m of r in s that Scrub replaces (the
+// match without what Scrub keeps) and the kind of its redaction.
+func (r *secretRule) secret(s string, m []int) (lo, hi int, kind string) {
+	if r.kind == "header" {
+		// 1 name; 2 ":" separator and 3 value; or 4 "=" and 5 value.
+		kind = sensitiveHeaders[strings.ToLower(s[m[2]:m[3]])]
+		if m[6] >= 0 {
+			return m[6], m[7], kind
+		}
+		return m[10], m[11], kind
+	}
+	if r.keep > 0 {
+		return m[2*r.keep+2], m[2*r.keep+3], r.kind
+	}
+	return m[0], m[1], r.kind
 }

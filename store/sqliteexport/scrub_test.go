@@ -168,6 +168,15 @@ func TestScrubExport(t *testing.T) {
 		m.ToolCalls = []store.ToolCall{tc, {Name: "plain", Arguments: `{"key":"` + text + `"}`}}
 		m.ToolResults = []store.ToolResult{tr, {CallID: "c1", ContentPreview: "output:\n" + text}}
 		w.Append(store.Event{ModelCall: m})
+		// A command line with the secret in a word, inside a word, and
+		// split over several words as a shell would split it.
+		x := &store.Exec{TTY: true, PID: 7, ExitCode: 1}
+		setStrings(x, text)
+		x.Argv = append([]string{"run", text, "--flag=" + text}, strings.Fields(text)...)
+		w.Append(store.Event{Exec: x})
+		f := &store.FS{Size: 1}
+		setStrings(f, text)
+		w.Append(store.Event{FS: f})
 		if err := w.End(nil); err != nil {
 			t.Fatal(err)
 		}
@@ -180,13 +189,16 @@ func TestScrubExport(t *testing.T) {
 	w.Append(store.Event{DNS: &store.DNS{QName: "x.test"}})
 	w.Append(store.Event{Net: &store.Net{Domain: "x.test"}})
 	w.Append(store.Event{ModelCall: &store.ModelCall{Model: "m", ToolCalls: []store.ToolCall{{CallID: "c"}}, ToolResults: []store.ToolResult{{CallID: "c"}}}})
+	w.Append(store.Event{Exec: &store.Exec{Argv: []string{"true"}}})
+	w.Append(store.Event{FS: &store.FS{Action: store.FSCreated, Path: "x"}})
 	if err := w.End(nil); err != nil {
 		t.Fatal(err)
 	}
 
 	out, res := export(t, st, Options{Scrub: true})
 	if res.NetEvents != len(texts)+1 || res.DNSEvents != len(texts)+1 ||
-		res.ModelCalls != len(texts)+1 || res.ToolCalls != 2*len(texts)+1 || res.ToolResponses != 2*len(texts)+1 {
+		res.ModelCalls != len(texts)+1 || res.ToolCalls != 2*len(texts)+1 || res.ToolResponses != 2*len(texts)+1 ||
+		res.ExecEvents != len(texts)+1 || res.FSEvents != len(texts)+1 {
 		t.Fatalf("result %+v", res)
 	}
 	db := openExport(t, out)
@@ -228,7 +240,8 @@ func TestScrubExport(t *testing.T) {
 		}
 	}
 	// Every text column of the event tables was exercised.
-	for _, tbl := range []string{"sessions", "net_events", "dns_events", "model_calls", "tool_calls", "tool_responses"} {
+	for _, tbl := range []string{"sessions", "net_events", "dns_events", "model_calls", "tool_calls", "tool_responses",
+		"exec_events", "fs_events"} {
 		for _, c := range pragmaRows(t, db, "table_info('"+tbl+"')") {
 			if c["type"] != "TEXT" {
 				continue
@@ -239,6 +252,7 @@ func TestScrubExport(t *testing.T) {
 			if err := db.QueryRow(q).Scan(&n); err != nil {
 				t.Fatal(err)
 			}
+			// The times and addresses hold no text to plant a secret in.
 			if n == 0 && col != "timestamp" && col != "started_at" && col != "ended_at" && col != "ip" && col != "src_ip" && col != "resolver_asked" {
 				t.Errorf("%s.%s: no planted secret was redacted there (the test does not cover it)", tbl, col)
 			}
@@ -253,6 +267,8 @@ func TestScrubExport(t *testing.T) {
 		"SELECT text_content, usage_details FROM model_calls",
 		"SELECT arguments, call_id FROM tool_calls",
 		"SELECT content_preview, call_id FROM tool_responses",
+		"SELECT command, argv, dir, signal FROM exec_events",
+		"SELECT action, path, old_path FROM fs_events",
 	} {
 		found := 0
 		for _, r := range queryRows(t, openExport(t, raw), q) {

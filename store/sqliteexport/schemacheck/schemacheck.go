@@ -19,7 +19,7 @@ import (
 var Columns = map[string][]string{
 	"sessions": {"id", "started_at", "started_at_ms", "ended_at", "ended_at_ms", "command", "exit_code",
 		"policy_sha256", "image", "host", "events", "allowed", "denied", "dns", "net", "model_calls",
-		"input_tokens", "output_tokens", "cost_usd", "lost"},
+		"input_tokens", "output_tokens", "cost_usd", "lost", "exec", "fs"},
 	"net_events": {"id", "session_id", "seq", "timestamp", "timestamp_ms", "domain", "ip", "port", "src_ip", "src_port",
 		"transport", "conn_type", "decision", "reason", "matched_rule", "method", "path", "query", "status_code",
 		"bytes_sent", "bytes_received", "duration_ms", "request_headers", "response_headers",
@@ -38,8 +38,10 @@ var Columns = map[string][]string{
 	"mcp_calls": {"id", "session_id", "seq", "timestamp", "timestamp_ms", "server_name", "method", "tool_name",
 		"request_id", "request_preview", "response_preview", "decision", "duration_ms", "error_message",
 		"bytes_sent", "bytes_received"},
-	"fs_events":    {"id", "session_id", "seq", "timestamp", "timestamp_ms", "action", "path", "size"},
-	"exec_events":  {"id", "session_id", "seq", "timestamp", "timestamp_ms", "command", "exit_code", "duration_ms"},
+	"fs_events": {"id", "session_id", "seq", "timestamp", "timestamp_ms", "action", "path", "size",
+		"old_path", "is_dir"},
+	"exec_events": {"id", "session_id", "seq", "timestamp", "timestamp_ms", "command", "exit_code", "duration_ms",
+		"argv", "dir", "tty", "pid", "signal", "started_at", "started_at_ms"},
 	"other_events": {"id", "session_id", "seq", "timestamp", "timestamp_ms", "kind"},
 }
 
