@@ -1,11 +1,20 @@
-// Package image builds the pieces of capsem's default guest: the pinned
-// Debian kernel (fetched with apt-get download, unpacked in Go), the ELF
-// vmlinux inside its bzImage (for PVH boot), the kernel modules the guest
-// needs in load order, a reproducible initramfs (newc cpio), and a
-// content-addressed cache under $XDG_CACHE_HOME/capsem/images for all of it.
+// Package image builds capsem's default guest and keeps it in a
+// content-addressed cache under $XDG_CACHE_HOME/capsem: the pinned Debian
+// kernel (fetched with apt-get download, unpacked in Go), the ELF vmlinux
+// inside its bzImage (for PVH boot), the kernel modules the guest needs in
+// load order, a reproducible initramfs (newc cpio) whose /init is the
+// static capsem-agent, and the root filesystem: an erofs image of Debian
+// bookworm (mmdebstrap) with Node 22 and the agent CLIs installed from npm
+// at pinned versions, no setuid or setgid bit anywhere.
+//
+// Guest, BuildDefault and FindDefault are the whole guest as one unit for
+// the CLI; List and Remove manage the cache.
 //
 // It must never put anything in an image that was not named by its inputs
-// (a pinned package, a checksum, a file the caller gave), so that the same
-// inputs give the same bytes, and it must never give the guest a network
-// path of its own.
+// (a pinned package, a checksum, a file the caller gave), and it must never
+// give the guest a network path of its own. Two inputs are named but not
+// frozen: the Debian packages come from the suite as the mirror has it on
+// the day of the build, and the npm packages' own dependencies are resolved
+// then too; the cache key covers the recipe, so an image is rebuilt only
+// when the recipe changes (or on Force).
 package image
