@@ -49,28 +49,29 @@ func (c *Cache) BuildDefault(ctx context.Context, opts BuildOptions) (*Guest, er
 		return nil, err
 	}
 	_, rootCached := c.cachedRootfs(r)
+	steps := 3 // kernel, root filesystem, initramfs
 	if !rootCached || opts.Force {
 		// Fail before any download if the slow part cannot be built here.
 		if err := RootfsPreflight(); err != nil {
 			return nil, err
 		}
+		steps = 4 // the root filesystem is two: Debian, then npm and the image
 	}
-	p := newProgress(opts.Progress, 4)
+	p := newProgress(opts.Progress, steps)
 
-	p.step("kernel %s…", DefaultKernel.Package)
+	p.step("kernel %s…", DefaultKernel)
 	k, cached, err := c.prepareKernel(ctx, KernelOptions{}, opts.Force)
 	if err != nil {
 		return nil, err
 	}
-	p.note("%s (%s)", cachedOr(cached, "fetched and unpacked"), k.Release)
+	p.note("%s", cachedOr(cached, "fetched and unpacked"))
 
-	rootfs, cached, err := c.rootfs(ctx, r, opts.Force, p)
+	if rootCached && !opts.Force {
+		p.step("root filesystem: cached (%s)", shortKey(r.Key()))
+	}
+	rootfs, _, err := c.rootfs(ctx, r, opts.Force, p)
 	if err != nil {
 		return nil, err
-	}
-	if cached {
-		p.step("root filesystem: cached (%s)", shortKey(r.Key()))
-		p.n++
 	}
 
 	p.step("initramfs with capsem-agent…")

@@ -153,6 +153,8 @@ ls /var/lib/apt/lists | grep -v -e '^lock$' -e '^partial$' | wc -l | sed 's/^/ap
 	if after, err := os.Stat(g.Rootfs); err != nil || !os.SameFile(before, after) || !after.ModTime().Equal(before.ModTime()) {
 		t.Errorf("second BuildDefault rebuilt the root filesystem (%v)", err)
 	}
+	// FindDefault works offline, with no apt-get (or anything) on PATH.
+	t.Setenv("PATH", "")
 	g3, ok, err := c.FindDefault(agent)
 	if err != nil || !ok || *g3 != *g {
 		t.Errorf("FindDefault = %+v, %v, %v", g3, ok, err)
