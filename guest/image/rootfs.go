@@ -81,7 +81,7 @@ var DefaultRootfs = RootfsRecipe{
 		"python3", "python3-pip", "python3-venv", "python3-pytest",
 		"python3-certifi", "python3-requests",
 		"nodejs", "npm",
-		"iproute2", "dnsutils", "iperf3",
+		"iproute2", "iputils-ping", "dnsutils", "iperf3",
 	},
 	DpkgPaths: []string{
 		"path-exclude=/usr/share/man/*",
