@@ -2,11 +2,13 @@
 // a VM starts, waits, stops, and exposes its control channel (a
 // virtio-serial port named "capsem.control") and its serial console log.
 // Backends live in subpackages: qemu (Linux: microvm, PVH boot, KVM when the
-// CPU really has it, TCG otherwise) and, later, vz on macOS behind a build
-// tag.
+// CPU really has it, TCG otherwise) and vz (macOS, Apple's Virtualization
+// framework, compiled only with -tags vz; nothing else in the tree imports
+// it).
 //
 // A backend must never give a guest a network path that does not go through
 // netstack: the only NIC a VM gets is the Config.NIC socket, whose other end
-// the caller hands to netstack (netstack.NewStreamConn). No user-mode
+// the caller hands to netstack (netstack.NewStreamConn for qemu's stream
+// socketpair, netstack.NewDatagramConn for vz.DatagramPair). No user-mode
 // networking, no TAP, no host-forwarded ports.
 package hypervisor

@@ -68,9 +68,10 @@ type Config struct {
 	// CPUs is the vCPU count (default 1); MemoryMiB the guest RAM (default 512).
 	CPUs      int
 	MemoryMiB int
-	// NIC is the VM's side of a connected SOCK_STREAM socketpair (see
-	// SocketPair) carrying QEMU-framed Ethernet frames; the caller gives the
-	// other side to netstack.NewStreamConn. Nil: the VM has no NIC at all.
+	// NIC is the VM's side of a connected socketpair: for qemu SOCK_STREAM
+	// (SocketPair) carrying length-prefixed frames, the other side given to
+	// netstack.NewStreamConn; for vz SOCK_DGRAM (vz.DatagramPair), one frame
+	// per datagram, netstack.NewDatagramConn. Nil: the VM has no NIC at all.
 	// The backend dups it; the caller may close its copy after Start.
 	NIC *os.File
 	// MAC is the NIC's address (default DefaultMAC).
