@@ -44,6 +44,15 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "building capsem-net and capsem:", err)
 		os.Exit(1)
 	}
+	// The guest agent, next to capsem where `capsem run` looks for it: static
+	// (it is the guest's /init), so never with cgo or -race.
+	build = exec.Command("go", "build", "-o", dir, "../guest/cmd/capsem-agent")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	build.Stdout, build.Stderr = os.Stdout, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building capsem-agent:", err)
+		os.Exit(1)
+	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)

@@ -42,7 +42,7 @@ func runExport(c *cli.Context) error {
 	if len(ids) > 0 && c.Bool("all") {
 		return usageError{errors.New("give --session or --all, not both")}
 	}
-	st, err := store.OpenReadOnly(c.String("data"))
+	st, err := openStoreForReading(c)
 	if err != nil {
 		return err
 	}

@@ -14,7 +14,6 @@ import (
 	"github.com/urfave/cli/v2"
 	_ "modernc.org/sqlite"
 
-	"github.com/capsem/capsem/store"
 	"github.com/capsem/capsem/store/sqliteexport"
 	"github.com/capsem/capsem/store/sqliteexport/schemacheck"
 )
@@ -72,7 +71,7 @@ func runInspect(c *cli.Context) error {
 	if n < 0 {
 		return usageError{errors.New("-n must not be negative")}
 	}
-	st, err := store.OpenReadOnly(c.String("data"))
+	st, err := openStoreForReading(c)
 	if err != nil {
 		return err
 	}

@@ -34,6 +34,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}
+	var es exitStatus
+	if errors.As(err, &es) {
+		return int(es)
+	}
 	fmt.Fprintln(stderr, "capsem:", err)
 	var ue usageError
 	if errors.As(err, &ue) {
@@ -47,12 +51,12 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		Name:    "capsem",
 		Usage:   "run AI coding agents in a Linux VM whose only way out is capsem's filtering netstack",
 		Version: version(),
-		Description: "The network filter ships as capsem-net (see its --help); its sessions are listed, inspected\n" +
-			"and exported here. `capsem run` is not built yet.",
+		Description: "capsem run boots a guest and runs a command in it; every event of the run is recorded, and\n" +
+			"listed, inspected and exported here. The network filter alone ships as capsem-net.",
 		Writer:          stdout,
 		ErrWriter:       stderr,
 		HideHelpCommand: true,
 		OnUsageError:    onUsageError,
-		Commands:        []*cli.Command{caCommand(), exportCommand(), sessionsCommand(), inspectCommand()},
+		Commands:        []*cli.Command{runCommand(), imageCommand(), caCommand(), exportCommand(), sessionsCommand(), inspectCommand()},
 	}
 }

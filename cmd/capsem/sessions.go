@@ -58,7 +58,7 @@ func runSessions(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return usageError{fmt.Errorf("unexpected argument %q", c.Args().First())}
 	}
-	st, err := store.OpenReadOnly(c.String("data"))
+	st, err := openStoreForReading(c)
 	if err != nil {
 		return err
 	}

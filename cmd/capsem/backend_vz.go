@@ -1,0 +1,32 @@
+//go:build darwin && vz
+
+package main
+
+import (
+	"log/slog"
+	"os"
+
+	"github.com/capsem/capsem/hypervisor"
+	"github.com/capsem/capsem/hypervisor/vz"
+	"github.com/capsem/capsem/netstack"
+)
+
+// workspaceFS is how the vz backend shares the workspace (capsem.ws=).
+const workspaceFS = "virtiofs"
+
+func checkHypervisor() error { return nil }
+
+// newNIC returns the netstack's end and the VM's end of the guest NIC: a
+// datagram socketpair, one Ethernet frame per datagram (vz's file-handle
+// attachment).
+func newNIC() (netstack.FrameConn, *os.File, error) {
+	host, vm, err := vz.DatagramPair()
+	if err != nil {
+		return nil, nil, err
+	}
+	return netstack.NewDatagramConn(host), vm, nil
+}
+
+func newVM(cfg hypervisor.Config, log *slog.Logger) (hypervisor.VM, error) {
+	return vz.New(cfg, vz.Options{Logger: log})
+}

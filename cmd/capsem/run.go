@@ -1,0 +1,373 @@
+package main
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/capsem/capsem/guest/proto"
+	"github.com/capsem/capsem/hypervisor"
+	"github.com/capsem/capsem/mitm/ca"
+	"github.com/capsem/capsem/policy"
+	"github.com/capsem/capsem/store"
+)
+
+//go:embed defaultpolicy.toml
+var defaultPolicy []byte
+
+// hostEnvAllowlist are the host variables a guest command gets (besides
+// --env): what a terminal program needs to draw and to tell the time.
+var hostEnvAllowlist = []string{"TERM", "LANG", "TZ"}
+
+// exitTimeout is capsem run's exit status when --timeout killed the
+// command (as timeout(1)).
+const exitTimeout = 124
+
+// exitStatus is an error that only carries the exit status of the command
+// capsem ran: main exits with it and prints nothing.
+type exitStatus int
+
+func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
+func runCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "run",
+		Usage: "run a command in a fresh guest whose only network is capsem's filter",
+		UsageText: "capsem run [--policy FILE] [--workspace DIR] [--env K=V]… [--cpus N] [--memory MiB] [--timeout D] -- CMD…\n" +
+			"   with no CMD: an interactive shell",
+		Description: "The current directory (or --workspace) is shared read-write as /workspace, where the command\n" +
+			"runs. Nothing of the host environment enters the guest except --env and TERM, LANG, TZ.\n" +
+			"Without --policy only the AI providers' API hosts are reachable (api.anthropic.com,\n" +
+			"api.openai.com, generativelanguage.googleapis.com), over HTTPS through capsem's MITM.\n" +
+			"Every DNS query, flow, HTTP request, model call, file change and command is recorded;\n" +
+			"the session id is printed at the end. Exit status: the command's (124 after --timeout).",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "policy", Usage: "policy `FILE` (default: the AI providers' APIs only)"},
+			&cli.StringFlag{Name: "workspace", Usage: "host `DIR` shared as /workspace (default: the current directory)"},
+			&cli.StringSliceFlag{Name: "env", Usage: "`K=V` for the command (repeatable)"},
+			&cli.IntFlag{Name: "cpus", Value: 2, Usage: "guest vCPUs"},
+			&cli.IntFlag{Name: "memory", Value: 2048, Usage: "guest memory in `MiB`"},
+			&cli.DurationFlag{Name: "timeout", Usage: "kill the command after `D` (e.g. 10m; 0: never)"},
+			&cli.BoolFlag{Name: "tty", Aliases: []string{"t"}, Usage: "give the command a pty (default: when stdin and stdout are terminals)"},
+			&cli.BoolFlag{Name: "no-tty", Usage: "never give the command a pty"},
+			dataFlag(),
+			&cli.StringFlag{Name: "ca-dir", Usage: "interception CA `DIR` (default: capsem ca path)"},
+			&cli.StringFlag{Name: "log-level", Value: "warn", Usage: "capsem's own log: debug, info, warn, error"},
+		},
+		Action: runAction,
+	}
+}
+
+// runOptions are the parsed flags of `capsem run`.
+type runOptions struct {
+	argv      []string
+	env       []string
+	policy    *policy.Policy
+	workspace string
+	cpus, mem int
+	timeout   time.Duration
+	tty       bool
+	data      string
+	caDir     string
+	log       *slog.Logger
+}
+
+func parseRunOptions(c *cli.Context) (*runOptions, error) {
+	o := &runOptions{argv: c.Args().Slice(), cpus: c.Int("cpus"), mem: c.Int("memory"), timeout: c.Duration("timeout"), data: c.String("data"), caDir: c.String("ca-dir")}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
+		return nil, usageError{fmt.Errorf("--log-level %q: want debug, info, warn or error", c.String("log-level"))}
+	}
+	o.log = slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: level}))
+	var err error
+	if p := c.String("policy"); p != "" {
+		if o.policy, err = policy.Load(p); err != nil {
+			return nil, usageError{err}
+		}
+	} else if o.policy, err = policy.Parse("default policy", defaultPolicy); err != nil {
+		return nil, err
+	}
+	o.workspace = c.String("workspace")
+	if o.workspace == "" {
+		if o.workspace, err = os.Getwd(); err != nil {
+			return nil, err
+		}
+	}
+	if o.workspace, err = filepath.Abs(o.workspace); err != nil {
+		return nil, err
+	}
+	if st, err := os.Stat(o.workspace); err != nil || !st.IsDir() {
+		return nil, usageError{fmt.Errorf("--workspace %s: not a directory", o.workspace)}
+	}
+	if o.timeout < 0 {
+		return nil, usageError{fmt.Errorf("--timeout %s: must not be negative", o.timeout)}
+	}
+	o.env, err = guestEnv(os.Environ(), c.StringSlice("env"))
+	if err != nil {
+		return nil, usageError{err}
+	}
+	switch {
+	case c.Bool("tty") && c.Bool("no-tty"):
+		return nil, usageError{errors.New("--tty and --no-tty: pick one")}
+	case c.Bool("tty"):
+		o.tty = true
+	case c.Bool("no-tty"):
+		o.tty = false
+	default:
+		o.tty = isTerminal(os.Stdin) && isTerminal(os.Stdout)
+	}
+	return o, nil
+}
+
+// guestEnv is the environment a guest command gets from the host: the
+// allowlisted host variables, then --env (which wins).
+func guestEnv(host, flags []string) ([]string, error) {
+	var env []string
+	for _, kv := range host {
+		k, _, _ := strings.Cut(kv, "=")
+		for _, a := range hostEnvAllowlist {
+			if k == a {
+				env = append(env, kv)
+			}
+		}
+	}
+	for _, kv := range flags {
+		k, _, ok := strings.Cut(kv, "=")
+		if !ok || k == "" || strings.ContainsAny(k, " \t\n\x00") {
+			return nil, fmt.Errorf("--env %q: want KEY=value", kv)
+		}
+		env = append(env, kv)
+	}
+	return env, nil
+}
+
+func runAction(c *cli.Context) error {
+	o, err := parseRunOptions(c)
+	if err != nil {
+		return err
+	}
+	if err := checkHypervisor(); err != nil {
+		return err
+	}
+	ctx := c.Context
+	guest, err := defaultGuest(ctx, c.App.ErrWriter, false)
+	if err != nil {
+		return err
+	}
+	caDir := o.caDir
+	if caDir == "" {
+		if caDir, err = ca.DefaultDir(); err != nil {
+			return err
+		}
+	}
+	authority, err := ca.LoadOrCreate(caDir)
+	if err != nil {
+		return err
+	}
+
+	host, _ := os.Hostname()
+	command := o.argv
+	if len(command) == 0 {
+		command = []string{"(interactive shell)"}
+	}
+	rs, err := openRunStore(o.data, store.Session{Command: command, PolicySHA256: o.policy.SHA256, Image: guest.ID, Host: host})
+	if err != nil {
+		return err
+	}
+	id := rs.w.ID()
+
+	code, runErr := runInSandbox(ctx, o, sandboxConfig{
+		Guest:       guest,
+		Policy:      o.policy,
+		Workspace:   o.workspace,
+		CPUs:        o.cpus,
+		MemoryMiB:   o.mem,
+		Recorder:    rs.w,
+		Authority:   authority,
+		ConsoleLog:  filepath.Join(sessionDir(o.data, id), "console.log"),
+		BootTimeout: hypervisor.DefaultBootTimeout,
+		Logger:      o.log,
+	}, c.App.Reader, c.App.Writer, c.App.ErrWriter)
+
+	var endCode *int
+	if runErr == nil {
+		endCode = &code
+	}
+	if err := rs.end(endCode); err != nil {
+		runErr = errors.Join(runErr, fmt.Errorf("record the session: %w", err))
+	}
+	pending, merr := mergeRuns(o.data, 5*time.Second)
+	where := o.data
+	if merr != nil || pending > 0 {
+		if _, err := os.Stat(runEventsDir(o.data, id)); err == nil {
+			where = runEventsDir(o.data, id) + " (moved into " + o.data + " by the next capsem command: the main store is busy)"
+		}
+	}
+	fmt.Fprintf(c.App.ErrWriter, "capsem: session %s, events in %s — capsem inspect %s\n", id, where, id)
+	if runErr != nil {
+		return runErr
+	}
+	return exitStatus(code)
+}
+
+// runInSandbox boots the guest, runs the command and powers the guest off
+// again, whatever happens: the returned error is about capsem, the code is
+// the command's.
+func runInSandbox(ctx context.Context, o *runOptions, cfg sandboxConfig, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	// Signals that arrive during boot tear the guest down too.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGWINCH)
+	defer signal.Stop(sigs)
+
+	type started struct {
+		sb  *sandbox
+		err error
+	}
+	ready := make(chan started, 1)
+	go func() {
+		sb, err := startSandbox(ctx, cfg)
+		ready <- started{sb, err}
+	}()
+	var sb *sandbox
+	for sb == nil {
+		select {
+		case r := <-ready:
+			if r.err != nil {
+				return 0, r.err
+			}
+			sb = r.sb
+		case sig := <-sigs:
+			if sig == syscall.SIGWINCH {
+				continue
+			}
+			cancel()
+			r := <-ready
+			if r.sb != nil {
+				r.sb.shutdown()
+			}
+			return 0, fmt.Errorf("interrupted by %v while booting", sig)
+		}
+	}
+	defer sb.shutdown()
+	return execute(sb.client, o, sigs, stdin, stdout, stderr)
+}
+
+// execute runs o.argv in the guest and streams it: the command's stdout
+// and stderr to ours, our stdin to it. Signals capsem gets go to the
+// command; in tty mode the terminal is raw, so Ctrl-C reaches the guest as
+// a keystroke and window changes follow.
+func execute(client *proto.Client, o *runOptions, sigs <-chan os.Signal, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	ex := proto.Exec{Argv: o.argv, Env: o.env, TTY: o.tty}
+	inFile, _ := stdin.(*os.File)
+	outFile, _ := stdout.(*os.File)
+	if o.tty {
+		if !hasEnv(ex.Env, "TERM") {
+			ex.Env = append(ex.Env, "TERM=xterm-256color")
+		}
+		if outFile != nil {
+			ex.Rows, ex.Cols = terminalSize(outFile)
+		}
+	}
+	sess, err := client.Exec(context.Background(), ex)
+	if err != nil {
+		var perr proto.Error
+		if errors.As(err, &perr) && perr.Code != 0 {
+			fmt.Fprintf(stderr, "capsem: %s\n", perr.Msg)
+			return perr.Code, nil
+		}
+		return 0, fmt.Errorf("start %q in the guest: %w", o.argv, err)
+	}
+	if o.tty && isTerminal(inFile) {
+		restore, err := makeRaw(inFile)
+		if err == nil {
+			defer restore()
+		}
+	}
+
+	var out sync.WaitGroup
+	out.Add(2)
+	go func() { defer out.Done(); _, _ = io.Copy(stdout, sess.Stdout()) }()
+	go func() { defer out.Done(); _, _ = io.Copy(stderr, sess.Stderr()) }()
+	if stdin != nil {
+		go func() {
+			_, _ = io.Copy(sess, stdin)
+			_ = sess.CloseStdin()
+		}()
+	} else {
+		_ = sess.CloseStdin()
+	}
+
+	var timeout <-chan time.Time
+	if o.timeout > 0 {
+		t := time.NewTimer(o.timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	timedOut, interrupts := false, 0
+wait:
+	for {
+		select {
+		case <-sess.Done():
+			break wait
+		case <-timeout:
+			timedOut = true
+			_ = sess.Signal("KILL")
+		case sig := <-sigs:
+			switch sig {
+			case syscall.SIGWINCH:
+				if o.tty && outFile != nil {
+					_ = sess.Resize(terminalSize(outFile))
+				}
+			case syscall.SIGINT:
+				interrupts++
+				if interrupts >= 3 {
+					_ = sess.Signal("KILL") // the command ignores INT
+				} else {
+					_ = sess.Signal("INT")
+				}
+			case syscall.SIGTERM:
+				_ = sess.Signal("TERM")
+			case syscall.SIGHUP:
+				_ = sess.Signal("HUP")
+			}
+		}
+	}
+	exit, werr := sess.Wait()
+	out.Wait()
+	if werr != nil {
+		var perr proto.Error
+		if errors.As(werr, &perr) && perr.Code != 0 {
+			fmt.Fprintf(stderr, "capsem: %s\n", perr.Msg)
+			return perr.Code, nil
+		}
+		return 0, fmt.Errorf("the guest ended the command abnormally: %w", werr)
+	}
+	if timedOut {
+		fmt.Fprintf(stderr, "capsem: %q killed after --timeout %s\n", strings.Join(o.argv, " "), o.timeout)
+		return exitTimeout, nil
+	}
+	return exit.Code, nil
+}
+
+func hasEnv(env []string, key string) bool {
+	for _, kv := range env {
+		if strings.HasPrefix(kv, key+"=") {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/capsem/capsem/store"
+)
+
+// Each `capsem run` writes its events to a store of its own, in the
+// session's directory under the data directory:
+//
+//	<data>/sessions/<id>/events/      the run's event store, while it runs
+//	<data>/sessions/<id>/console.log  the guest's serial console
+//
+// so that any number of runs can go at once (a store has one writer). When
+// a run ends its session is moved into the main store at <data>, where
+// `capsem sessions`, `export` and `inspect` find it; a run that could not
+// be moved (the main store was busy, capsem was killed) is moved by the
+// next command that opens the main store.
+
+func sessionDir(data, id string) string { return filepath.Join(data, "sessions", id) }
+
+func runEventsDir(data, id string) string { return filepath.Join(sessionDir(data, id), "events") }
+
+// runStore is one run's private store and its session writer.
+type runStore struct {
+	data string
+	st   *store.Store
+	w    *store.Writer
+}
+
+func openRunStore(data string, meta store.Session) (*runStore, error) {
+	meta.ID = store.NewSessionID()
+	dir := sessionDir(data, meta.ID)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("session directory: %w", err)
+	}
+	st, err := store.Open(runEventsDir(data, meta.ID))
+	if err != nil {
+		return nil, err
+	}
+	w, err := st.Begin(meta)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	return &runStore{data: data, st: st, w: w}, nil
+}
+
+// end records the exit code, flushes every event and closes the store.
+func (r *runStore) end(code *int) error {
+	return errors.Join(r.w.End(code), r.st.Close())
+}
+
+// mergeRuns moves every finished run's session into the main store at data,
+// waiting up to wait for the main store when another process holds it. It
+// returns how many sessions are still waiting to be moved.
+func mergeRuns(data string, wait time.Duration) (pending int, err error) {
+	dirs, _ := filepath.Glob(filepath.Join(data, "sessions", "*", "events"))
+	if len(dirs) == 0 {
+		return 0, nil
+	}
+	main, err := openMainStore(data, wait)
+	if err != nil {
+		return len(dirs), err
+	}
+	defer main.Close()
+	var errs []error
+	for _, dir := range dirs {
+		id := filepath.Base(filepath.Dir(dir))
+		src, err := store.OpenReadOnly(dir)
+		if errors.Is(err, store.ErrInUse) {
+			pending++ // still running
+			continue
+		}
+		if err != nil {
+			pending++
+			errs = append(errs, fmt.Errorf("session %s: %w", id, err))
+			continue
+		}
+		err = main.Import(src, id)
+		src.Close()
+		if err != nil {
+			pending++
+			errs = append(errs, fmt.Errorf("move session %s into %s: %w", id, data, err))
+			continue
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return pending, errors.Join(errs...)
+}
+
+// openMainStore opens the store at data for writing, retrying while
+// another process holds it, for up to wait.
+func openMainStore(data string, wait time.Duration) (*store.Store, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		st, err := store.Open(data)
+		if err == nil || !errors.Is(err, store.ErrInUse) || time.Now().After(deadline) {
+			return st, err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// openStoreForReading opens the main store of --data read-only, after
+// moving the sessions of finished runs into it. Runs still going are
+// mentioned, not waited for.
+func openStoreForReading(c *cli.Context) (*store.Store, error) {
+	data := c.String("data")
+	pending, err := mergeRuns(data, 2*time.Second)
+	if err != nil {
+		fmt.Fprintf(c.App.ErrWriter, "capsem: warning: %v\n", err)
+	}
+	if pending > 0 {
+		fmt.Fprintf(c.App.ErrWriter, "capsem: %d session(s) still running or not yet moved into %s are not included\n", pending, data)
+	}
+	return store.OpenReadOnly(data)
+}

@@ -1,0 +1,252 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/capsem/capsem/guest/image"
+	"github.com/capsem/capsem/guest/proto"
+	"github.com/capsem/capsem/hypervisor"
+	"github.com/capsem/capsem/mitm"
+	"github.com/capsem/capsem/mitm/ca"
+	"github.com/capsem/capsem/netstack"
+	"github.com/capsem/capsem/policy"
+	"github.com/capsem/capsem/store"
+)
+
+// sandboxConfig is what one guest boot needs.
+type sandboxConfig struct {
+	Guest       *image.Guest
+	Policy      *policy.Policy
+	Workspace   string // host directory shared as the guest's /workspace
+	CPUs        int
+	MemoryMiB   int
+	Recorder    *store.Writer // gets every event of the run
+	Authority   *ca.Authority // the interception CA the guest trusts
+	ConsoleLog  string
+	BootTimeout time.Duration
+	Logger      *slog.Logger
+}
+
+// sandbox is a running guest: its VM, the netstack its NIC ends in, the
+// MITM behind the netstack, and the control connection to its agent.
+type sandbox struct {
+	cfg    sandboxConfig
+	log    *slog.Logger
+	proxy  *mitm.Proxy
+	stack  *netstack.Stack
+	nic    netstack.FrameConn
+	vm     hypervisor.VM
+	client *proto.Client
+
+	cancel    context.CancelFunc // ends the VM and the netstack
+	vmDone    chan error         // the VM's Wait result
+	serveDone chan error         // the netstack's Serve result
+}
+
+// guestCmdline is what the agent needs on the kernel command line: the
+// static network of DESIGN.md (no DHCP round trip at boot) and the
+// workspace filesystem.
+func guestCmdline(mtu uint32, workspace bool) []string {
+	w := []string{
+		"capsem.ip=" + netstack.GuestIP.String() + "/24",
+		"capsem.gw=" + netstack.GatewayIP.String(),
+		"capsem.dns=" + netstack.GatewayIP.String(),
+		fmt.Sprintf("capsem.mtu=%d", mtu),
+	}
+	if workspace {
+		w = append(w, "capsem.ws="+workspaceFS)
+	}
+	return w
+}
+
+// startSandbox boots the guest and completes the handshake with its agent.
+// On error everything it started is stopped again.
+func startSandbox(ctx context.Context, cfg sandboxConfig) (sb *sandbox, err error) {
+	log := cfg.Logger
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	sb = &sandbox{cfg: cfg, log: log, cancel: cancel}
+	defer func() {
+		if err != nil {
+			sb.teardown()
+			sb = nil
+		}
+	}()
+
+	sb.proxy, err = mitm.New(mitm.Config{CA: cfg.Authority, Recorder: cfg.Recorder, Logger: log})
+	if err != nil {
+		return sb, err
+	}
+	mtu := uint32(netstack.DefaultMTU)
+	sb.stack, err = netstack.New(netstack.Config{
+		MTU:      mtu,
+		Policy:   cfg.Policy,
+		Recorder: cfg.Recorder,
+		Logger:   log,
+		Flows:    sb.proxy.HandleFlow,
+	})
+	if err != nil {
+		return sb, err
+	}
+	nic, vmNIC, err := newNIC()
+	if err != nil {
+		return sb, fmt.Errorf("guest NIC: %w", err)
+	}
+	defer vmNIC.Close() // the backend has its own copy after Start
+	sb.nic = nic
+	sb.serveDone = make(chan error, 1)
+	go func() { sb.serveDone <- sb.stack.Serve(ctx, nic) }()
+
+	vmCfg := hypervisor.Config{
+		Kernel:      cfg.Guest.Kernel,
+		Initramfs:   cfg.Guest.Initramfs,
+		RootImage:   cfg.Guest.Rootfs,
+		Cmdline:     guestCmdline(mtu, cfg.Workspace != ""),
+		CPUs:        cfg.CPUs,
+		MemoryMiB:   cfg.MemoryMiB,
+		NIC:         vmNIC,
+		Workspace:   cfg.Workspace,
+		BootTimeout: cfg.BootTimeout,
+		ConsoleLog:  cfg.ConsoleLog,
+	}
+	vm, err := newVM(vmCfg, log)
+	if err != nil {
+		return sb, err
+	}
+	if err := vm.Start(ctx); err != nil {
+		return sb, err
+	}
+	sb.vm = vm
+	sb.vmDone = make(chan error, 1)
+	go func() { sb.vmDone <- vm.Wait() }()
+
+	hctx, hcancel := context.WithTimeout(ctx, cfg.BootTimeout)
+	defer hcancel()
+	sb.client, err = proto.NewClient(hctx, vm.Control(), proto.ClientOptions{
+		Host:    "capsem " + version(),
+		CA:      string(cfg.Authority.CertPEM()),
+		OnEvent: sb.record,
+		Logger:  log,
+	})
+	if err != nil {
+		return sb, sb.bootError(err)
+	}
+	for _, w := range sb.client.Ready().Warnings {
+		log.Warn("guest: " + w)
+	}
+	return sb, nil
+}
+
+// bootError explains a failed boot: what the VM said, and where its
+// console log is.
+func (sb *sandbox) bootError(err error) error {
+	select {
+	case verr := <-sb.vmDone:
+		sb.vmDone <- verr
+		if verr != nil {
+			err = fmt.Errorf("%w; the VM ended: %w", err, verr)
+		} else {
+			err = fmt.Errorf("%w; the guest powered off during boot", err)
+		}
+	case <-time.After(200 * time.Millisecond):
+	}
+	if tail := consoleTail(sb.cfg.ConsoleLog, 15); tail != "" {
+		err = fmt.Errorf("%w\nlast lines of the guest console (%s):\n%s", err, sb.cfg.ConsoleLog, tail)
+	}
+	return fmt.Errorf("boot the guest: %w", err)
+}
+
+// consoleTail returns the last n lines of the console log.
+func consoleTail(path string, n int) string {
+	if path == "" {
+		return ""
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return "  " + strings.Join(lines, "\n  ")
+}
+
+// record turns the agent's events into store events.
+func (sb *sandbox) record(m proto.Message) {
+	switch m := m.(type) {
+	case proto.ExecEvent:
+		sb.cfg.Recorder.Append(store.Event{
+			Time: time.Unix(0, m.Start+m.Duration),
+			Exec: &store.Exec{
+				Argv: m.Argv, Dir: m.Dir, TTY: m.TTY, PID: m.PID,
+				Start: time.Unix(0, m.Start), Duration: time.Duration(m.Duration),
+				ExitCode: m.ExitCode, Signal: m.Signal,
+			},
+		})
+	case proto.FileEvent:
+		sb.cfg.Recorder.Append(store.Event{
+			Time: time.Unix(0, m.Time),
+			FS: &store.FS{
+				Action: m.Action, Path: m.Path, OldPath: m.OldPath, Size: m.Size, Dir: m.Dir,
+			},
+		})
+	case proto.Error:
+		sb.log.Warn("guest agent: " + m.Msg)
+	}
+}
+
+// shutdown powers the guest off through its agent (which unmounts the
+// workspace, so every write the guest made is on the host), then stops
+// everything. It is safe to call on a sandbox that is partly gone.
+func (sb *sandbox) shutdown() {
+	if sb.client != nil {
+		if err := sb.client.Shutdown("capsem run is done"); err == nil {
+			select {
+			case <-sb.client.Done():
+			case <-time.After(5 * time.Second):
+				sb.log.Warn("the guest did not power off within 5 s; stopping it")
+			}
+		}
+	}
+	if sb.vmDone != nil {
+		select {
+		case err := <-sb.vmDone:
+			sb.vmDone <- err
+		case <-time.After(3 * time.Second):
+		}
+	}
+	sb.teardown()
+}
+
+// teardown stops the VM (killing it if needed), the netstack and the MITM.
+func (sb *sandbox) teardown() {
+	if sb.vm != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = sb.vm.Stop(ctx)
+		cancel()
+	}
+	if sb.client != nil {
+		_ = sb.client.Close()
+	}
+	sb.cancel()
+	if sb.stack != nil {
+		_ = sb.stack.Close()
+	}
+	if sb.nic != nil {
+		_ = sb.nic.Close()
+	}
+	if sb.serveDone != nil {
+		if err := <-sb.serveDone; err != nil && !errors.Is(err, context.Canceled) {
+			sb.log.Debug("netstack ended", "err", err)
+		}
+	}
+	if sb.proxy != nil {
+		_ = sb.proxy.Close()
+	}
+}
