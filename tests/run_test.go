@@ -339,11 +339,11 @@ ca_files = [%q]
 		t.Errorf("exec_events exit codes = %q", got)
 	}
 	checks := map[string]string{
-		"the allowed HTTPS request":    `SELECT count(*) FROM net_events WHERE domain = 'allowed.test' AND decision = 'allowed' AND path = '/hello' AND status_code = 200`,
-		"the direct IP 1.1.1.1:443":    `SELECT count(*) FROM net_events WHERE ip = '1.1.1.1' AND port = 443 AND decision = 'denied'`,
-		"allowed.test on port 80":      `SELECT count(*) FROM net_events WHERE port = 80 AND decision = 'denied'`,
+		"the allowed HTTPS request":     `SELECT count(*) FROM net_events WHERE domain = 'allowed.test' AND decision = 'allowed' AND path = '/hello' AND status_code = 200`,
+		"the direct IP 1.1.1.1:443":     `SELECT count(*) FROM net_events WHERE ip = '1.1.1.1' AND port = 443 AND decision = 'denied'`,
+		"allowed.test on port 80":       `SELECT count(*) FROM net_events WHERE port = 80 AND decision = 'denied'`,
 		"the DNS query for denied.test": `SELECT count(*) FROM dns_events WHERE qname LIKE 'denied.test%' AND decision = 'denied'`,
-		"the ping to 1.1.1.1":          `SELECT count(*) FROM net_events WHERE transport = 'icmp' AND decision = 'denied'`,
+		"the ping to 1.1.1.1":           `SELECT count(*) FROM net_events WHERE transport = 'icmp' AND decision = 'denied'`,
 	}
 	for what, q := range checks {
 		var n int
