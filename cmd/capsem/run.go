@@ -161,6 +161,8 @@ func runAction(c *cli.Context) error {
 	if err := checkHypervisor(); err != nil {
 		return err
 	}
+	t0 := time.Now()
+	phase := func(what string) { o.log.Debug(what, "elapsed", time.Since(t0).Round(time.Millisecond)) }
 	ctx := c.Context
 	guest, err := defaultGuest(ctx, c.App.ErrWriter, false)
 	if err != nil {
@@ -182,11 +184,13 @@ func runAction(c *cli.Context) error {
 	if len(command) == 0 {
 		command = []string{"(interactive shell)"}
 	}
+	phase("guest image and CA ready")
 	rs, err := openRunStore(o.data, store.Session{Command: command, PolicySHA256: o.policy.SHA256, Image: guest.ID, Host: host})
 	if err != nil {
 		return err
 	}
 	id := rs.w.ID()
+	phase("session store open")
 
 	code, runErr := runInSandbox(ctx, o, sandboxConfig{
 		Guest:       guest,
@@ -201,6 +205,7 @@ func runAction(c *cli.Context) error {
 		Logger:      o.log,
 	}, c.App.Reader, c.App.Writer, c.App.ErrWriter)
 
+	phase("guest powered off")
 	var endCode *int
 	if runErr == nil {
 		endCode = &code
@@ -208,7 +213,9 @@ func runAction(c *cli.Context) error {
 	if err := rs.end(endCode); err != nil {
 		runErr = errors.Join(runErr, fmt.Errorf("record the session: %w", err))
 	}
+	phase("events flushed")
 	pending, merr := mergeRuns(o.data, 5*time.Second)
+	phase("session moved into the main store")
 	where := o.data
 	if merr != nil || pending > 0 {
 		if _, err := os.Stat(runEventsDir(o.data, id)); err == nil {
@@ -263,7 +270,10 @@ func runInSandbox(ctx context.Context, o *runOptions, cfg sandboxConfig, stdin i
 		}
 	}
 	defer sb.shutdown()
-	return execute(sb.client, o, sigs, stdin, stdout, stderr)
+	o.log.Debug("guest ready", "uptime", time.Duration(sb.client.Ready().Uptime).Round(time.Millisecond))
+	code, err := execute(sb.client, o, sigs, stdin, stdout, stderr)
+	o.log.Debug("command done", "code", code)
+	return code, err
 }
 
 // execute runs o.argv in the guest and streams it: the command's stdout

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -78,6 +79,7 @@ func startSandbox(ctx context.Context, cfg sandboxConfig) (sb *sandbox, err erro
 		}
 	}()
 
+	log.Debug("starting the netstack and the MITM")
 	sb.proxy, err = mitm.New(mitm.Config{CA: cfg.Authority, Recorder: cfg.Recorder, Logger: log})
 	if err != nil {
 		return sb, err
@@ -102,11 +104,18 @@ func startSandbox(ctx context.Context, cfg sandboxConfig) (sb *sandbox, err erro
 	sb.serveDone = make(chan error, 1)
 	go func() { sb.serveDone <- sb.stack.Serve(ctx, nic) }()
 
+	// The CA rides on the kernel command line, so the agent installs it
+	// while the guest's NIC and workspace come up rather than after the
+	// handshake.
+	cmdline := append(guestCmdline(mtu, cfg.Workspace != ""), "capsem.ca="+base64.RawURLEncoding.EncodeToString(cfg.Authority.Certificate().Raw))
+	if log.Enabled(ctx, slog.LevelDebug) {
+		cmdline = append(cmdline, "capsem.debug=1") // the agent's steps, with uptimes, in the console log
+	}
 	vmCfg := hypervisor.Config{
 		Kernel:      cfg.Guest.Kernel,
 		Initramfs:   cfg.Guest.Initramfs,
 		RootImage:   cfg.Guest.Rootfs,
-		Cmdline:     guestCmdline(mtu, cfg.Workspace != ""),
+		Cmdline:     cmdline,
 		CPUs:        cfg.CPUs,
 		MemoryMiB:   cfg.MemoryMiB,
 		NIC:         vmNIC,
@@ -118,9 +127,11 @@ func startSandbox(ctx context.Context, cfg sandboxConfig) (sb *sandbox, err erro
 	if err != nil {
 		return sb, err
 	}
+	log.Debug("starting the VM")
 	if err := vm.Start(ctx); err != nil {
 		return sb, err
 	}
+	log.Debug("VM started")
 	sb.vm = vm
 	sb.vmDone = make(chan error, 1)
 	go func() { sb.vmDone <- vm.Wait() }()
@@ -129,7 +140,6 @@ func startSandbox(ctx context.Context, cfg sandboxConfig) (sb *sandbox, err erro
 	defer hcancel()
 	sb.client, err = proto.NewClient(hctx, vm.Control(), proto.ClientOptions{
 		Host:    "capsem " + version(),
-		CA:      string(cfg.Authority.CertPEM()),
 		OnEvent: sb.record,
 		Logger:  log,
 	})
@@ -209,6 +219,7 @@ func (sb *sandbox) shutdown() {
 		if err := sb.client.Shutdown("capsem run is done"); err == nil {
 			select {
 			case <-sb.client.Done():
+				sb.log.Debug("control channel closed by the guest")
 			case <-time.After(5 * time.Second):
 				sb.log.Warn("the guest did not power off within 5 s; stopping it")
 			}
@@ -218,10 +229,12 @@ func (sb *sandbox) shutdown() {
 		select {
 		case err := <-sb.vmDone:
 			sb.vmDone <- err
+			sb.log.Debug("VM exited", "err", err)
 		case <-time.After(3 * time.Second):
 		}
 	}
 	sb.teardown()
+	sb.log.Debug("sandbox torn down")
 }
 
 // teardown stops the VM (killing it if needed), the netstack and the MITM.

@@ -38,7 +38,7 @@ type Client struct {
 type ClientOptions struct {
 	Host string    // the host's version, sent in Hello
 	CA   string    // a PEM CA the agent installs before Ready
-	Time time.Time // the wall clock sent in Hello (default: now)
+	Time time.Time // the wall clock sent in Hello (default: the time it is sent)
 	// OnEvent receives, from the connection's reading goroutine, the
 	// messages that belong to no session: FileEvent, ExecEvent, Error with
 	// ID 0, Unknown. It must not block for long: nothing else is read
@@ -84,11 +84,11 @@ func NewClient(ctx context.Context, rw io.ReadWriteCloser, opts ClientOptions) (
 }
 
 func (c *Client) handshake() error {
-	t := c.opts.Time
-	if t.IsZero() {
-		t = time.Now()
+	var t int64 // zero: HostHandshake reads the clock when it answers
+	if !c.opts.Time.IsZero() {
+		t = c.opts.Time.UnixNano()
 	}
-	agent, err := c.conn.HostHandshake(Hello{Host: c.opts.Host, Time: t.UnixNano(), CA: c.opts.CA})
+	agent, err := c.conn.HostHandshake(Hello{Host: c.opts.Host, Time: t, CA: c.opts.CA})
 	if err != nil {
 		return err
 	}

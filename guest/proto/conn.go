@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 )
 
 // ErrHandshake wraps every failure of the Hello exchange.
@@ -93,6 +94,11 @@ func (c *Conn) HostHandshake(mine Hello) (Hello, error) {
 		return Hello{}, err
 	}
 	mine.Proto = Version
+	if mine.Time == 0 {
+		// The clock the guest may set itself from: read now, after the
+		// wait for the agent's hello (a boot), not before it.
+		mine.Time = time.Now().UnixNano()
+	}
 	if err := c.Send(mine); err != nil {
 		return Hello{}, fmt.Errorf("%w: %w", ErrHandshake, err)
 	}

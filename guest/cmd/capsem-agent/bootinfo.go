@@ -2,7 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/capsem/capsem/guest/proto"
@@ -38,10 +40,29 @@ func readBootInfo(path string) (bootInfo, error) {
 	return bi, nil
 }
 
-func writeBootInfo(path string, bi bootInfo) error {
+// readBootInfoFrom reads the boot facts PID 1 writes on f, up to its close.
+// Nothing written means the boot failed.
+func readBootInfoFrom(f *os.File) (bootInfo, error) {
+	defer f.Close()
+	var bi bootInfo
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return bi, fmt.Errorf("boot facts: %w", err)
+	}
+	if len(b) == 0 {
+		return bi, errors.New("PID 1 closed the boot-facts pipe without writing them (the boot failed)")
+	}
+	if err := json.Unmarshal(b, &bi); err != nil {
+		return bi, fmt.Errorf("boot facts: %w", err)
+	}
+	return bi, nil
+}
+
+func writeBootInfo(path string, bi bootInfo) ([]byte, error) {
 	b, err := json.MarshalIndent(bi, "", "  ")
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return os.WriteFile(path, append(b, '\n'), 0o644)
+	b = append(b, '\n')
+	return b, os.WriteFile(path, b, 0o644)
 }

@@ -9,11 +9,13 @@
 // /tmp, names the host, configures the NIC (command line or DHCP) and
 // resolv.conf, mounts the workspace (9p or virtiofs), installs a CA given
 // on the command line, turns swap off and locks the kernel down
-// (modules_disabled, kptr_restrict, dmesg_restrict, kexec off). It writes
-// what it did to /run/capsem/boot.json and starts itself again as
-// `capsem-agent serve`, which opens the control channel (the virtio-serial
-// port named capsem.control, or vsock under vz) and runs package agent's
-// Serve. PID 1 itself only reaps: orphans reparent to it, and the server
+// (modules_disabled, kptr_restrict, dmesg_restrict, kexec off). Once the
+// root is in place it starts itself again as `capsem-agent serve
+// --boot-fd 3`, whose start-up overlaps the remaining steps; when they are
+// done PID 1 writes what it did to /run/capsem/boot.json and to the
+// server's pipe, and the server opens the control channel (the
+// virtio-serial port named capsem.control, or vsock under vz) and runs
+// package agent's Serve. PID 1 itself only reaps: orphans reparent to it, and the server
 // keeps exact exit statuses for the commands it started. When the server
 // ends — the host sent Shutdown, or the channel closed — PID 1 stops every
 // process, syncs and powers the machine off. A boot step that cannot be

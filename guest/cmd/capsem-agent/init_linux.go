@@ -25,12 +25,12 @@ func initMain() {
 			boot.Poweroff()
 		}
 	}()
-	bi, log, err := bootGuest()
+	bi, srv, log, err := bootGuest()
 	if err != nil {
 		log.Error("boot failed; powering off", "err", err)
 		boot.Poweroff()
 	}
-	status := runServer(bi, log)
+	status := superviseServer(srv, log)
 	log.Debug("server ended; powering off", "status", status)
 	stopEverything(bi, log)
 	boot.Poweroff()
@@ -53,26 +53,38 @@ func (s *stepper) step(name string) {
 	s.log.Debug(name, "uptime", boot.Uptime().Round(time.Millisecond))
 }
 
-// bootGuest performs every boot step in order. An error means the guest
-// cannot be offered safely; warnings go into Ready.
-func bootGuest() (bootInfo, *slog.Logger, error) {
+// bootGuest performs every boot step in order. As soon as the root is in
+// place it starts the server (`capsem-agent serve`), so that the server's
+// start-up overlaps the network and workspace steps; the server waits for
+// the boot facts, which bootGuest hands it when every step is done. An
+// error means the guest cannot be offered safely; warnings go into Ready.
+func bootGuest() (bi bootInfo, srv *server, log *slog.Logger, err error) {
+	bi, srv, log, err = bootSteps()
+	if err != nil && srv != nil {
+		srv.abort()
+	}
+	return bi, srv, log, err
+}
+
+func bootSteps() (bootInfo, *server, *slog.Logger, error) {
 	s := &stepper{log: newLogger(os.Stderr, false), start: time.Now()}
 	var bi bootInfo
+	var srv *server
 
 	// The kernel's filesystems, and the console for messages.
 	if _, err := boot.DoAll(boot.EarlyMounts()); err != nil {
-		return bi, s.log, err
+		return bi, srv, s.log, err
 	}
 	console := openConsole()
 	s.log = newLogger(console, false)
 
 	cmdline, err := os.ReadFile("/proc/cmdline")
 	if err != nil {
-		return bi, s.log, fmt.Errorf("read /proc/cmdline: %w", err)
+		return bi, srv, s.log, fmt.Errorf("read /proc/cmdline: %w", err)
 	}
 	cfg, err := boot.ParseCmdline(string(cmdline))
 	if err != nil {
-		return bi, s.log, err
+		return bi, srv, s.log, err
 	}
 	s.log = newLogger(console, cfg.Debug)
 	s.step("command line read")
@@ -94,14 +106,14 @@ func bootGuest() (bootInfo, *slog.Logger, error) {
 
 	if cfg.Root != "" {
 		if err := boot.WaitFile(cfg.Root, 10*time.Second); err != nil {
-			return bi, s.log, err
+			return bi, srv, s.log, err
 		}
 		desc, err := boot.MountRoot(cfg.Root, cfg.RootFS, boot.DefaultRootLayout, "")
 		if err != nil {
-			return bi, s.log, err
+			return bi, srv, s.log, err
 		}
 		if err := boot.SwitchRoot(boot.DefaultRootLayout.Target); err != nil {
-			return bi, s.log, err
+			return bi, srv, s.log, err
 		}
 		s.ready.Root = desc
 		s.step("root switched")
@@ -110,14 +122,39 @@ func bootGuest() (bootInfo, *slog.Logger, error) {
 	}
 	if w, err := boot.DoAll(boot.SystemMounts()); err != nil || len(w) > 0 {
 		if err != nil {
-			return bi, s.log, err
+			return bi, srv, s.log, err
 		}
 		for _, x := range w {
 			s.warn("%s", x)
 		}
 	}
 	if err := os.MkdirAll("/run/capsem", 0o755); err != nil {
-		return bi, s.log, err
+		return bi, srv, s.log, err
+	}
+	// The server inherits the open-file limit (the watcher pins one
+	// descriptor per workspace directory).
+	if err := boot.RaiseNofileLimit(); err != nil {
+		s.warn("open-file limit: %v", err)
+	}
+	srv, err = startServer(s.log)
+	if err != nil {
+		return bi, srv, s.log, err
+	}
+	s.step("server started")
+
+	// The CA goes into the trust stores (reading and rewriting the bundles)
+	// while the NIC and the workspace come up.
+	type caResult struct {
+		files []string
+		err   error
+	}
+	var caDone chan caResult
+	if len(cfg.CA) > 0 {
+		caDone = make(chan caResult, 1)
+		go func() {
+			files, err := boot.InstallCA("/", cfg.CA)
+			caDone <- caResult{files, err}
+		}()
 	}
 
 	if err := boot.SetHostname(cfg.Hostname); err != nil {
@@ -153,14 +190,16 @@ func bootGuest() (bootInfo, *slog.Logger, error) {
 		s.step("workspace mounted")
 	}
 
-	if len(cfg.CA) > 0 {
-		files, err := boot.InstallCA("/", cfg.CA)
-		if err != nil {
-			s.warn("CA from the command line: %v", err)
-		} else {
-			s.ready.CAFiles = files
-			bi.CAEnv = boot.CAEnv()
+	if caDone != nil {
+		r := <-caDone
+		if r.err != nil {
+			// The host meant the guest to trust it: without it every
+			// intercepted TLS connection would fail, confusingly.
+			return bi, srv, s.log, fmt.Errorf("CA from the command line: %w", r.err)
 		}
+		s.ready.CAFiles = r.files
+		bi.CAEnv = boot.CAEnv()
+		s.step("CA installed")
 	}
 
 	if off, err := boot.SwapOff(); err != nil {
@@ -172,16 +211,12 @@ func bootGuest() (bootInfo, *slog.Logger, error) {
 		applied, err := boot.ApplySysctls("/proc/sys", boot.LockdownSysctls())
 		s.ready.Lockdown = applied
 		if err != nil {
-			return bi, s.log, fmt.Errorf("kernel lockdown: %w", err)
+			return bi, srv, s.log, fmt.Errorf("kernel lockdown: %w", err)
 		}
 	} else {
 		s.warn("kernel lockdown turned off by capsem.lockdown=0")
 	}
 	s.step("locked down")
-
-	if err := boot.RaiseNofileLimit(); err != nil {
-		s.warn("open-file limit: %v", err)
-	}
 
 	bi.Managed = true
 	bi.Debug = cfg.Debug
@@ -189,10 +224,14 @@ func bootGuest() (bootInfo, *slog.Logger, error) {
 	bi.Vsock = cfg.Vsock
 	bi.Root = "/"
 	bi.Ready = s.ready
-	if err := writeBootInfo(bootInfoPath, bi); err != nil {
-		return bi, s.log, err
+	facts, err := writeBootInfo(bootInfoPath, bi)
+	if err != nil {
+		return bi, srv, s.log, err
 	}
-	return bi, s.log, nil
+	if err := srv.hand(facts); err != nil {
+		return bi, srv, s.log, err
+	}
+	return bi, srv, s.log, nil
 }
 
 // openConsole returns /dev/console, and makes it the standard output and
@@ -211,31 +250,67 @@ func openConsole() *os.File {
 	return c
 }
 
-// runServer starts `capsem-agent serve` and reaps every process until it
-// exits, returning its status. SIGTERM or SIGINT to PID 1 ends it.
-func runServer(bi bootInfo, log *slog.Logger) string {
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGPWR)
-	args := []string{"capsem-agent", "serve", "--boot", bootInfoPath}
+// server is the `capsem-agent serve` process PID 1 started.
+type server struct {
+	pid   int
+	facts *os.File // the write end of the boot-facts pipe, until handed over
+}
+
+// startServer starts `capsem-agent serve --boot-fd 3`: it initialises
+// while PID 1 finishes booting and reads the boot facts from the pipe on
+// its fd 3 once PID 1 writes and closes it.
+func startServer(log *slog.Logger) (*server, error) {
 	null, err := os.Open("/dev/null")
 	if err != nil {
-		log.Error("cannot open /dev/null", "err", err)
-		return "not started"
+		return nil, fmt.Errorf("open /dev/null: %w", err)
 	}
+	defer null.Close()
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("boot-facts pipe: %w", err)
+	}
+	defer r.Close()
 	// /proc/self/exe still runs the initramfs's binary after switch_root
 	// deleted it.
-	p, err := os.StartProcess("/proc/self/exe", args, &os.ProcAttr{
+	p, err := os.StartProcess("/proc/self/exe", []string{"capsem-agent", "serve", "--boot-fd", "3"}, &os.ProcAttr{
 		Dir:   "/",
 		Env:   []string{}, // nothing of PID 1's environment
-		Files: []*os.File{null, os.Stdout, os.Stderr},
+		Files: []*os.File{null, os.Stdout, os.Stderr, r},
 	})
-	null.Close()
 	if err != nil {
-		log.Error("cannot start the server", "err", err)
-		return "not started"
+		w.Close()
+		return nil, fmt.Errorf("start the server: %w", err)
 	}
 	pid := p.Pid
-	_ = p.Release() // reaped below, by pid
+	_ = p.Release() // reaped by superviseServer, by pid
+	return &server{pid: pid, facts: w}, nil
+}
+
+// hand gives the server the boot facts.
+func (s *server) hand(facts []byte) error {
+	_, err := s.facts.Write(facts)
+	if cerr := s.facts.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("hand the boot facts to the server: %w", err)
+	}
+	return nil
+}
+
+// abort makes a server that has not had the facts give up (it reads an
+// empty pipe) and kills it.
+func (s *server) abort() {
+	s.facts.Close()
+	_ = unix.Kill(s.pid, unix.SIGKILL)
+}
+
+// superviseServer reaps every process until the server exits and returns
+// its status. SIGTERM or SIGINT to PID 1 ends it.
+func superviseServer(srv *server, log *slog.Logger) string {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGPWR)
+	pid := srv.pid
 	go func() {
 		for sig := range sigs {
 			log.Warn("PID 1 got a signal; stopping the server", "signal", sig)

@@ -196,7 +196,8 @@ func TestBootInfoRoundTrip(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "boot.json")
 	in := bootInfo{Managed: true, Port: "capsem.control", Vsock: 1024, Workspace: "/workspace", Root: "/",
 		CAEnv: boot.CAEnv(), Ready: proto.Ready{Addr: "198.18.0.2/24", Modules: []string{"virtio_net"}, Lockdown: []string{"kernel.modules_disabled=1"}}}
-	if err := writeBootInfo(p, in); err != nil {
+	facts, err := writeBootInfo(p, in)
+	if err != nil {
 		t.Fatal(err)
 	}
 	out, err := readBootInfo(p)
@@ -206,6 +207,19 @@ func TestBootInfoRoundTrip(t *testing.T) {
 	os.WriteFile(p, []byte("{"), 0o644)
 	if _, err := readBootInfo(p); err == nil {
 		t.Fatal("garbage accepted")
+	}
+
+	// The pipe PID 1 hands the facts over: what was written, read at close;
+	// nothing written (a failed boot) is an error.
+	r, w, _ := os.Pipe()
+	go func() { w.Write(facts); w.Close() }()
+	if out, err := readBootInfoFrom(r); err != nil || out.Ready.Addr != in.Ready.Addr || out.Vsock != 1024 {
+		t.Fatalf("from the pipe: %+v %v", out, err)
+	}
+	r, w, _ = os.Pipe()
+	w.Close()
+	if _, err := readBootInfoFrom(r); err == nil || !strings.Contains(err.Error(), "boot failed") {
+		t.Fatalf("an empty pipe: %v", err)
 	}
 }
 

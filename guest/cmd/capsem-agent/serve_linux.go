@@ -23,6 +23,7 @@ import (
 func serveMain(args []string) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	bootFile := fs.String("boot", bootInfoPath, "boot facts written by PID 1 (optional)")
+	bootFD := fs.Int("boot-fd", -1, "read the boot facts from this descriptor instead, once PID 1 closes it (the server is started while PID 1 still boots)")
 	port := fs.String("port", "", "virtio-serial port name or device path (default capsem.control)")
 	vsock := fs.Uint("vsock", 0, "listen on this vsock port instead")
 	stdio := fs.Bool("stdio", false, "serve on stdin/stdout instead")
@@ -31,8 +32,14 @@ func serveMain(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	bi, berr := readBootInfo(*bootFile)
-	if berr != nil && !errors.Is(berr, os.ErrNotExist) {
+	var bi bootInfo
+	var berr error
+	if *bootFD >= 0 {
+		bi, berr = readBootInfoFrom(os.NewFile(uintptr(*bootFD), "boot-fd"))
+	} else {
+		bi, berr = readBootInfo(*bootFile)
+	}
+	if berr != nil && (*bootFD >= 0 || !errors.Is(berr, os.ErrNotExist)) {
 		fmt.Fprintln(os.Stderr, "capsem-agent:", berr)
 		return 1
 	}
