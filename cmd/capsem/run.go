@@ -273,6 +273,9 @@ func runInSandbox(ctx context.Context, o *runOptions, cfg sandboxConfig, stdin i
 	o.log.Debug("guest ready", "uptime", time.Duration(sb.client.Ready().Uptime).Round(time.Millisecond))
 	code, err := execute(sb.client, o, sigs, stdin, stdout, stderr)
 	o.log.Debug("command done", "code", code)
+	if err != nil && cfg.ConsoleLog != "" {
+		err = fmt.Errorf("%w (the guest's console log: %s)", err, cfg.ConsoleLog)
+	}
 	return code, err
 }
 
