@@ -66,6 +66,13 @@ type Watcher struct {
 	pending map[string]*pendingEvent
 	order   []string  // pending paths in first-seen order
 	first   time.Time // when the oldest pending event was seen
+	// backlog are directories of the tree the host already has that are
+	// watched but not listed yet (the initial scan, done in slices so a
+	// big workspace does not hold up the agent); partial says the scan
+	// outlived InitialScanBudget, so changes made meanwhile in directories
+	// not reached yet went unseen.
+	backlog []int32
+	partial bool
 
 	reqMu   sync.Mutex
 	reqs    []watchReq
@@ -146,9 +153,43 @@ func NewWatcher(root string, delay time.Duration, emit func(proto.FileEvent)) (*
 		return nil, fmt.Errorf("watch %s: %w", root, err)
 	}
 	w.dirs[wd] = &watchedDir{parent: -1, pin: pin}
-	w.scan(wd, "", scanQuiet)
+	w.backlog = []int32{wd}
+	w.drainBacklog(time.Now().Add(InitialScanBudget))
+	w.partial = len(w.backlog) > 0
 	go w.loop()
 	return w, nil
+}
+
+// InitialScanBudget is how long NewWatcher may spend watching the existing
+// tree before it returns. On 9p under emulation a directory costs ~15 ms
+// (measured: 2,000 directories took 33 s), so a large workspace is watched
+// in the background, between events, and the session starts meanwhile;
+// the watcher then reports an overflow on "." when it is done (or closed
+// before), since changes made in directories it had not reached went
+// unseen.
+var InitialScanBudget = 300 * time.Millisecond
+
+// drainBacklog lists backlog directories, breadth first, until it is empty
+// or deadline passes.
+func (w *Watcher) drainBacklog(deadline time.Time) {
+	for len(w.backlog) > 0 && time.Now().Before(deadline) {
+		wd := w.backlog[0]
+		w.backlog = w.backlog[1:]
+		if rel, ok := w.path(wd); ok {
+			w.scan(wd, rel, scanQuiet)
+		}
+	}
+	if len(w.backlog) == 0 {
+		w.backlog = nil
+	}
+}
+
+// scanIncomplete reports that events may be missing because the initial
+// scan was not done in time.
+func (w *Watcher) scanIncomplete() {
+	w.partial = false
+	w.flushAll()
+	w.emit(proto.FileEvent{Action: proto.ActionOverflow, Path: ".", Time: time.Now().UnixNano()})
 }
 
 // watchPin adds a watch on the directory pinned by pin, through
@@ -213,7 +254,9 @@ func (w *Watcher) loop() {
 	fds := []unix.PollFd{{Fd: int32(w.ino), Events: unix.POLLIN}, {Fd: int32(w.wakeR), Events: unix.POLLIN}}
 	for {
 		timeout := -1
-		if len(w.pending) > 0 || w.move != nil {
+		if len(w.backlog) > 0 {
+			timeout = 0 // list a slice of the backlog after the events
+		} else if len(w.pending) > 0 || w.move != nil {
 			timeout = int(time.Until(w.first.Add(w.delay)) / time.Millisecond)
 			if timeout < 0 {
 				timeout = 0
@@ -236,6 +279,9 @@ func (w *Watcher) loop() {
 			w.reqs = nil
 			w.reqMu.Unlock()
 			if stopped {
+				if w.partial {
+					w.scanIncomplete()
+				}
 				for _, r := range reqs {
 					close(r.done)
 				}
@@ -257,6 +303,12 @@ func (w *Watcher) loop() {
 		}
 		if (len(w.pending) > 0 || w.move != nil) && !time.Now().Before(w.first.Add(w.delay)) {
 			w.flushAll()
+		}
+		if len(w.backlog) > 0 {
+			w.drainBacklog(time.Now().Add(5 * time.Millisecond))
+			if len(w.backlog) == 0 && w.partial {
+				w.scanIncomplete()
+			}
 		}
 	}
 }
@@ -765,6 +817,10 @@ func (w *Watcher) addDir(parent int32, name, rel string, mode int) {
 	w.dirs[wd] = &watchedDir{parent: parent, name: name, pin: pin}
 	if watchTrace != nil {
 		watchTrace("ADD wd=%d parent=%d name=%q rel=%q", wd, parent, name, rel)
+	}
+	if mode == scanQuiet {
+		w.backlog = append(w.backlog, wd) // listed by drainBacklog
+		return
 	}
 	w.scan(wd, rel, mode)
 }

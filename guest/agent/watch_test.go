@@ -445,3 +445,40 @@ func applyEvent(m map[string]bool, ev proto.FileEvent) {
 		m[ev.Path] = ev.Dir
 	}
 }
+
+// TestWatchLargeTreeInBackground: a tree that takes longer to watch than
+// InitialScanBudget is watched in the background; NewWatcher returns at
+// once, the overflow on "." says when the scan is done (events may have
+// been missed meanwhile), and from then on the deepest directory reports.
+func TestWatchLargeTreeInBackground(t *testing.T) {
+	old := InitialScanBudget
+	InitialScanBudget = 0
+	defer func() { InitialScanBudget = old }()
+	r := &watchRig{t: t, root: t.TempDir()}
+	for i := range 20 {
+		must(t, os.MkdirAll(r.p(fmt.Sprintf("d%d/e/f", i)), 0o755))
+	}
+	start := time.Now()
+	r.start(time.Hour)
+	deadline := time.Now().Add(10 * time.Second)
+	var got []string
+	for !contains(got, "overflow . 0") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no overflow on . after the background scan: %q", got)
+		}
+		got = append(got, r.flush()...)
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Logf("background scan of 81 directories done in %v", time.Since(start))
+	must(t, os.WriteFile(r.p("d19/e/f/late.txt"), []byte("x"), 0o644))
+	r.expect("created d19/e/f/late.txt 1")
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
