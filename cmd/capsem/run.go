@@ -216,10 +216,13 @@ func runAction(c *cli.Context) error {
 	phase("events flushed")
 	pending, merr := mergeRuns(o.data, 5*time.Second)
 	phase("session moved into the main store")
+	if merr != nil {
+		fmt.Fprintf(c.App.ErrWriter, "capsem: warning: %v\n", merr)
+	}
 	where := o.data
 	if merr != nil || pending > 0 {
 		if _, err := os.Stat(runEventsDir(o.data, id)); err == nil {
-			where = runEventsDir(o.data, id) + " (moved into " + o.data + " by the next capsem command: the main store is busy)"
+			where = runEventsDir(o.data, id) + " (moved into " + o.data + " by the next capsem command)"
 		}
 	}
 	fmt.Fprintf(c.App.ErrWriter, "capsem: session %s, events in %s — capsem inspect %s\n", id, where, id)
