@@ -427,7 +427,7 @@ func TestEnvOnlyWhatWasSent(t *testing.T) {
 	}
 	got := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	sort.Strings(got)
-	want := []string{"FOO=bar", "HOME=/root", "PATH=" + DefaultPath, "SHELL=/bin/sh", "TERM=dumb"}
+	want := []string{"FOO=bar", "HOME=/root", "PATH=" + DefaultPath, "PWD=/", "SHELL=/bin/sh", "TERM=dumb"}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Fatalf("env = %q, want %q", got, want)
 	}
@@ -641,7 +641,9 @@ func TestNoAgentEnvWhenNothingSent(t *testing.T) {
 	t.Setenv("CAPSEM_AGENT_LEAK", "x")
 	h := newHarness(t, Config{Env: []string{"PATH=/usr/bin:/bin"}})
 	r := h.run(proto.Exec{Argv: []string{"env"}}, nil)
-	if strings.TrimSpace(r.stdout) != "PATH=/usr/bin:/bin" {
+	// PWD is the command's working directory (the harness's default "/"),
+	// as a shell would set it.
+	if strings.TrimSpace(r.stdout) != "PATH=/usr/bin:/bin\nPWD=/" {
 		t.Fatalf("env %q", r.stdout)
 	}
 }

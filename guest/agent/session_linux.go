@@ -82,6 +82,9 @@ func (s *server) start(ex proto.Exec) (*session, error) {
 	ss.stdin = proto.NewInbox(s.cfg.StdinWindow, func(n uint32) {
 		_ = s.conn.Send(proto.Window{ID: ex.ID, Stream: proto.StreamStdin, N: n})
 	})
+	if Getenv(env, "PWD") == "" {
+		env = append(env, "PWD="+dir) // as a shell would set it; programs read it
+	}
 	cmd := &exec.Cmd{Path: path, Args: argv, Env: env, Dir: dir}
 	var childEnds []*os.File
 	closeAll := func(fs ...*os.File) {

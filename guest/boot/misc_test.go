@@ -217,3 +217,21 @@ func TestDHCPMessages(t *testing.T) {
 		parseDHCPReply(b, 0xabcd, mac)
 	}
 }
+
+func TestRemoveDangerousDevices(t *testing.T) {
+	dev := t.TempDir()
+	for _, n := range []string{"mem", "port", "null"} {
+		if err := os.WriteFile(filepath.Join(dev, n), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	removed, err := RemoveDangerousDevices(dev)
+	if err != nil || len(removed) != 2 {
+		t.Fatalf("removed %v, %v; want mem and port (kmem absent is fine)", removed, err)
+	}
+	for n, want := range map[string]bool{"mem": false, "port": false, "kmem": false, "null": true} {
+		if _, err := os.Stat(filepath.Join(dev, n)); (err == nil) != want {
+			t.Errorf("%s present = %v, want %v", n, err == nil, want)
+		}
+	}
+}

@@ -237,3 +237,24 @@ func RemoveSameDevice(dir string, dev uint64, skip string) {
 		_ = unix.Unlink(p)
 	}
 }
+
+// DangerousDevices are the nodes devtmpfs creates that give root raw
+// access to physical memory or I/O ports. The guest has no use for them.
+var DangerousDevices = []string{"mem", "kmem", "port"}
+
+// RemoveDangerousDevices deletes DangerousDevices from dev (normally
+// /dev) and returns the ones it removed; an absent one is fine.
+func RemoveDangerousDevices(dev string) ([]string, error) {
+	var removed []string
+	for _, n := range DangerousDevices {
+		p := filepath.Join(dev, n)
+		err := os.Remove(p)
+		switch {
+		case err == nil:
+			removed = append(removed, p)
+		case !os.IsNotExist(err):
+			return removed, fmt.Errorf("remove %s: %w", p, err)
+		}
+	}
+	return removed, nil
+}

@@ -6,7 +6,7 @@
 // /run, reads the capsem.* kernel parameters, turns IPv6 off, loads the
 // modules of /lib/modules/capsem.order, mounts the root image read-only
 // under a tmpfs overlay and switches into it, mounts /dev/pts, /dev/shm and
-// /tmp, names the host, configures the NIC (command line or DHCP) and
+// /tmp, removes /dev/mem, /dev/kmem and /dev/port, names the host, configures the NIC (command line or DHCP) and
 // resolv.conf, mounts the workspace (9p or virtiofs), installs a CA given
 // on the command line, turns swap off and locks the kernel down
 // (modules_disabled, kptr_restrict, dmesg_restrict, kexec off). Once the

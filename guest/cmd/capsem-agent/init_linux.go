@@ -128,6 +128,9 @@ func bootSteps() (bootInfo, *server, *slog.Logger, error) {
 			s.warn("%s", x)
 		}
 	}
+	if _, err := boot.RemoveDangerousDevices("/dev"); err != nil {
+		return bi, srv, s.log, err
+	}
 	if err := os.MkdirAll("/run/capsem", 0o755); err != nil {
 		return bi, srv, s.log, err
 	}
