@@ -57,6 +57,6 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		ErrWriter:       stderr,
 		HideHelpCommand: true,
 		OnUsageError:    onUsageError,
-		Commands:        []*cli.Command{runCommand(), imageCommand(), caCommand(), exportCommand(), sessionsCommand(), inspectCommand()},
+		Commands:        []*cli.Command{runCommand(), doctorCommand(), imageCommand(), caCommand(), exportCommand(), sessionsCommand(), inspectCommand()},
 	}
 }

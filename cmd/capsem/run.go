@@ -82,6 +82,9 @@ type runOptions struct {
 	data      string
 	caDir     string
 	log       *slog.Logger
+
+	noStdin     bool                  // the command gets no input (doctor)
+	onFileEvent func(proto.FileEvent) // sees each workspace event once it is recorded
 }
 
 func parseRunOptions(c *cli.Context) (*runOptions, error) {
@@ -158,6 +161,13 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	return runRecorded(c, o)
+}
+
+// runRecorded runs o.argv in a fresh guest as one recorded session and
+// returns exitStatus(the command's code), or the error that kept it from
+// running.
+func runRecorded(c *cli.Context, o *runOptions) error {
 	if err := checkHypervisor(); err != nil {
 		return err
 	}
@@ -192,6 +202,10 @@ func runAction(c *cli.Context) error {
 	id := rs.w.ID()
 	phase("session store open")
 
+	stdin := c.App.Reader
+	if o.noStdin {
+		stdin = nil
+	}
 	code, runErr := runInSandbox(ctx, o, sandboxConfig{
 		Guest:       guest,
 		Policy:      o.policy,
@@ -203,7 +217,8 @@ func runAction(c *cli.Context) error {
 		ConsoleLog:  filepath.Join(sessionDir(o.data, id), "console.log"),
 		BootTimeout: hypervisor.DefaultBootTimeout,
 		Logger:      o.log,
-	}, c.App.Reader, c.App.Writer, c.App.ErrWriter)
+		OnFileEvent: o.onFileEvent,
+	}, stdin, c.App.Writer, c.App.ErrWriter)
 
 	phase("guest powered off")
 	var endCode *int
@@ -290,13 +305,20 @@ func execute(client *proto.Client, o *runOptions, sigs <-chan os.Signal, stdin i
 	ex := proto.Exec{Argv: o.argv, Env: o.env, TTY: o.tty}
 	inFile, _ := stdin.(*os.File)
 	outFile, _ := stdout.(*os.File)
-	if o.tty {
-		if !hasEnv(ex.Env, "TERM") {
+	// Defaults for what the host did not pass: a terminal type that says
+	// what the command's output is, and UTF-8.
+	if !hasEnv(ex.Env, "TERM") {
+		if o.tty {
 			ex.Env = append(ex.Env, "TERM=xterm-256color")
+		} else {
+			ex.Env = append(ex.Env, "TERM=dumb")
 		}
-		if outFile != nil {
-			ex.Rows, ex.Cols = terminalSize(outFile)
-		}
+	}
+	if !hasEnv(ex.Env, "LANG") {
+		ex.Env = append(ex.Env, "LANG=C.UTF-8")
+	}
+	if o.tty && outFile != nil {
+		ex.Rows, ex.Cols = terminalSize(outFile)
 	}
 	sess, err := client.Exec(context.Background(), ex)
 	if err != nil {

@@ -32,6 +32,7 @@ type sandboxConfig struct {
 	ConsoleLog  string
 	BootTimeout time.Duration
 	Logger      *slog.Logger
+	OnFileEvent func(proto.FileEvent) // optional: sees each workspace event after it is recorded
 }
 
 // sandbox is a running guest: its VM, the netstack its NIC ends in, the
@@ -59,6 +60,7 @@ func guestCmdline(mtu uint32, workspace bool) []string {
 		"capsem.gw=" + netstack.GatewayIP.String(),
 		"capsem.dns=" + netstack.GatewayIP.String(),
 		fmt.Sprintf("capsem.mtu=%d", mtu),
+		"debugfs=off", // no kernel internals for a guest root to poke at
 	}
 	if workspace {
 		w = append(w, "capsem.ws="+workspaceFS)
@@ -206,6 +208,9 @@ func (sb *sandbox) record(m proto.Message) {
 				Action: m.Action, Path: m.Path, OldPath: m.OldPath, Size: m.Size, Dir: m.Dir,
 			},
 		})
+		if sb.cfg.OnFileEvent != nil {
+			sb.cfg.OnFileEvent(m)
+		}
 	case proto.Error:
 		sb.log.Warn("guest agent: " + m.Msg)
 	}

@@ -142,3 +142,7 @@ func hostTSCKHz(p tscPaths) int {
 	}
 	return 0
 }
+
+// ProbeAccel is the accelerator a VM started now would get, and why
+// (for `capsem doctor --host`).
+func ProbeAccel() Accel { return probeAccel(hostPaths) }

@@ -1,0 +1,178 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/capsem/capsem/guest/diagnostics"
+	"github.com/capsem/capsem/policy"
+)
+
+// The names the doctor's policy is about (see doctorPolicy).
+const (
+	doctorHost   = "allowed.doctor.test" // allowed on 443, backed by the doctor's upstream
+	doctorDenied = "denied.doctor.test"  // not in the policy
+	// doctorSuiteDir is where the suite lands in the guest's workspace.
+	doctorSuiteDir = ".capsem-doctor"
+	// doctorHostFile is a file the host writes into the workspace before boot.
+	doctorHostFile    = "host-file.txt"
+	doctorHostContent = "written by the host\n"
+)
+
+func doctorCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "doctor",
+		Usage: "run capsem-doctor, the in-guest test suite that proves the sandbox holds (or check the host with --host)",
+		UsageText: "capsem doctor [-k EXPR] [-x] [-v] [--suite DIR]\n" +
+			"   capsem doctor --host",
+		Description: "Boots a guest with the doctor's policy and a local upstream the host side serves, runs the pytest\n" +
+			"suite of guest/diagnostics in it (embedded in capsem; --suite DIR runs a directory instead, so a\n" +
+			"changed test needs no rebuild) and exits with pytest's code. --host checks this machine instead.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "k", Usage: "only the tests matching pytest `EXPR`"},
+			&cli.BoolFlag{Name: "x", Usage: "stop at the first failure"},
+			&cli.BoolFlag{Name: "v", Usage: "one line per test"},
+			&cli.StringFlag{Name: "suite", Usage: "run the *.py files of `DIR` instead of the embedded suite"},
+			&cli.BoolFlag{Name: "host", Usage: "check the host (QEMU, accelerator, image, CA, store) instead"},
+			dataFlag(),
+			&cli.StringFlag{Name: "ca-dir", Usage: "interception CA `DIR` (default: capsem ca path)"},
+			&cli.StringFlag{Name: "log-level", Value: "warn", Usage: "capsem's own log: debug, info, warn, error"},
+			// For the doctor's own tests: a policy broken on purpose must
+			// make the matching diagnostic fail.
+			&cli.StringSliceFlag{Name: "also-allow", Hidden: true, Usage: "add `NAME[:PORT]` to the doctor policy's allow list"},
+		},
+		Action: doctorAction,
+	}
+}
+
+func doctorAction(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return usageError{fmt.Errorf("unexpected argument %q (pytest options: -k, -x, -v)", c.Args().First())}
+	}
+	if c.Bool("host") {
+		return hostCheck(c)
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
+		return usageError{fmt.Errorf("--log-level %q: want debug, info, warn or error", c.String("log-level"))}
+	}
+	log := slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: level}))
+
+	work, err := os.MkdirTemp("", "capsem-doctor-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	ws := filepath.Join(work, "workspace")
+	if err := stageSuite(c.String("suite"), filepath.Join(ws, doctorSuiteDir)); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(ws, doctorHostFile), []byte(doctorHostContent), 0o644); err != nil {
+		return err
+	}
+
+	up, err := startDoctorUpstream(work, ws)
+	if err != nil {
+		return fmt.Errorf("doctor upstream: %w", err)
+	}
+	defer up.Close()
+	pol, err := policy.Parse(filepath.Join(work, "doctor-policy.toml"), []byte(doctorPolicy(up, c.StringSlice("also-allow"))))
+	if err != nil {
+		return fmt.Errorf("doctor policy: %w", err)
+	}
+
+	argv := []string{"python3", "-m", "pytest", "-p", "no:cacheprovider", "-rfEs", "--color=no", "/workspace/" + doctorSuiteDir}
+	if k := c.String("k"); k != "" {
+		argv = append(argv, "-k", k)
+	}
+	if c.Bool("x") {
+		argv = append(argv, "-x")
+	}
+	if c.Bool("v") {
+		argv = append(argv, "-v")
+	} else {
+		argv = append(argv, "-q")
+	}
+	o := &runOptions{
+		argv: argv,
+		env: []string{
+			"CAPSEM_DOCTOR=1",
+			"CAPSEM_DOCTOR_HOST=" + doctorHost,
+			"CAPSEM_DOCTOR_DENIED=" + doctorDenied,
+			"PYTHONDONTWRITEBYTECODE=1",
+		},
+		policy:      pol,
+		workspace:   ws,
+		cpus:        2,
+		mem:         2048,
+		timeout:     20 * time.Minute,
+		data:        c.String("data"),
+		caDir:       c.String("ca-dir"),
+		log:         log,
+		noStdin:     true,
+		onFileEvent: up.recordFileEvent,
+	}
+	return runRecorded(c, o)
+}
+
+// doctorPolicy allows the doctor's host on 443 only, sends it to the local
+// upstream, trusts the upstream's CA, and refuses /admin/ on it.
+func doctorPolicy(up *doctorUpstream, also []string) string {
+	allow := []string{fmt.Sprintf("%q", doctorHost)}
+	for _, a := range also {
+		allow = append(allow, fmt.Sprintf("%q", a))
+	}
+	return fmt.Sprintf(`# capsem doctor's policy
+[network]
+default = "deny"
+allow = [%s]
+
+[upstream]
+resolve = { %q = "127.0.0.1:%d" }
+ca_files = [%q]
+
+[[http]]
+host = %q
+paths = ["/admin/*"]
+action = "deny"
+`, strings.Join(allow, ", "), doctorHost, up.port, up.caFile, doctorHost)
+}
+
+// stageSuite copies the suite (dir, or the embedded one) into dst.
+func stageSuite(dir, dst string) error {
+	var src fs.FS = diagnostics.Files
+	if dir != "" {
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			return usageError{fmt.Errorf("--suite %s: not a directory", dir)}
+		}
+		src = os.DirFS(dir)
+	}
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return err
+	}
+	files, err := fs.Glob(src, "*.py")
+	if err != nil {
+		return err
+	}
+	if len(files) == 0 {
+		return errors.New("the diagnostics suite has no *.py files")
+	}
+	for _, f := range files {
+		b, err := fs.ReadFile(src, f)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dst, f), b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
