@@ -4,7 +4,6 @@ versions, and doing real work (file I/O, a git history), offline."""
 import json
 import os
 import re
-import sys
 
 from conftest import describe, run
 
