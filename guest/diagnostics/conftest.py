@@ -68,7 +68,8 @@ def run(cmd, timeout=10, **kw):
     CompletedProcess with text stdout and stderr. Never raises on a non-zero
     exit; raises subprocess.TimeoutExpired after timeout seconds."""
     shell = isinstance(cmd, str)
-    kw.setdefault("stdin", subprocess.DEVNULL)
+    if "input" not in kw:
+        kw.setdefault("stdin", subprocess.DEVNULL)
     return subprocess.run(
         cmd,
         shell=shell,

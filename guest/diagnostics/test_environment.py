@@ -48,6 +48,7 @@ def test_shell_is_bash():
 
 def test_commands_run_in_the_workspace():
     assert os.getcwd() == WORKSPACE
+    assert os.environ.get("PWD") == WORKSPACE
 
 
 def test_commands_run_as_root():

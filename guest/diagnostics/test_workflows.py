@@ -69,7 +69,7 @@ def test_exit_code_propagates():
 
 
 def test_stdin_reaches_the_command():
-    p = run(["python3", "-c", "import sys; print(sys.stdin.read().upper())"], input="piped in", stdin=None)
+    p = run(["python3", "-c", "import sys; print(sys.stdin.read().upper())"], input="piped in")
     assert p.stdout.strip() == "PIPED IN", describe(p)
 
 
