@@ -103,17 +103,9 @@ func (c *Cache) Ensure(kind, key string, build func(dir string) error) (string, 
 		return "", fmt.Errorf("image cache: %w", err)
 	}
 	c.sweep(parent)
-	tmp, err := os.MkdirTemp(parent, ".build-"+key+"-")
+	tmp, err := buildTemp(parent, key, build)
 	if err != nil {
-		return "", fmt.Errorf("image cache: %w", err)
-	}
-	if err := build(tmp); err != nil {
-		os.RemoveAll(tmp)
 		return "", err
-	}
-	if err := os.Chmod(tmp, 0o755); err != nil {
-		os.RemoveAll(tmp)
-		return "", fmt.Errorf("image cache: %w", err)
 	}
 	final := c.Dir(kind, key)
 	if err := os.Rename(tmp, final); err != nil {
@@ -141,17 +133,9 @@ func (c *Cache) Rebuild(kind, key string, build func(dir string) error) (string,
 		return c.Ensure(kind, key, build)
 	}
 	parent := filepath.Join(c.Images(), kind)
-	tmp, err := os.MkdirTemp(parent, ".build-"+key+"-")
+	tmp, err := buildTemp(parent, key, build)
 	if err != nil {
-		return "", fmt.Errorf("image cache: %w", err)
-	}
-	if err := build(tmp); err != nil {
-		os.RemoveAll(tmp)
 		return "", err
-	}
-	if err := os.Chmod(tmp, 0o755); err != nil {
-		os.RemoveAll(tmp)
-		return "", fmt.Errorf("image cache: %w", err)
 	}
 	final := c.Dir(kind, key)
 	if err := c.retire(final); err != nil {
@@ -166,6 +150,25 @@ func (c *Cache) Rebuild(kind, key string, build func(dir string) error) (string,
 		return "", fmt.Errorf("image cache: %w", err)
 	}
 	return final, nil
+}
+
+// buildTemp runs build in a fresh build-temporary directory under parent
+// (what sweep cleans up after a crash) and returns it, readable by all;
+// on failure nothing is left.
+func buildTemp(parent, key string, build func(dir string) error) (string, error) {
+	tmp, err := os.MkdirTemp(parent, ".build-"+key+"-")
+	if err != nil {
+		return "", fmt.Errorf("image cache: %w", err)
+	}
+	if err := build(tmp); err != nil {
+		os.RemoveAll(tmp)
+		return "", err
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		os.RemoveAll(tmp)
+		return "", fmt.Errorf("image cache: %w", err)
+	}
+	return tmp, nil
 }
 
 // retire removes the artefact directory dir: it is first renamed to a
