@@ -305,3 +305,24 @@ func (w *Writer) End(exitCode *int) error {
 	}
 	return werr
 }
+
+// ErrNotRecording wraps every reason Admit gives for refusing: the caller
+// must not start what it could not record.
+var ErrNotRecording = errors.New("store: events cannot be recorded")
+
+// Admit reports whether a new event can be recorded now. Callers that are
+// about to let something happen — a flow, a request, a DNS answer — ask
+// first and refuse when it returns an error (fail closed): nothing may
+// happen that the record would miss. The error wraps ErrNotRecording and
+// says why and what to do.
+func (w *Writer) Admit() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.err != nil:
+		return fmt.Errorf("%w: session %s: writing to the store failed (%v); free space or fix the store's disk and start a new session", ErrNotRecording, w.id, w.err)
+	case w.stopping:
+		return fmt.Errorf("%w: session %s has ended", ErrNotRecording, w.id)
+	}
+	return nil
+}
