@@ -25,6 +25,9 @@
 //	[mitm]
 //	preview_bytes = 4096          # body bytes kept per request; 0: none
 //
+//	[dns]
+//	max_wildcard_names = 4096     # distinct names "*.x" entries allow per session; 0: 4096
+//
 // Parse turns the file into an immutable *Policy; its methods answer the
 // questions the rest of capsem asks, per DNS query, per TCP SYN, per TLS
 // ClientHello and per HTTP request:

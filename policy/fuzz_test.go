@@ -38,6 +38,8 @@ func FuzzParse(f *testing.F) {
 		"[tls]\npassthrough = [\"*.a.test\", \"a.test\", \"*.A.test\", \"b:1\"]\n[[http]]\nhost = \"x.a.test\"\naction = \"deny\"\n",
 		"[mitm]\npreview_bytes = 0\n",
 		"[mitm]\npreview_bytes = -1\n[[mitm]]\nmitm.preview_bytes = 1048577\n",
+		"[dns]\nmax_wildcard_names = 0\n",
+		"[dns]\nmax_wildcard_names = -1\n[[dns]]\ndns.max_wildcard_names = \"x\"\n",
 	} {
 		f.Add([]byte(seed))
 	}

@@ -66,16 +66,20 @@ type fileSchema struct {
 	MITM *struct {
 		PreviewBytes *int64 `toml:"preview_bytes"`
 	} `toml:"mitm"`
+	DNS *struct {
+		MaxWildcardNames *int64 `toml:"max_wildcard_names"`
+	} `toml:"dns"`
 }
 
 // schemaKeys lists the keys of each table, in the order the docs give them.
 var schemaKeys = map[string][]string{
-	"":         {"network", "upstream", "http", "tls", "mitm"},
+	"":         {"network", "upstream", "http", "tls", "mitm", "dns"},
 	"network":  {"default", "allow", "deny"},
 	"upstream": {"resolve", "ca_files", "allow_private"},
 	"http":     {"host", "methods", "paths", "action"},
 	"tls":      {"passthrough"},
 	"mitm":     {"preview_bytes"},
+	"dns":      {"max_wildcard_names"},
 }
 
 // tableHeader is how table t is written: "[network]", or "[[http]]" for the
@@ -215,6 +219,8 @@ func checkCAFile(f string) string {
 //     entry covering a name that an [[http]] rule's host also covers: those
 //     requests would not be decrypted, so the rule could not apply.
 //   - mitm.preview_bytes is an integer from 0 (no previews) to 1048576.
+//   - dns.max_wildcard_names is an integer from 0 (the default, 4096) to
+//     262144: distinct names that only a wildcard entry allows, per session.
 //   - Unknown keys, keys not in lower case, and values of the wrong type are
 //     errors.
 //
@@ -318,6 +324,13 @@ func parse(name, dir string, data []byte) (pol *Policy, caLines []int, err error
 			c.add(w.keyLine([]string{"mitm", "preview_bytes"}), "mitm.preview_bytes = %d: write a number of bytes from 0 (no previews) to %d (1 MiB); the default is %d", v, MaxPreviewBytes, DefaultPreviewBytes)
 		} else {
 			p.previewSet, p.previewBytes = true, int(v)
+		}
+	}
+	if d := cfg.DNS; d != nil && d.MaxWildcardNames != nil {
+		if v := *d.MaxWildcardNames; v < 0 || v > MaxMaxWildcardNames {
+			c.add(w.keyLine([]string{"dns", "max_wildcard_names"}), "dns.max_wildcard_names = %d: write a number of names from 1 to %d, or 0 for the default (%d)", v, MaxMaxWildcardNames, DefaultMaxWildcardNames)
+		} else {
+			p.maxWildcardNames = int(v)
 		}
 	}
 
@@ -827,7 +840,7 @@ func (c *collector) unknownPart(line int, parent, part string) {
 		hint = fmt.Sprintf(" did you mean %q?", s)
 	}
 	if parent == "" {
-		c.add(line, "unknown table or key %q:%s the policy file has only the tables [network], [upstream], [[http]], [tls] and [mitm]; remove or rename it", part, hint)
+		c.add(line, "unknown table or key %q:%s the policy file has only the tables [network], [upstream], [[http]], [tls], [mitm] and [dns]; remove or rename it", part, hint)
 		return
 	}
 	c.add(line, "unknown key %q in %s:%s the keys of %s are %s; remove or rename it", part, tableHeader(parent), hint, tableHeader(parent), strings.Join(keys, ", "))
@@ -871,6 +884,10 @@ func expectedType(key []string) string {
 		return "[mitm] must be a table: a \"[mitm]\" line followed by its keys"
 	case k == "mitm.preview_bytes":
 		return "mitm.preview_bytes must be a whole number of bytes, without quotes, like preview_bytes = 4096"
+	case k == "dns":
+		return "[dns] must be a table: a \"[dns]\" line followed by its keys"
+	case k == "dns.max_wildcard_names":
+		return "dns.max_wildcard_names must be a whole number of names, without quotes, like max_wildcard_names = 4096"
 	}
 	return ""
 }

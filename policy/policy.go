@@ -38,6 +38,8 @@ type Policy struct {
 	previewSet   bool // [mitm] preview_bytes was written
 	previewBytes int
 
+	maxWildcardNames int // [dns] max_wildcard_names; 0: the default
+
 	// AllowPrivate is [upstream] allow_private: whether a host-name resolve
 	// target (Target.Pinned false) may resolve to a private, loopback or
 	// link-local address. Pinned targets are the operator's explicit choice
