@@ -34,13 +34,21 @@ import (
 // field, so the count of elements is kept. Readers skip unknown fields
 // inside an element as they do outside. A repeated string (an exec's argv)
 // is one wire-type-2 field per element, empty elements included. A
-// time.Time inside a payload (an exec's start) is a zig-zag uvarint of its
-// Unix nanoseconds, written whenever the time is not the zero time (so the
-// Unix epoch itself is kept); it reads back in UTC.
+// time.Time inside a payload (an exec's start, a file event's guest time)
+// is a zig-zag uvarint of its Unix nanoseconds, written whenever the time
+// is not the zero time (so the Unix epoch itself is kept); it reads back
+// in UTC.
 //
 // Field numbers: 1–15 the envelope, 16–63 DNS, 64–127 Net, 128–191 kept for
-// a separate http kind, 192–255 ModelCall, 256–319 Exec, 320–383 FS; each
-// future kind takes its own block. Numbers are never reused.
+// a separate http kind, 192–255 ModelCall, 256–319 Exec, 320–383 FS,
+// 384–447 Agent; each future kind takes its own block. Numbers are never
+// reused. Fields added after the first release, which older records do not
+// have and read as zero: DNS count (24), FS guest time (325), the Agent
+// kind.
+//
+// This format is on disk in every store: a change that an older capsem
+// cannot read (a renumbered field, a new wire type, another framing) breaks
+// the stores people have. Add fields and kinds; never change or reuse one.
 const eventVersion = 1
 
 const (
@@ -66,6 +74,7 @@ const (
 	fDNSMatchedRule   = 21
 	fDNSAnswer        = 22
 	fDNSResolverAsked = 23
+	fDNSCount         = 24
 )
 
 // Net fields.
@@ -140,11 +149,19 @@ const (
 
 // FS fields.
 const (
-	fFSAction  = 320
-	fFSPath    = 321
-	fFSOldPath = 322
-	fFSSize    = 323
-	fFSDir     = 324 // bool
+	fFSAction    = 320
+	fFSPath      = 321
+	fFSOldPath   = 322
+	fFSSize      = 323
+	fFSDir       = 324 // bool
+	fFSGuestTime = 325 // Unix nanoseconds, present unless the zero time
+)
+
+// Agent fields.
+const (
+	fAgentState  = 384
+	fAgentDetail = 385
+	fAgentCount  = 386
 )
 
 // Fields of a tool call (inside fMCToolCall).
@@ -166,11 +183,12 @@ const (
 // The blocks of field numbers each payload owns (lo inclusive, hi exclusive),
 // and the highest number this build knows in each.
 const (
-	dnsLo, dnsHi, dnsKnown    = 16, 64, fDNSResolverAsked
-	netLo, netHi, netKnown    = 64, 128, fNetDetail
-	mcLo, mcHi, mcKnown       = 192, 256, fMCToolResult
-	execLo, execHi, execKnown = 256, 320, fExecSignal
-	fsLo, fsHi, fsKnown       = 320, 384, fFSDir
+	dnsLo, dnsHi, dnsKnown       = 16, 64, fDNSCount
+	netLo, netHi, netKnown       = 64, 128, fNetDetail
+	mcLo, mcHi, mcKnown          = 192, 256, fMCToolResult
+	execLo, execHi, execKnown    = 256, 320, fExecSignal
+	fsLo, fsHi, fsKnown          = 320, 384, fFSGuestTime
+	agentLo, agentHi, agentKnown = 384, 448, fAgentCount
 )
 
 // ErrCorrupt is wrapped by the errors readers return for a record they
@@ -200,6 +218,7 @@ func appendEvent(b []byte, ev *Event) []byte {
 		b = appendString(b, fDNSMatchedRule, d.MatchedRule)
 		b = appendString(b, fDNSAnswer, d.Answer)
 		b = appendAddr(b, fDNSResolverAsked, d.ResolverAsked)
+		b = appendInt(b, fDNSCount, d.Count)
 	}
 	if n := ev.Net; n != nil {
 		b = appendString(b, fNetDomain, n.Domain)
@@ -282,10 +301,7 @@ func appendEvent(b []byte, ev *Event) []byte {
 		b = appendString(b, fExecDir, x.Dir)
 		b = appendBool(b, fExecTTY, x.TTY)
 		b = appendInt(b, fExecPID, int64(x.PID))
-		if !x.Start.IsZero() {
-			b = appendTag(b, fExecStart, wireVarint) // even when 0: the epoch is not the zero time
-			b = binary.AppendUvarint(b, zigzag(x.Start.UnixNano()))
-		}
+		b = appendTime(b, fExecStart, x.Start)
 		b = appendInt(b, fExecDuration, int64(x.Duration))
 		b = appendInt(b, fExecExitCode, int64(x.ExitCode))
 		b = appendString(b, fExecSignal, x.Signal)
@@ -296,6 +312,12 @@ func appendEvent(b []byte, ev *Event) []byte {
 		b = appendString(b, fFSOldPath, f.OldPath)
 		b = appendInt(b, fFSSize, f.Size)
 		b = appendBool(b, fFSDir, f.Dir)
+		b = appendTime(b, fFSGuestTime, f.GuestTime)
+	}
+	if a := ev.Agent; a != nil {
+		b = appendString(b, fAgentState, a.State)
+		b = appendString(b, fAgentDetail, a.Detail)
+		b = appendInt(b, fAgentCount, a.Count)
 	}
 	return b
 }
@@ -323,6 +345,15 @@ func appendString(b []byte, num int, s string) []byte {
 	b = appendTag(b, num, wireBytes)
 	b = binary.AppendUvarint(b, uint64(len(s)))
 	return append(b, s...)
+}
+
+// appendTime writes t unless it is the zero time; see the format above.
+func appendTime(b []byte, num int, t time.Time) []byte {
+	if t.IsZero() {
+		return b
+	}
+	b = appendTag(b, num, wireVarint) // even when 0: the epoch is not the zero time
+	return binary.AppendUvarint(b, zigzag(t.UnixNano()))
 }
 
 func appendUint(b []byte, num int, v uint64) []byte {
@@ -417,7 +448,7 @@ func decodeEvent(v []byte, ev *Event) error {
 	} else {
 		ev.Time = time.Time{}
 	}
-	ev.Kind, ev.DNS, ev.Net, ev.ModelCall, ev.Exec, ev.FS = "", nil, nil, nil, nil, nil
+	ev.Kind, ev.DNS, ev.Net, ev.ModelCall, ev.Exec, ev.FS, ev.Agent = "", nil, nil, nil, nil, nil, nil
 	d := decoder{b: v[headerLen:]}
 	for len(d.b) > 0 {
 		num, wire, u, s, err := d.field()
@@ -439,6 +470,8 @@ func decodeEvent(v []byte, ev *Event) error {
 		ev.Exec = &Exec{}
 	case ev.Kind == KindFS && ev.FS == nil:
 		ev.FS = &FS{}
+	case ev.Kind == KindAgent && ev.Agent == nil:
+		ev.Agent = &Agent{}
 	}
 	return nil
 }
@@ -450,6 +483,9 @@ func wireOf(num int) (int, bool) {
 	case num == fKind:
 		return wireBytes, true
 	case num >= dnsLo && num <= dnsKnown:
+		if num == fDNSCount {
+			return wireVarint, true
+		}
 		return wireBytes, true
 	case num >= netLo && num <= netKnown:
 		switch num {
@@ -473,7 +509,12 @@ func wireOf(num int) (int, bool) {
 		return wireBytes, true
 	case num >= fsLo && num <= fsKnown:
 		switch num {
-		case fFSSize, fFSDir:
+		case fFSSize, fFSDir, fFSGuestTime:
+			return wireVarint, true
+		}
+		return wireBytes, true
+	case num >= agentLo && num <= agentKnown:
+		if num == fAgentCount {
 			return wireVarint, true
 		}
 		return wireBytes, true
@@ -494,6 +535,12 @@ func (ev *Event) setField(num, wire int, u uint64, s []byte) error {
 		return nil
 	}
 	switch {
+	case num >= agentLo:
+		if ev.Agent == nil {
+			ev.Agent = &Agent{}
+		}
+		ev.Agent.setField(num, u, s)
+		return nil
 	case num >= fsLo:
 		if ev.FS == nil {
 			ev.FS = &FS{}
@@ -534,6 +581,8 @@ func (ev *Event) setField(num, wire int, u uint64, s []byte) error {
 			d.Answer = string(s)
 		case fDNSResolverAsked:
 			return decodeAddr(s, &d.ResolverAsked)
+		case fDNSCount:
+			d.Count = unzigzag(u)
 		}
 		return nil
 	}
@@ -685,6 +734,19 @@ func (f *FS) setField(num int, u uint64, s []byte) {
 		f.Size = unzigzag(u)
 	case fFSDir:
 		f.Dir = u != 0
+	case fFSGuestTime:
+		f.GuestTime = time.Unix(0, unzigzag(u)).UTC()
+	}
+}
+
+func (a *Agent) setField(num int, u uint64, s []byte) {
+	switch num {
+	case fAgentState:
+		a.State = internAgentState(s)
+	case fAgentDetail:
+		a.Detail = string(s)
+	case fAgentCount:
+		a.Count = unzigzag(u)
 	}
 }
 
@@ -870,6 +932,24 @@ func internKind(s []byte) string {
 		return string(KindExec)
 	case string(KindFS):
 		return string(KindFS)
+	case string(KindAgent):
+		return string(KindAgent)
+	}
+	return string(s)
+}
+
+func internAgentState(s []byte) string {
+	switch string(s) {
+	case AgentSilent:
+		return AgentSilent
+	case AgentResumed:
+		return AgentResumed
+	case AgentViolation:
+		return AgentViolation
+	case AgentRateLimited:
+		return AgentRateLimited
+	case AgentCapped:
+		return AgentCapped
 	}
 	return string(s)
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"math"
 	"math/bits"
@@ -54,6 +55,7 @@ func fullDNS() *DNS {
 		MatchedRule:   "default deny",
 		Answer:        "NXDOMAIN",
 		ResolverAsked: netip.MustParseAddr("2001:db8::53"),
+		Count:         1 << 33,
 	}
 }
 
@@ -112,7 +114,12 @@ func fullExec() *Exec {
 }
 
 func fullFS() *FS {
-	return &FS{Action: FSRenamed, Path: "src/new name.go", OldPath: "src/old.go", Size: 1 << 33, Dir: true}
+	return &FS{Action: FSRenamed, Path: "src/new name.go", OldPath: "src/old.go", Size: 1 << 33, Dir: true,
+		GuestTime: time.Date(2000, 1, 1, 0, 0, 0, 1, time.UTC)}
+}
+
+func fullAgent() *Agent {
+	return &Agent{State: AgentRateLimited, Detail: "fs events over 1000/s", Count: 12345}
 }
 
 func roundTrip(t *testing.T, ev Event) Event {
@@ -148,6 +155,13 @@ func TestCodecRoundTrip(t *testing.T) {
 		{Time: now, Kind: KindFS, FS: &FS{}},
 		{Time: now, Kind: KindFS, FS: &FS{Action: FSDeleted, Path: "a/b", Size: -1}},
 		{Time: now, Kind: KindFS, FS: &FS{Action: "a new action", Path: "."}},
+		{Time: now, Kind: KindFS, FS: &FS{Action: FSCreated, GuestTime: time.Unix(0, 0).UTC()}}, // the epoch is a time
+		{Time: now, Kind: KindFS, FS: &FS{GuestTime: time.Unix(-5, 7).UTC()}},
+		{Time: now, Kind: KindDNS, DNS: &DNS{QName: "x.test", Count: -1}},
+		{Time: now, Kind: KindAgent, Agent: fullAgent()},
+		{Time: now, Kind: KindAgent, Agent: &Agent{}},
+		{Time: now, Kind: KindAgent, Agent: &Agent{State: "a new state", Count: -3}},
+		{Time: now, Kind: KindAgent, Agent: &Agent{State: AgentViolation, Detail: "frame of 70000 bytes over the 65536 cap"}},
 		{Time: now, Kind: "http"},
 		{},
 	}
@@ -170,6 +184,9 @@ func TestCodecRoundTrip(t *testing.T) {
 			}
 			if got.FS != nil && ev.FS != nil {
 				t.Errorf("fs:\n got %+v\nwant %+v", *got.FS, *ev.FS)
+			}
+			if got.Agent != nil && ev.Agent != nil {
+				t.Errorf("agent:\n got %+v\nwant %+v", *got.Agent, *ev.Agent)
 			}
 		}
 	}
@@ -200,7 +217,7 @@ func TestCodecForwardCompatible(t *testing.T) {
 	if err := decodeEvent(v, &got); err != nil {
 		t.Fatalf("decode future kind: %v", err)
 	}
-	if got.Kind != "mcp_call" || got.DNS != nil || got.Net != nil || got.ModelCall != nil || got.Exec != nil || got.FS != nil {
+	if got.Kind != "mcp_call" || got.DNS != nil || got.Net != nil || got.ModelCall != nil || got.Exec != nil || got.FS != nil || got.Agent != nil {
 		t.Fatalf("future kind decoded as %+v", got)
 	}
 
@@ -263,11 +280,60 @@ func TestCodecForwardCompatible(t *testing.T) {
 	if err := decodeEvent(v, &got); err != nil || !reflect.DeepEqual(got.ModelCall, &ModelCall{}) {
 		t.Fatalf("bare model call decoded as %+v (%v), want an empty payload", got.ModelCall, err)
 	}
-	for _, k := range []Kind{KindExec, KindFS} {
+	for _, k := range []Kind{KindExec, KindFS, KindAgent} {
 		v = appendEvent(nil, &Event{Time: time.Unix(1, 0), Kind: k})
 		got = Event{}
-		if err := decodeEvent(v, &got); err != nil || (k == KindExec) != (got.Exec != nil) || (k == KindFS) != (got.FS != nil) {
+		if err := decodeEvent(v, &got); err != nil || (k == KindExec) != (got.Exec != nil) || (k == KindFS) != (got.FS != nil) ||
+			(k == KindAgent) != (got.Agent != nil) {
 			t.Fatalf("bare %s decoded as %+v (%v), want an empty payload", k, got, err)
+		}
+	}
+
+	// An agent event with fields added later in its block.
+	a := Event{Time: time.Unix(1, 0), Kind: KindAgent, Agent: &Agent{State: AgentSilent}}
+	v = appendEvent(nil, &a)
+	v = appendString(v, 400, "a new agent field")
+	v = appendUint(v, 447, 9)
+	got = Event{}
+	if err := decodeEvent(v, &got); err != nil || !reflect.DeepEqual(got.Agent, &Agent{State: AgentSilent}) {
+		t.Fatalf("agent with unknown fields decoded as %+v (%v)", got.Agent, err)
+	}
+}
+
+// TestCodecOldRecords: records written before DNS.Count, FS.GuestTime and
+// the agent kind existed (the bytes below are what the encoder of commit
+// 71f42db wrote) decode as before, with the new fields zero.
+func TestCodecOldRecords(t *testing.T) {
+	cases := []struct {
+		why  string
+		hex  string
+		want Event
+	}{
+		{"a denied DNS query has no count: it stands for one query",
+			"0117979cfe362a00050a03646e73820106612e746573748a0101419201037564709a010664656e696564b201084e58444f4d41494eba0104c6120001",
+			Event{Time: time.Unix(1700000000, 5).UTC(), Kind: KindDNS, DNS: &DNS{QName: "a.test", QType: "A",
+				Transport: TransportUDP, Decision: Denied, Answer: "NXDOMAIN", ResolverAsked: netip.MustParseAddr("198.18.0.1")}}},
+		{"a file event has no guest time: Time is all there is",
+			"0117979cfe362a00060a026673821407637265617465648a1403782f79981406",
+			Event{Time: time.Unix(1700000000, 6).UTC(), Kind: KindFS, FS: &FS{Action: FSCreated, Path: "x/y", Size: 3}}},
+	}
+	for _, c := range cases {
+		v, err := hex.DecodeString(c.hex)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got Event
+		if err := decodeEvent(v, &got); err != nil {
+			t.Errorf("%s: %v", c.why, err)
+			continue
+		}
+		if !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s:\n got %+v\nwant %+v", c.why, got, c.want)
+		}
+		// And the same event encodes to the same bytes: zero new fields
+		// are not written.
+		if again := hex.EncodeToString(appendEvent(nil, &c.want)); again != c.hex {
+			t.Errorf("%s: re-encoded as %s", c.why, again)
 		}
 	}
 }
@@ -285,6 +351,7 @@ func TestCodecFieldBlocks(t *testing.T) {
 		{"model_call", mcLo, mcHi, mcKnown, fMCProvider},
 		{"exec", execLo, execHi, execKnown, fExecArgv},
 		{"fs", fsLo, fsHi, fsKnown, fFSAction},
+		{"agent", agentLo, agentHi, agentKnown, fAgentState},
 	}
 	for i, b := range blocks {
 		if b.first < b.lo || b.known >= b.hi || b.first > b.known {
@@ -355,6 +422,8 @@ func TestEncodeAllocs(t *testing.T) {
 		{Time: time.Now(), Kind: KindModelCall, ModelCall: fullModelCall()},
 		{Time: time.Now(), Kind: KindExec, Exec: fullExec()},
 		{Time: time.Now(), Kind: KindFS, FS: fullFS()},
+		{Time: time.Now(), Kind: KindAgent, Agent: fullAgent()},
+		{Time: time.Now(), Kind: KindDNS, DNS: fullDNS()},
 	} {
 		buf := make([]byte, 0, 4096)
 		if n := testing.AllocsPerRun(100, func() { buf = appendEvent(buf[:0], &ev) }); n != 0 {
@@ -409,6 +478,11 @@ func TestDecodeGarbage(t *testing.T) {
 		{"fs size as bytes", hdr(appendString(nil, fFSSize, "big")...), ErrCorrupt, "wire type"},
 		{"fs dir as bytes", hdr(appendString(nil, fFSDir, "y")...), ErrCorrupt, "wire type"},
 		{"fs path truncated varint", hdr(append(appendTag(nil, fFSPath, wireBytes), 0x80)...), ErrCorrupt, "varint"},
+		{"fs guest time as bytes", hdr(appendString(nil, fFSGuestTime, "2000")...), ErrCorrupt, "wire type"},
+		{"dns count as bytes", hdr(appendString(nil, fDNSCount, "5")...), ErrCorrupt, "wire type"},
+		{"agent state as varint", hdr(appendUint(nil, fAgentState, 1)...), ErrCorrupt, "wire type"},
+		{"agent count as bytes", hdr(appendString(nil, fAgentCount, "1")...), ErrCorrupt, "wire type"},
+		{"agent detail past end", hdr(append(appendTag(nil, fAgentDetail, wireBytes), 9, 'x')...), ErrCorrupt, "past the end"},
 	}
 	for _, c := range cases {
 		var ev Event
@@ -437,6 +511,11 @@ func FuzzDecodeEvent(f *testing.F) {
 	f.Add(appendEvent(nil, &Event{Kind: KindExec, Exec: &Exec{Argv: []string{"", ""}, Start: time.Unix(0, 0)}}))
 	f.Add(appendEvent(nil, &Event{Time: time.Unix(5, 0), Kind: KindFS, FS: fullFS()}))
 	f.Add(appendEvent(nil, &Event{Kind: KindFS}))
+	f.Add(appendEvent(nil, &Event{Time: time.Unix(5, 0), Kind: KindAgent, Agent: fullAgent()}))
+	f.Add(appendEvent(nil, &Event{Kind: KindAgent, Agent: &Agent{State: AgentViolation, Detail: "\x1b]0;x\x07"}}))
+	f.Add(appendEvent(nil, &Event{Kind: KindAgent}))
+	f.Add(appendEvent(nil, &Event{Kind: KindDNS, DNS: &DNS{QName: "a\x1b[8m\nb", Count: 7}}))
+	f.Add(appendEvent(nil, &Event{Kind: KindFS, FS: &FS{GuestTime: time.Unix(0, 0)}}))
 	f.Add([]byte{})
 	f.Add([]byte{1, 0, 0, 0, 0, 0, 0, 0, 0, 0x0a})
 	f.Fuzz(func(t *testing.T, v []byte) {

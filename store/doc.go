@@ -2,7 +2,9 @@
 // everything a sandboxed run did: on the network, DNS answers, flows and
 // HTTP requests, model calls with their tool calls and tool results (and,
 // later, MCP calls); in the guest, the commands the host had it run (exec)
-// and the changes in its workspace (fs).
+// and the changes in its workspace as the guest reported them (fs); and
+// what the host saw of the guest agent (agent: it went silent, was cut off,
+// had reports dropped or truncated).
 //
 // A store is a directory holding a pebble database. Each run of capsem is one
 // session: [Store.Begin] records the session's metadata and returns a

@@ -16,13 +16,18 @@ type Kind string
 // response and the tool results its request sent back, so the three tables
 // model_calls, tool_calls and tool_responses come from one event. Exec and
 // fs events come from the guest agent (`capsem run`): a command the host
-// had the guest run, once it ended, and a change in the workspace.
+// had the guest run, once it ended (built by the host from the Exec it sent
+// and the Exit it received), and a change in the workspace (as the guest
+// reported it). Agent events are the host's own record of the guest agent:
+// it went silent, came back, was cut off, or had its reports dropped or
+// truncated.
 const (
 	KindDNS       Kind = "dns"
 	KindNet       Kind = "net"
 	KindModelCall Kind = "model_call"
 	KindExec      Kind = "exec"
 	KindFS        Kind = "fs"
+	KindAgent     Kind = "agent"
 )
 
 // Decision is the outcome of applying policy to a query or a flow.
@@ -73,6 +78,7 @@ type Event struct {
 	ModelCall *ModelCall
 	Exec      *Exec
 	FS        *FS
+	Agent     *Agent
 }
 
 // DNS is a query the guest sent to capsem's fake DNS server and the answer it
@@ -86,6 +92,11 @@ type DNS struct {
 	MatchedRule   string     // matched_rule: the policy rule that decided, if any
 	Answer        string     // answer: what the guest got (a synthetic address, "NXDOMAIN", …)
 	ResolverAsked netip.Addr // resolver_asked: the IP the guest sent the query to
+
+	// Count is how many identical queries this event stands for when the
+	// netstack aggregates repeated ones (as Net.Count does for drops); 0
+	// and 1 both mean one.
+	Count int64
 }
 
 // Header is one HTTP header line. Headers are kept in wire order, duplicates
@@ -203,14 +214,45 @@ const (
 	FSOverflow = "overflow" // the guest's kernel dropped events: changes under Path went unrecorded
 )
 
-// FS is a change in the workspace, as the guest agent saw it. It maps to
-// the fs_events table.
+// FS is a change in the workspace, as the guest agent reported it: what the
+// guest said happened, not something the host observed. Event.Time is when
+// the host received the report (the caller sets it); GuestTime is the time
+// the guest claimed. It maps to the fs_events table.
 type FS struct {
-	Action  string // action: created, modified, deleted, renamed, overflow
-	Path    string // path: relative to the workspace, slash-separated; for renamed the new name
-	OldPath string // old_path: the name before a rename
-	Size    int64  // size, in bytes, when the guest reported one
-	Dir     bool   // is_dir: Path is a directory
+	Action    string    // action: created, modified, deleted, renamed, overflow
+	Path      string    // path: relative to the workspace, slash-separated; for renamed the new name
+	OldPath   string    // old_path: the name before a rename
+	Size      int64     // size, in bytes, when the guest reported one
+	Dir       bool      // is_dir: Path is a directory
+	GuestTime time.Time // guest_time: when it happened by the guest's clock; zero when not reported
+}
+
+// Agent states: what happened to the guest agent (Agent.State).
+const (
+	// AgentSilent: the guest agent stopped answering the host's pings;
+	// from then on nothing the guest reports can be expected.
+	AgentSilent = "silent"
+	// AgentResumed: a silent agent answered again.
+	AgentResumed = "resumed"
+	// AgentViolation: the agent broke the control protocol and the host cut
+	// it off (and stopped the VM); Detail says how.
+	AgentViolation = "protocol-violation"
+	// AgentRateLimited: guest-reported events were dropped by the host's
+	// rate limit; Count says how many.
+	AgentRateLimited = "rate-limited"
+	// AgentCapped: a guest-reported field was longer than the host keeps
+	// and was truncated; Count says how many fields, Detail which.
+	AgentCapped = "capped"
+)
+
+// Agent is the host's record of the guest agent's behaviour (not something
+// the guest reports). It maps to the agent_events table.
+type Agent struct {
+	State  string // state: silent, resumed, protocol-violation, rate-limited, capped
+	Detail string // detail: free text, e.g. the violation
+	// Count is how many occurrences this event stands for (dropped events
+	// for rate-limited, truncated fields for capped); 0 and 1 both mean one.
+	Count int64
 }
 
 // Session is the metadata of one run. It maps to the sessions table.
@@ -233,8 +275,13 @@ type Counts struct {
 	Events int64          // events recorded (equals the highest Seq)
 	Kinds  map[Kind]int64 // events recorded, per kind
 	// Allowed and Denied are the decisions among DNS and Net events, each
-	// Net event weighted by its Count.
+	// weighted by its Count.
 	Allowed, Denied int64
+	// Agent is, per agent state (AgentSilent, …), the agent events of the
+	// session, each weighted by its Count: times the agent went silent,
+	// guest-reported events dropped, fields truncated. Nil when there were
+	// none (a session without a guest agent, or a quiet one).
+	Agent map[string]int64
 	// Lost is the number of events that were appended but could not be
 	// recorded: a write failed, or Append was called after End or Close.
 	// It is zero in a healthy store.

@@ -224,19 +224,20 @@ func NewSessionID() string {
 const sessionVersion = 1
 
 type sessionRecord struct {
-	ID           string         `json:"id"`
-	StartedAt    time.Time      `json:"started_at"`
-	EndedAt      *time.Time     `json:"ended_at,omitempty"`
-	Command      []string       `json:"command,omitempty"`
-	ExitCode     *int           `json:"exit_code,omitempty"`
-	PolicySHA256 string         `json:"policy_sha256,omitempty"`
-	Image        string         `json:"image,omitempty"`
-	Host         string         `json:"host,omitempty"`
-	Events       int64          `json:"events"`
-	Kinds        map[Kind]int64 `json:"kinds,omitempty"`
-	Allowed      int64          `json:"allowed,omitempty"`
-	Denied       int64          `json:"denied,omitempty"`
-	Lost         int64          `json:"lost,omitempty"`
+	ID           string           `json:"id"`
+	StartedAt    time.Time        `json:"started_at"`
+	EndedAt      *time.Time       `json:"ended_at,omitempty"`
+	Command      []string         `json:"command,omitempty"`
+	ExitCode     *int             `json:"exit_code,omitempty"`
+	PolicySHA256 string           `json:"policy_sha256,omitempty"`
+	Image        string           `json:"image,omitempty"`
+	Host         string           `json:"host,omitempty"`
+	Events       int64            `json:"events"`
+	Kinds        map[Kind]int64   `json:"kinds,omitempty"`
+	Allowed      int64            `json:"allowed,omitempty"`
+	Denied       int64            `json:"denied,omitempty"`
+	Lost         int64            `json:"lost,omitempty"`
+	Agent        map[string]int64 `json:"agent,omitempty"`
 }
 
 func encodeSession(s *Session) []byte {
@@ -253,6 +254,7 @@ func encodeSession(s *Session) []byte {
 		Allowed:      s.Counts.Allowed,
 		Denied:       s.Counts.Denied,
 		Lost:         s.Counts.Lost,
+		Agent:        s.Counts.Agent,
 	}
 	if !s.EndedAt.IsZero() {
 		t := s.EndedAt.UTC()
@@ -286,7 +288,7 @@ func decodeSession(v []byte) (Session, error) {
 		PolicySHA256: r.PolicySHA256,
 		Image:        r.Image,
 		Host:         r.Host,
-		Counts:       Counts{Events: r.Events, Kinds: r.Kinds, Allowed: r.Allowed, Denied: r.Denied, Lost: r.Lost},
+		Counts:       Counts{Events: r.Events, Kinds: r.Kinds, Allowed: r.Allowed, Denied: r.Denied, Lost: r.Lost, Agent: r.Agent},
 	}
 	if r.EndedAt != nil {
 		s.EndedAt = *r.EndedAt

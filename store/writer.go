@@ -97,6 +97,8 @@ func (w *Writer) Append(ev Event) {
 			ev.Kind = KindExec
 		case ev.FS != nil:
 			ev.Kind = KindFS
+		case ev.Agent != nil:
+			ev.Kind = KindAgent
 		}
 	}
 	bp := encPool.Get().(*[]byte)
@@ -140,13 +142,18 @@ func (c *Counts) add(ev *Event) {
 	c.Kinds[ev.Kind]++
 	switch {
 	case ev.DNS != nil && ev.DNS.Decision == Denied:
-		c.Denied++
+		c.Denied += max(ev.DNS.Count, 1)
 	case ev.DNS != nil && ev.DNS.Decision == Allowed:
-		c.Allowed++
+		c.Allowed += max(ev.DNS.Count, 1)
 	case ev.Net != nil && ev.Net.Decision == Denied:
 		c.Denied += max(ev.Net.Count, 1)
 	case ev.Net != nil && ev.Net.Decision == Allowed:
 		c.Allowed += max(ev.Net.Count, 1)
+	case ev.Agent != nil:
+		if c.Agent == nil {
+			c.Agent = map[string]int64{}
+		}
+		c.Agent[ev.Agent.State] += max(ev.Agent.Count, 1)
 	}
 }
 
@@ -221,6 +228,7 @@ func (w *Writer) snapshotLocked() Session {
 	s := w.meta
 	s.Counts = w.counts
 	s.Counts.Kinds = maps.Clone(w.counts.Kinds)
+	s.Counts.Agent = maps.Clone(w.counts.Agent)
 	s.Counts.Lost = w.lost
 	return s
 }

@@ -38,7 +38,7 @@ func inspectCommand() *cli.Command {
 
 // inspectTables are the tables a capsem export must have, in report order.
 var inspectTables = []string{"sessions", "net_events", "dns_events", "model_calls", "tool_calls",
-	"tool_responses", "mcp_calls", "fs_events", "exec_events", "other_events"}
+	"tool_responses", "mcp_calls", "fs_events", "exec_events", "agent_events", "other_events"}
 
 // providerDomains are the API hosts each model_calls.provider is served
 // from: a call recorded under a provider must have been seen on its host.
@@ -194,12 +194,13 @@ func buildReport(db *sql.DB, sess sessionSummary, n int) (report, error) {
 	}
 	r.Checks = append(r.Checks, check{Name: "columns, keys and indexes match the schema", OK: len(schemaErrs) == 0, Detail: strings.Join(schemaErrs, "; ")})
 	previews := map[string]string{
-		"dns_events":  `SELECT timestamp, qname, qtype, decision, answer, resolver_asked FROM dns_events ORDER BY id LIMIT ?`,
+		"dns_events":  `SELECT timestamp, qname, qtype, decision, answer, resolver_asked, count FROM dns_events ORDER BY id LIMIT ?`,
 		"net_events":  `SELECT timestamp, transport, decision, reason, domain, ip, port, bytes_sent, bytes_received, count FROM net_events ORDER BY id LIMIT ?`,
 		"model_calls": `SELECT timestamp, provider, model, status_code, input_tokens, output_tokens FROM model_calls ORDER BY id LIMIT ?`,
 		"tool_calls":  `SELECT timestamp, model_call_id, call_index, call_id, tool_name, origin FROM tool_calls ORDER BY id LIMIT ?`,
 		"tool_responses": `SELECT timestamp, model_call_id, call_id, is_error, substr(content_preview, 1, 60) AS content
 			FROM tool_responses ORDER BY id LIMIT ?`,
+		"agent_events": `SELECT timestamp, state, count, detail FROM agent_events ORDER BY id LIMIT ?`,
 	}
 	for t, q := range previews {
 		if r.Preview[t], err = lines(db, q, n); err != nil {
@@ -277,7 +278,7 @@ func printReport(c *cli.Context, r report) {
 	w := c.App.Writer
 	s := r.Session
 	fmt.Fprintf(w, "session %s  started %s  command %q\n", s.ID, s.StartedAt.Local().Format("2006-01-02 15:04:05"), strings.Join(s.Command, " "))
-	fmt.Fprintf(w, "events %d  allowed %d  denied %d  lost %d\n\n", s.Events, s.Allowed, s.Denied, s.Lost)
+	fmt.Fprintf(w, "events %d  allowed %d  denied %d  lost %d  agent %s\n\n", s.Events, s.Allowed, s.Denied, s.Lost, s.agentNote())
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TABLE\tROWS")
 	for _, t := range inspectTables {
@@ -295,7 +296,7 @@ func printReport(c *cli.Context, r report) {
 			fmt.Fprintln(w, "  "+l)
 		}
 	}
-	for _, t := range []string{"dns_events", "net_events", "model_calls", "tool_calls", "tool_responses"} {
+	for _, t := range []string{"agent_events", "dns_events", "net_events", "model_calls", "tool_calls", "tool_responses"} {
 		section("first "+t, r.Preview[t])
 	}
 	section("denied flows", r.Denied)

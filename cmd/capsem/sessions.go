@@ -39,12 +39,24 @@ type sessionSummary struct {
 	Allowed    int64      `json:"allowed"`
 	Denied     int64      `json:"denied"`
 	Lost       int64      `json:"lost"`
+	// What the host saw of the guest agent (store.Agent events): it went
+	// silent, was cut off for a protocol violation, had reports dropped by
+	// the rate limit or fields truncated. A session with no guest agent
+	// (capsem-net) has none of these.
+	AgentSilent  bool             `json:"agent_silent"`           // stopped answering pings at least once
+	AgentCutOff  bool             `json:"agent_cut_off"`          // cut off by the host: the record ends there
+	AgentDropped int64            `json:"agent_events_dropped"`   // guest-reported events the rate limit dropped
+	Agent        map[string]int64 `json:"agent_states,omitempty"` // agent events per state, weighted by count
 }
 
 func summarize(s store.Session) sessionSummary {
 	out := sessionSummary{
 		ID: s.ID, StartedAt: s.StartedAt, Command: s.Command, ExitCode: s.ExitCode,
 		Events: s.Counts.Events, Allowed: s.Counts.Allowed, Denied: s.Counts.Denied, Lost: s.Counts.Lost,
+		AgentSilent:  s.Counts.Agent[store.AgentSilent] > 0,
+		AgentCutOff:  s.Counts.Agent[store.AgentViolation] > 0,
+		AgentDropped: s.Counts.Agent[store.AgentRateLimited],
+		Agent:        s.Counts.Agent,
 	}
 	if !s.EndedAt.IsZero() {
 		end := s.EndedAt
@@ -81,7 +93,7 @@ func runSessions(c *cli.Context) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTARTED\tDURATION\tEXIT\tALLOWED\tDENIED\tCOMMAND")
+	fmt.Fprintln(tw, "ID\tSTARTED\tDURATION\tEXIT\tALLOWED\tDENIED\tAGENT\tCOMMAND")
 	for _, s := range sums {
 		dur, exit := "running or crashed", "-"
 		if s.DurationMS != nil {
@@ -90,10 +102,39 @@ func runSessions(c *cli.Context) error {
 		if s.ExitCode != nil {
 			exit = fmt.Sprint(*s.ExitCode)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n", s.ID, s.StartedAt.Local().Format("2006-01-02 15:04:05"),
-			dur, exit, s.Allowed, s.Denied, shorten(strings.Join(s.Command, " "), 60))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", s.ID, s.StartedAt.Local().Format("2006-01-02 15:04:05"),
+			dur, exit, s.Allowed, s.Denied, s.agentNote(), shorten(strings.Join(s.Command, " "), 60))
 	}
 	return tw.Flush()
+}
+
+// agentNote says in a few words what went wrong with the guest agent, or
+// "-": "cut off" (the host ended it for a protocol violation), "silent"
+// (it stopped answering and never came back) or "was silent", then how
+// many reports were dropped or truncated. Whatever it says, the record
+// of the guest's own reports (fs events) is incomplete.
+func (s sessionSummary) agentNote() string {
+	var notes []string
+	if s.AgentCutOff {
+		notes = append(notes, "cut off")
+	}
+	if n := s.Agent[store.AgentSilent]; n > 0 {
+		if n > s.Agent[store.AgentResumed] {
+			notes = append(notes, "silent")
+		} else {
+			notes = append(notes, "was silent")
+		}
+	}
+	if s.AgentDropped > 0 {
+		notes = append(notes, fmt.Sprintf("%d dropped", s.AgentDropped))
+	}
+	if n := s.Agent[store.AgentCapped]; n > 0 {
+		notes = append(notes, fmt.Sprintf("%d capped", n))
+	}
+	if len(notes) == 0 {
+		return "-"
+	}
+	return strings.Join(notes, ", ")
 }
 
 func shorten(s string, n int) string {

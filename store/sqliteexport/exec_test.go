@@ -38,12 +38,12 @@ func execStore(t *testing.T) *store.Store {
 		Argv: []string{"sh", "-c", "echo 'hi' > out.txt"}, Dir: "sub dir", PID: 812,
 		Start: guestT0, Duration: 2500 * time.Microsecond, ExitCode: 0}})
 	w.Append(store.Event{Time: t0.Add(2 * ms), DNS: &store.DNS{QName: "x.test", Decision: store.Allowed}})
-	w.Append(store.Event{Time: t0.Add(3 * ms), FS: &store.FS{Action: store.FSCreated, Path: "sub dir/out.txt", Size: 3}})
+	w.Append(store.Event{Time: t0.Add(3 * ms), FS: &store.FS{Action: store.FSCreated, Path: "sub dir/out.txt", Size: 3, GuestTime: guestT0.Add(2 * ms)}})
 	w.Append(store.Event{Time: t0.Add(4 * ms), FS: &store.FS{Action: store.FSRenamed, Path: "new/dir", OldPath: "old/dir", Dir: true}})
 	w.Append(store.Event{Time: t0.Add(5 * ms), Exec: &store.Exec{
 		Argv: []string{"sleep", "100"}, TTY: true, PID: 900, Start: guestT0.Add(time.Second),
 		Duration: 90 * time.Second, ExitCode: 137, Signal: "KILL"}})
-	w.Append(store.Event{Time: t0.Add(6 * ms), FS: &store.FS{Action: store.FSOverflow, Path: "."}})
+	w.Append(store.Event{Time: t0.Add(6 * ms), FS: &store.FS{Action: store.FSOverflow, Path: ".", GuestTime: time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)}})
 	w.Append(store.Event{Time: t0.Add(7 * ms), FS: &store.FS{Action: store.FSDeleted, Path: "a\xffb.txt"}})
 	w.Append(store.Event{Time: t0.Add(8 * ms), Kind: store.KindExec})
 	w.Append(store.Event{Time: t0.Add(9 * ms), Exec: &store.Exec{TTY: true, ExitCode: 1, Start: time.Unix(0, 0)}})
@@ -119,22 +119,25 @@ func TestExecAndFSEvents(t *testing.T) {
 	checkRow(t, "fs_events[1]", fs[0], map[string]any{
 		"id": int64(1), "session_id": "s1", "seq": int64(3), "timestamp": ts(3 * ms), "timestamp_ms": tsMS(3 * ms),
 		"action": "created", "path": "sub dir/out.txt", "size": int64(3), "old_path": nil, "is_dir": int64(0),
+		"guest_time": guestT0.Add(2 * ms).Format(tsLayout), "guest_time_ms": guestT0.Add(2 * ms).UnixMilli(),
 	})
 	checkRow(t, "fs_events[2]", fs[1], map[string]any{
 		"id": int64(2), "session_id": "s1", "seq": int64(4), "timestamp": ts(4 * ms), "timestamp_ms": tsMS(4 * ms),
-		"action": "renamed", "path": "new/dir", "size": int64(0), "old_path": "old/dir", "is_dir": int64(1),
+		"action": "renamed", "path": "new/dir", "size": int64(0), "old_path": "old/dir", "is_dir": int64(1), "guest_time": nil, "guest_time_ms": nil,
 	})
 	checkRow(t, "fs_events[3]", fs[2], map[string]any{
 		"id": int64(3), "session_id": "s1", "seq": int64(6), "timestamp": ts(6 * ms), "timestamp_ms": tsMS(6 * ms),
 		"action": "overflow", "path": ".", "size": int64(0), "old_path": nil, "is_dir": int64(0),
+		// A back-dated claim stays the guest's: timestamp is the host's.
+		"guest_time": "2000-01-01T00:00:00.000000000Z", "guest_time_ms": int64(946684800000),
 	})
 	checkRow(t, "fs_events[4]", fs[3], map[string]any{
 		"id": int64(4), "session_id": "s1", "seq": int64(7), "timestamp": ts(7 * ms), "timestamp_ms": tsMS(7 * ms),
-		"action": "deleted", "path": "a\uFFFDb.txt", "size": int64(0), "old_path": nil, "is_dir": int64(0),
+		"action": "deleted", "path": "a\uFFFDb.txt", "size": int64(0), "old_path": nil, "is_dir": int64(0), "guest_time": nil, "guest_time_ms": nil,
 	})
 	checkRow(t, "fs_events[5]", fs[4], map[string]any{
 		"id": int64(5), "session_id": "s2", "seq": int64(1), "timestamp": ts(time.Hour), "timestamp_ms": tsMS(time.Hour),
-		"action": "modified", "path": "go.mod", "size": int64(1 << 40), "old_path": nil, "is_dir": int64(0),
+		"action": "modified", "path": "go.mod", "size": int64(1 << 40), "old_path": nil, "is_dir": int64(0), "guest_time": nil, "guest_time_ms": nil,
 	})
 
 	sums := queryRows(t, db, "SELECT id, events, dns, net, model_calls, exec, fs, allowed, denied FROM sessions ORDER BY started_at")

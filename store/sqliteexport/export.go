@@ -46,6 +46,7 @@ type Result struct {
 	ToolResponses int // rows in tool_responses: the tool results the model calls' requests carried
 	ExecEvents    int // rows in exec_events: commands the guest ran
 	FSEvents      int // rows in fs_events: changes in the workspace
+	AgentEvents   int // rows in agent_events: the guest agent went silent, was cut off, …
 	OtherEvents   int // rows in other_events: kinds this build cannot decode
 	Duration      time.Duration
 }
@@ -285,6 +286,7 @@ const (
 	tToolResponse
 	tExec
 	tFS
+	tAgent
 	tOther
 	tSessionEvents // UPDATE sessions SET events
 	nTables
@@ -305,7 +307,7 @@ var netColumns = []string{
 
 var dnsColumns = []string{
 	"id", "session_id", "seq", "timestamp", "timestamp_ms",
-	"qname", "qtype", "transport", "decision", "reason", "matched_rule", "answer", "resolver_asked",
+	"qname", "qtype", "transport", "decision", "reason", "matched_rule", "answer", "resolver_asked", "count",
 }
 
 var modelCallColumns = []string{
@@ -334,7 +336,12 @@ var execColumns = []string{
 
 var fsColumns = []string{
 	"id", "session_id", "seq", "timestamp", "timestamp_ms",
-	"action", "path", "size", "old_path", "is_dir",
+	"action", "path", "size", "old_path", "is_dir", "guest_time", "guest_time_ms",
+}
+
+var agentColumns = []string{
+	"id", "session_id", "seq", "timestamp", "timestamp_ms",
+	"state", "detail", "count",
 }
 
 var otherColumns = []string{"id", "session_id", "seq", "timestamp", "timestamp_ms", "kind"}
@@ -365,6 +372,7 @@ func copyEvents(ctx context.Context, st *store.Store, tx *sql.Tx, sessions []sto
 		tToolResponse:  insertSQL("tool_responses", toolResponseColumns),
 		tExec:          insertSQL("exec_events", execColumns),
 		tFS:            insertSQL("fs_events", fsColumns),
+		tAgent:         insertSQL("agent_events", agentColumns),
 		tOther:         insertSQL("other_events", otherColumns),
 		tSessionEvents: "UPDATE sessions SET events = ? WHERE id = ?",
 	} {
@@ -491,6 +499,10 @@ func readEvents(ctx context.Context, st *store.Store, sessions []store.Session, 
 				next[tFS]++
 				r = row{tFS, conv.fs(next[tFS], sid, &ev)}
 				res.FSEvents++
+			case ev.Agent != nil:
+				next[tAgent]++
+				r = row{tAgent, conv.agent(next[tAgent], sid, &ev)}
+				res.AgentEvents++
 			default:
 				next[tOther]++
 				r = row{tOther, conv.other(next[tOther], sid, &ev)}
@@ -658,10 +670,7 @@ func (c *converter) session(s *store.Session, id string) []any {
 func (c *converter) net(id int64, session string, ev *store.Event) []any {
 	n := ev.Net
 	ts, tsMS := eventTime(ev.Time)
-	count := n.Count
-	if count < 1 {
-		count = 1
-	}
+	count := max(n.Count, 1)
 	return []any{id, session, int64(ev.Seq), ts, tsMS,
 		c.text(n.Domain), addr(n.IP), nonZero(n.Port), addr(n.SrcIP), nonZero(n.SrcPort),
 		c.text(string(n.Transport)), c.text(string(n.ConnType)),
@@ -680,7 +689,7 @@ func (c *converter) dns(id int64, session string, ev *store.Event) []any {
 	return []any{id, session, int64(ev.Seq), ts, tsMS,
 		c.text(d.QName), c.text(d.QType), c.text(string(d.Transport)),
 		c.text(string(d.Decision)), c.text(d.Reason), c.text(d.MatchedRule),
-		c.text(d.Answer), addr(d.ResolverAsked),
+		c.text(d.Answer), addr(d.ResolverAsked), max(d.Count, 1),
 	}
 }
 
@@ -740,8 +749,17 @@ func (c *converter) exec(id int64, session string, ev *store.Event) []any {
 func (c *converter) fs(id int64, session string, ev *store.Event) []any {
 	f := ev.FS
 	ts, tsMS := eventTime(ev.Time)
+	guest, guestMS := timestamp(f.GuestTime)
 	return []any{id, session, int64(ev.Seq), ts, tsMS,
-		c.text(f.Action), c.text(f.Path), f.Size, c.text(f.OldPath), bit(f.Dir),
+		c.text(f.Action), c.text(f.Path), f.Size, c.text(f.OldPath), bit(f.Dir), guest, guestMS,
+	}
+}
+
+func (c *converter) agent(id int64, session string, ev *store.Event) []any {
+	a := ev.Agent
+	ts, tsMS := eventTime(ev.Time)
+	return []any{id, session, int64(ev.Seq), ts, tsMS,
+		c.text(a.State), c.text(a.Detail), max(a.Count, 1),
 	}
 }
 

@@ -111,7 +111,7 @@ func TestMapping(t *testing.T) {
 		"policy_sha256": "ab12", "image": "debian-12", "host": "box",
 		"events": int64(5), "allowed": int64(2), "denied": int64(7 + 1 + 1), "dns": int64(2), "net": int64(3),
 		"model_calls": int64(0), "input_tokens": int64(0), "output_tokens": int64(0), "cost_usd": 0.0, "lost": int64(0),
-		"exec": int64(0), "fs": int64(0),
+		"exec": int64(0), "fs": int64(0), "agent": int64(0),
 	})
 	if got, want := rows[0]["denied"], sess.Counts.Denied; got != want {
 		t.Errorf("sessions.denied = %v, the store counts %d", got, want)
@@ -124,12 +124,12 @@ func TestMapping(t *testing.T) {
 	checkRow(t, "dns_events[1]", dns[0], map[string]any{
 		"id": int64(1), "session_id": "s1", "seq": int64(1), "timestamp": ts(time.Millisecond), "timestamp_ms": tsMS(time.Millisecond),
 		"qname": "api.example.com", "qtype": "A", "transport": "tcp", "decision": "allowed",
-		"reason": "allowed by rule", "matched_rule": "*.example.com", "answer": "198.19.0.5", "resolver_asked": "8.8.8.8",
+		"reason": "allowed by rule", "matched_rule": "*.example.com", "answer": "198.19.0.5", "resolver_asked": "8.8.8.8", "count": int64(1),
 	})
 	checkRow(t, "dns_events[2]", dns[1], map[string]any{
 		"id": int64(2), "session_id": "s1", "seq": int64(5), "timestamp": ts(5 * time.Millisecond), "timestamp_ms": tsMS(5 * time.Millisecond),
 		"qname": "evil.test", "qtype": "TXT", "transport": "udp", "decision": "denied",
-		"reason": nil, "matched_rule": nil, "answer": "NXDOMAIN", "resolver_asked": nil,
+		"reason": nil, "matched_rule": nil, "answer": "NXDOMAIN", "resolver_asked": nil, "count": int64(1),
 	})
 
 	net := queryRows(t, db, "SELECT * FROM net_events ORDER BY id")

@@ -4,7 +4,12 @@ package sqliteexport
 // user_version. It changes when a table or column is renamed or removed or
 // changes meaning; adding a table or a column does not require a new
 // version, so readers should name the columns they select.
-const SchemaVersion = 1
+//
+// Version 2: fs_events.timestamp is the host's time of receipt (it was the
+// guest's claim, now in fs_events.guest_time); sessions.allowed and denied
+// weigh DNS events by dns_events.count. Added: dns_events.count,
+// fs_events.guest_time, agent_events, sessions.agent.
+const SchemaVersion = 2
 
 // ApplicationID is written to PRAGMA application_id so that tools (and
 // `file`) can tell a capsem export from another SQLite database: "CpSm".
@@ -40,8 +45,18 @@ const ApplicationID = 0x4370536d
 //     tool call with the same session_id and call_id.
 //   - Flags (model_calls.stream, tool_responses.is_error, exec_events.tty,
 //     fs_events.is_dir) are 0 or 1.
-//   - exec_events and fs_events come from the guest agent: started_at is
-//     by the guest's clock, paths are relative to the workspace and
+//   - Who says so. Everything but fs_events is the host's own record: what
+//     its netstack, MITM and control channel saw and decided. exec_events
+//     are built by the host from the command it sent the guest (argv, dir,
+//     tty) and the exit it received back (exit code, signal, pid, and
+//     started_at by the guest's clock); a command the host did not start
+//     has no row. fs_events are guest-reported: what the guest
+//     agent said happened in the workspace, which a guest that controls its
+//     agent can invent or leave out; their timestamp is when the host
+//     received the report and guest_time the time the guest claimed.
+//     agent_events say when the agent went silent, was cut off, or had its
+//     reports dropped or truncated, so that a record with gaps says so.
+//   - Paths (fs_events.path, old_path) are relative to the workspace and
 //     slash-separated.
 
 // tables is the DDL of every table, in creation order.
@@ -58,7 +73,7 @@ var tables = []string{
 	image         TEXT,
 	host          TEXT,
 	events        INTEGER NOT NULL DEFAULT 0, -- stored events exported, all kinds
-	allowed       INTEGER NOT NULL DEFAULT 0, -- allowed decisions: dns_events + net_events weighted by count
+	allowed       INTEGER NOT NULL DEFAULT 0, -- allowed decisions: dns_events and net_events, each weighted by count
 	denied        INTEGER NOT NULL DEFAULT 0, -- denied decisions, likewise
 	dns           INTEGER NOT NULL DEFAULT 0, -- rows in dns_events
 	net           INTEGER NOT NULL DEFAULT 0, -- rows in net_events
@@ -68,7 +83,8 @@ var tables = []string{
 	cost_usd      REAL NOT NULL DEFAULT 0,    -- sum of model_calls.estimated_cost_usd
 	lost          INTEGER NOT NULL DEFAULT 0, -- events the writer could not record (store Counts.Lost)
 	exec          INTEGER NOT NULL DEFAULT 0, -- rows in exec_events
-	fs            INTEGER NOT NULL DEFAULT 0  -- rows in fs_events
+	fs            INTEGER NOT NULL DEFAULT 0, -- rows in fs_events
+	agent         INTEGER NOT NULL DEFAULT 0  -- rows in agent_events
 )`,
 	`CREATE TABLE net_events (
 	id                    INTEGER PRIMARY KEY,
@@ -113,7 +129,8 @@ var tables = []string{
 	reason         TEXT,
 	matched_rule   TEXT,
 	answer         TEXT,    -- what the guest got: a synthetic address, NXDOMAIN, …
-	resolver_asked TEXT     -- the IP the guest sent the query to
+	resolver_asked TEXT,    -- the IP the guest sent the query to
+	count          INTEGER NOT NULL DEFAULT 1 -- how many identical queries this row stands for (repeated queries aggregated)
 )`,
 	`CREATE TABLE model_calls (
 	id                    INTEGER PRIMARY KEY,
@@ -190,18 +207,25 @@ var tables = []string{
 	content_preview TEXT,
 	is_error        INTEGER  -- 0 or 1
 )`,
+	// Guest-reported: what the guest agent said happened (see the
+	// conventions above). timestamp is when the host received the report.
+	// An event recorded by a capsem older than guest_time has guest_time
+	// NULL and the guest's claim in timestamp.
 	`CREATE TABLE fs_events (
-	id           INTEGER PRIMARY KEY,
-	session_id   TEXT NOT NULL REFERENCES sessions(id),
-	seq          INTEGER NOT NULL,
-	timestamp    TEXT NOT NULL,
-	timestamp_ms INTEGER NOT NULL,
-	action       TEXT,    -- created, modified, deleted, renamed, overflow (the guest dropped events under path)
-	path         TEXT,    -- relative to the workspace, slash-separated; for renamed the new name
-	size         INTEGER NOT NULL DEFAULT 0, -- bytes, as the guest reported them
-	old_path     TEXT,    -- renamed: the name before
-	is_dir       INTEGER  -- 0 or 1: path is a directory
+	id            INTEGER PRIMARY KEY,
+	session_id    TEXT NOT NULL REFERENCES sessions(id),
+	seq           INTEGER NOT NULL,
+	timestamp     TEXT NOT NULL,
+	timestamp_ms  INTEGER NOT NULL,
+	action        TEXT,    -- created, modified, deleted, renamed, overflow (the guest dropped events under path)
+	path          TEXT,    -- relative to the workspace, slash-separated; for renamed the new name
+	size          INTEGER NOT NULL DEFAULT 0, -- bytes, as the guest reported them
+	old_path      TEXT,    -- renamed: the name before
+	is_dir        INTEGER, -- 0 or 1: path is a directory
+	guest_time    TEXT,    -- when it happened by the guest's clock, as the guest claimed; NULL when not reported
+	guest_time_ms INTEGER
 )`,
+	// Built by the host from the command it sent and the exit it received.
 	`CREATE TABLE exec_events (
 	id            INTEGER PRIMARY KEY,
 	session_id    TEXT NOT NULL REFERENCES sessions(id),
@@ -219,6 +243,18 @@ var tables = []string{
 	started_at    TEXT,    -- by the guest's clock
 	started_at_ms INTEGER
 )`,
+	// The host's record of the guest agent: what it saw of the agent, not
+	// what the agent reported.
+	`CREATE TABLE agent_events (
+	id           INTEGER PRIMARY KEY,
+	session_id   TEXT NOT NULL REFERENCES sessions(id),
+	seq          INTEGER NOT NULL,
+	timestamp    TEXT NOT NULL,
+	timestamp_ms INTEGER NOT NULL,
+	state        TEXT,    -- silent (stopped answering pings), resumed, protocol-violation (cut off), rate-limited (guest-reported events dropped), capped (a guest-reported field truncated)
+	detail       TEXT,
+	count        INTEGER NOT NULL DEFAULT 1 -- rate-limited: events dropped; capped: fields truncated; otherwise 1
+)`,
 	// Events of a kind this build of capsem cannot decode (written by a
 	// newer one): kept as a row so that every stored event appears once.
 	`CREATE TABLE other_events (
@@ -235,7 +271,7 @@ var tables = []string{
 // seq) is unique in them.
 var eventTables = []string{
 	"net_events", "dns_events", "model_calls", "mcp_calls",
-	"fs_events", "exec_events", "other_events",
+	"fs_events", "exec_events", "agent_events", "other_events",
 }
 
 // sharedSeqTables hold rows that come several to a stored event (the tool
@@ -291,8 +327,8 @@ WHERE a.session_id = sessions.id`,
 	denied  = sessions.denied + a.denied
 FROM (SELECT session_id,
 	count(*) AS n,
-	sum(CASE WHEN decision = 'allowed' THEN 1 ELSE 0 END) AS allowed,
-	sum(CASE WHEN decision = 'denied' THEN 1 ELSE 0 END) AS denied
+	sum(CASE WHEN decision = 'allowed' THEN count ELSE 0 END) AS allowed,
+	sum(CASE WHEN decision = 'denied' THEN count ELSE 0 END) AS denied
 	FROM dns_events GROUP BY session_id) AS a
 WHERE a.session_id = sessions.id`,
 	`UPDATE sessions SET
@@ -312,5 +348,8 @@ FROM (SELECT session_id, count(*) AS n FROM exec_events GROUP BY session_id) AS 
 WHERE a.session_id = sessions.id`,
 	`UPDATE sessions SET fs = a.n
 FROM (SELECT session_id, count(*) AS n FROM fs_events GROUP BY session_id) AS a
+WHERE a.session_id = sessions.id`,
+	`UPDATE sessions SET agent = a.n
+FROM (SELECT session_id, count(*) AS n FROM agent_events GROUP BY session_id) AS a
 WHERE a.session_id = sessions.id`,
 }

@@ -177,6 +177,9 @@ func TestScrubExport(t *testing.T) {
 		f := &store.FS{Size: 1}
 		setStrings(f, text)
 		w.Append(store.Event{FS: f})
+		a := &store.Agent{Count: 2}
+		setStrings(a, text)
+		w.Append(store.Event{Agent: a})
 		if err := w.End(nil); err != nil {
 			t.Fatal(err)
 		}
@@ -191,6 +194,7 @@ func TestScrubExport(t *testing.T) {
 	w.Append(store.Event{ModelCall: &store.ModelCall{Model: "m", ToolCalls: []store.ToolCall{{CallID: "c"}}, ToolResults: []store.ToolResult{{CallID: "c"}}}})
 	w.Append(store.Event{Exec: &store.Exec{Argv: []string{"true"}}})
 	w.Append(store.Event{FS: &store.FS{Action: store.FSCreated, Path: "x"}})
+	w.Append(store.Event{Agent: &store.Agent{State: store.AgentSilent}})
 	if err := w.End(nil); err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +202,7 @@ func TestScrubExport(t *testing.T) {
 	out, res := export(t, st, Options{Scrub: true})
 	if res.NetEvents != len(texts)+1 || res.DNSEvents != len(texts)+1 ||
 		res.ModelCalls != len(texts)+1 || res.ToolCalls != 2*len(texts)+1 || res.ToolResponses != 2*len(texts)+1 ||
-		res.ExecEvents != len(texts)+1 || res.FSEvents != len(texts)+1 {
+		res.ExecEvents != len(texts)+1 || res.FSEvents != len(texts)+1 || res.AgentEvents != len(texts)+1 {
 		t.Fatalf("result %+v", res)
 	}
 	db := openExport(t, out)
@@ -241,7 +245,7 @@ func TestScrubExport(t *testing.T) {
 	}
 	// Every text column of the event tables was exercised.
 	for _, tbl := range []string{"sessions", "net_events", "dns_events", "model_calls", "tool_calls", "tool_responses",
-		"exec_events", "fs_events"} {
+		"exec_events", "fs_events", "agent_events"} {
 		for _, c := range pragmaRows(t, db, "table_info('"+tbl+"')") {
 			if c["type"] != "TEXT" {
 				continue
@@ -253,7 +257,7 @@ func TestScrubExport(t *testing.T) {
 				t.Fatal(err)
 			}
 			// The times and addresses hold no text to plant a secret in.
-			if n == 0 && col != "timestamp" && col != "started_at" && col != "ended_at" && col != "ip" && col != "src_ip" && col != "resolver_asked" {
+			if n == 0 && col != "timestamp" && col != "started_at" && col != "ended_at" && col != "guest_time" && col != "ip" && col != "src_ip" && col != "resolver_asked" {
 				t.Errorf("%s.%s: no planted secret was redacted there (the test does not cover it)", tbl, col)
 			}
 		}
@@ -269,6 +273,7 @@ func TestScrubExport(t *testing.T) {
 		"SELECT content_preview, call_id FROM tool_responses",
 		"SELECT command, argv, dir, signal FROM exec_events",
 		"SELECT action, path, old_path FROM fs_events",
+		"SELECT state, detail FROM agent_events",
 	} {
 		found := 0
 		for _, r := range queryRows(t, openExport(t, raw), q) {

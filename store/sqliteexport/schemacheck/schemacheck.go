@@ -19,13 +19,13 @@ import (
 var Columns = map[string][]string{
 	"sessions": {"id", "started_at", "started_at_ms", "ended_at", "ended_at_ms", "command", "exit_code",
 		"policy_sha256", "image", "host", "events", "allowed", "denied", "dns", "net", "model_calls",
-		"input_tokens", "output_tokens", "cost_usd", "lost", "exec", "fs"},
+		"input_tokens", "output_tokens", "cost_usd", "lost", "exec", "fs", "agent"},
 	"net_events": {"id", "session_id", "seq", "timestamp", "timestamp_ms", "domain", "ip", "port", "src_ip", "src_port",
 		"transport", "conn_type", "decision", "reason", "matched_rule", "method", "path", "query", "status_code",
 		"bytes_sent", "bytes_received", "duration_ms", "request_headers", "response_headers",
 		"request_body_preview", "response_body_preview", "count", "detail"},
 	"dns_events": {"id", "session_id", "seq", "timestamp", "timestamp_ms", "qname", "qtype", "transport", "decision",
-		"reason", "matched_rule", "answer", "resolver_asked"},
+		"reason", "matched_rule", "answer", "resolver_asked", "count"},
 	"model_calls": {"id", "session_id", "seq", "timestamp", "timestamp_ms", "provider", "domain", "model", "method", "path", "stream",
 		"system_prompt_preview", "messages_count", "tools_count", "request_bytes", "request_body_preview",
 		"message_id", "status_code", "text_content", "thinking_content", "stop_reason", "input_tokens",
@@ -39,9 +39,10 @@ var Columns = map[string][]string{
 		"request_id", "request_preview", "response_preview", "decision", "duration_ms", "error_message",
 		"bytes_sent", "bytes_received"},
 	"fs_events": {"id", "session_id", "seq", "timestamp", "timestamp_ms", "action", "path", "size",
-		"old_path", "is_dir"},
+		"old_path", "is_dir", "guest_time", "guest_time_ms"},
 	"exec_events": {"id", "session_id", "seq", "timestamp", "timestamp_ms", "command", "exit_code", "duration_ms",
 		"argv", "dir", "tty", "pid", "signal", "started_at", "started_at_ms"},
+	"agent_events": {"id", "session_id", "seq", "timestamp", "timestamp_ms", "state", "detail", "count"},
 	"other_events": {"id", "session_id", "seq", "timestamp", "timestamp_ms", "kind"},
 }
 
