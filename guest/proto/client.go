@@ -31,7 +31,12 @@ type Client struct {
 	lastPing uint64
 	err      error // why the connection ended, once done is closed
 
-	done chan struct{}
+	// pong holds the one Pong owed to the agent; Pings that arrive while
+	// it is pending go unanswered (see read).
+	pong chan uint64
+	// Rate-limited logs of frames ignored without ending the connection.
+	unanswered, unknown, agentErrs logLimit
+	done                           chan struct{}
 }
 
 // ClientOptions configure NewClient. All fields are optional.
@@ -50,6 +55,15 @@ type ClientOptions struct {
 // ErrClosed is returned for operations on a client whose connection ended.
 var ErrClosed = errors.New("proto: connection to the agent closed")
 
+// ErrViolation wraps ErrClosed's cause when the client cut the agent off
+// because it broke the protocol: a malformed or oversized frame, data beyond
+// a window, credit beyond MaxWindow, or a message only the host sends. The
+// guest is then not trustworthy any more; the caller stops the VM.
+var ErrViolation = errors.New("proto: the agent broke the protocol and was cut off")
+
+// ErrTooManySessions is returned by Exec when MaxSessions commands run.
+var ErrTooManySessions = errors.New("proto: too many sessions")
+
 // NewClient runs the handshake over rw (reads the agent's Hello, sends the
 // host's, waits for Ready) and starts reading. ctx bounds the handshake
 // only: when it is done first, rw is closed.
@@ -61,6 +75,7 @@ func NewClient(ctx context.Context, rw io.ReadWriteCloser, opts ClientOptions) (
 		log:      opts.Logger,
 		sessions: map[uint32]*Session{},
 		pings:    map[uint64]chan struct{}{},
+		pong:     make(chan uint64, 1),
 		done:     make(chan struct{}),
 	}
 	if c.log == nil {
@@ -80,6 +95,7 @@ func NewClient(ctx context.Context, rw io.ReadWriteCloser, opts ClientOptions) (
 		return nil, err
 	}
 	go c.readLoop()
+	go c.pongLoop()
 	return c, nil
 }
 
@@ -195,6 +211,10 @@ func (c *Client) Exec(ctx context.Context, ex Exec) (*Session, error) {
 		c.mu.Unlock()
 		return nil, c.err
 	}
+	if len(c.sessions) >= MaxSessions {
+		c.mu.Unlock()
+		return nil, fmt.Errorf("%w: %d commands already run in the guest; wait for one to end", ErrTooManySessions, MaxSessions)
+	}
 	for {
 		c.lastID++
 		if c.lastID != 0 && c.sessions[c.lastID] == nil {
@@ -205,6 +225,7 @@ func (c *Client) Exec(ctx context.Context, ex Exec) (*Session, error) {
 	s := &Session{
 		c:       c,
 		id:      ex.ID,
+		exec:    ex,
 		tty:     ex.TTY,
 		stdin:   NewCredit(stdinWin),
 		started: make(chan struct{}),
@@ -215,6 +236,7 @@ func (c *Client) Exec(ctx context.Context, ex Exec) (*Session, error) {
 	c.sessions[ex.ID] = s
 	c.mu.Unlock()
 
+	s.sent = time.Now()
 	if err := c.conn.Send(ex); err != nil {
 		c.finish(s, Exit{}, err)
 		return nil, err
@@ -265,30 +287,32 @@ func (c *Client) readLoop() {
 func (c *Client) read() error {
 	for {
 		m, err := c.conn.Recv()
-		if errors.Is(err, ErrMalformed) {
-			c.log.Warn("malformed message from the agent, ignored", "err", err)
-			continue
-		}
 		if err != nil {
+			if err == io.EOF {
+				return err
+			}
+			if errors.Is(err, ErrMalformed) || errors.Is(err, ErrFrameTooLarge) || errors.Is(err, ErrFrameTooShort) {
+				return fmt.Errorf("%w: %w", ErrViolation, err)
+			}
 			return err
 		}
 		switch m := m.(type) {
 		case Stdout:
 			if s := c.session(m.ID); s != nil {
 				if err := s.stdout.Push(m.Data); err != nil {
-					return fmt.Errorf("session %d stdout: %w", m.ID, err)
+					return fmt.Errorf("%w: session %d stdout: %w", ErrViolation, m.ID, err)
 				}
 			}
 		case Stderr:
 			if s := c.session(m.ID); s != nil {
 				if err := s.stderr.Push(m.Data); err != nil {
-					return fmt.Errorf("session %d stderr: %w", m.ID, err)
+					return fmt.Errorf("%w: session %d stderr: %w", ErrViolation, m.ID, err)
 				}
 			}
 		case Window:
 			if s := c.session(m.ID); s != nil && m.Stream == StreamStdin {
 				if err := s.stdin.Add(m.N); err != nil {
-					return fmt.Errorf("session %d stdin: %w", m.ID, err)
+					return fmt.Errorf("%w: session %d stdin: %w", ErrViolation, m.ID, err)
 				}
 			}
 		case Started:
@@ -304,13 +328,20 @@ func (c *Client) read() error {
 			}
 		case Error:
 			if m.ID == 0 {
-				c.log.Warn("agent error", "msg", m.Msg)
+				c.agentErrs.warn(c.log, "agent error", "msg", m.Msg)
 				c.event(m)
 			} else if s := c.session(m.ID); s != nil {
 				c.finish(s, Exit{}, m)
 			}
 		case Ping:
-			go func() { _ = c.conn.Send(Pong(m)) }()
+			// Answered by pongLoop, one at a time: a guest that sends
+			// Pings without end and never reads costs one pending Pong,
+			// not a goroutine each (it grew capsem to 3.9 GB in 22 s).
+			select {
+			case c.pong <- m.Seq:
+			default:
+				c.unanswered.warn(c.log, "ping from the agent while a pong is pending, unanswered")
+			}
 		case Pong:
 			c.mu.Lock()
 			if ch := c.pings[m.Seq]; ch != nil {
@@ -318,10 +349,30 @@ func (c *Client) read() error {
 				delete(c.pings, m.Seq)
 			}
 			c.mu.Unlock()
-		case FileEvent, ExecEvent, Unknown:
+		case FileEvent, ExecEvent:
+			c.event(m)
+		case Unknown:
+			c.unknown.warn(c.log, "message of an unknown type from the agent, ignored", "type", m.Type())
 			c.event(m)
 		default:
-			c.log.Warn("unexpected message from the agent, ignored", "type", m.Type())
+			// Hello, Ready, Exec, Stdin, StdinClose, Signal, Resize,
+			// Shutdown: only the host sends these once the handshake is
+			// done.
+			return fmt.Errorf("%w: the agent sent %v, which only the host sends", ErrViolation, m.Type())
+		}
+	}
+}
+
+// pongLoop answers the agent's Pings, the latest pending one at a time.
+func (c *Client) pongLoop() {
+	for {
+		select {
+		case seq := <-c.pong:
+			if c.conn.Send(Pong{Seq: seq}) != nil {
+				return
+			}
+		case <-c.done:
+			return
 		}
 	}
 }
@@ -335,6 +386,7 @@ func (c *Client) finish(s *Session, exit Exit, err error) {
 		}
 		c.mu.Unlock()
 		s.exit, s.err = exit, err
+		s.ended = time.Now()
 		s.stdout.CloseWrite(err)
 		s.stderr.CloseWrite(err)
 		s.startOnce.Do(func() {
@@ -355,6 +407,9 @@ var errSessionEnded = errors.New("proto: the session has ended")
 type Session struct {
 	c      *Client
 	id     uint32
+	exec   Exec
+	sent   time.Time // when the host sent Exec
+	ended  time.Time // when the host saw the session end; set before done is closed
 	tty    bool
 	pid    int
 	stdout *Inbox
@@ -379,6 +434,21 @@ func (s *Session) acker(stream uint8) func(uint32) {
 
 // ID returns the session id.
 func (s *Session) ID() uint32 { return s.id }
+
+// Exec returns the Exec the host sent for this session: what the host
+// asked for, not what the guest says it ran.
+func (s *Session) Exec() Exec { return s.exec }
+
+// Times returns when the host sent the session's Exec and when it saw the
+// session end (zero until Done is closed), both by the host's clock.
+func (s *Session) Times() (sent, ended time.Time) {
+	select {
+	case <-s.done:
+		return s.sent, s.ended
+	default:
+		return s.sent, time.Time{}
+	}
+}
 
 // PID returns the command's process id in the guest.
 func (s *Session) PID() int { return s.pid }

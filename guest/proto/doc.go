@@ -31,9 +31,15 @@
 // guest instead of filling the host's memory, and one slow session never
 // stalls another or the control messages.
 //
-// What this package must never do: trust the peer. The guest is the
-// sandbox; every frame it sends is bounded by MaxFrame before allocation,
-// decoding never panics (FuzzFrame), and data beyond a window ends the
-// connection (ErrWindowExceeded) instead of being buffered. It also never
-// does I/O of its own beyond the stream it is given.
+// What this package must never do: trust the peer, or let it grow the host.
+// The guest is the sandbox; every frame it sends is bounded by MaxFrame
+// before allocation, decoding never panics (FuzzFrame), data beyond a window
+// ends the connection (ErrWindowExceeded) instead of being buffered, and
+// every message kind has a bounded host cost (limits.go; FuzzClient plays a
+// hostile agent): one pending Pong however many Pings arrive, rate-limited
+// logs, sessions only the host opens. A peer that breaks the protocol is cut
+// off (ErrViolation) for the caller to stop the VM. What the guest reports
+// about itself (ExecEvent, FileEvent) is handed on as a claim, never as the
+// host's record: Session.Exec and Session.Times are what the host sent and
+// saw. It also never does I/O of its own beyond the stream it is given.
 package proto

@@ -2,9 +2,14 @@ package proto
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // FuzzFrame feeds arbitrary bytes to the frame reader and decoder, as a
@@ -73,6 +78,102 @@ func FuzzFrame(f *testing.F) {
 			if f1.Type != f2.Type || f1.ID != f2.ID || !bytes.Equal(f1.Body, f2.Body) {
 				t.Fatalf("not a fixed point: %v %q vs %v %q", f1.Type, f1.Body, f2.Type, f2.Body)
 			}
+		}
+	})
+}
+
+// gatedPeer is a guest that sends the handshake, waits until the host has
+// opened session 1 (its Exec written), then sends data, and discards
+// whatever the host writes.
+type gatedPeer struct {
+	hs, data []byte
+	writes   atomic.Int64
+	execSent chan struct{}
+	once     sync.Once
+	atEnd    func()
+	endOnce  sync.Once
+}
+
+func (p *gatedPeer) Read(b []byte) (int, error) {
+	if len(p.hs) > 0 {
+		n := copy(b, p.hs)
+		p.hs = p.hs[n:]
+		return n, nil
+	}
+	<-p.execSent
+	if len(p.data) == 0 {
+		p.endOnce.Do(p.atEnd)
+		return 0, io.EOF
+	}
+	n := copy(b, p.data)
+	p.data = p.data[n:]
+	return n, nil
+}
+
+func (p *gatedPeer) Write(b []byte) (int, error) {
+	if p.writes.Add(1) == 2 { // the Hello, then the Exec
+		p.once.Do(func() { close(p.execSent) })
+	}
+	return len(b), nil
+}
+
+func (p *gatedPeer) Close() error {
+	p.once.Do(func() { close(p.execSent) })
+	return nil
+}
+
+// FuzzClient plays a hostile agent against the host's Client after a valid
+// handshake, with one session open: whatever it sends, the client must not
+// panic, must end when the stream ends, must hold no more of the session's
+// output than its window, and must not grow goroutines with what it reads.
+func FuzzClient(f *testing.F) {
+	for _, m := range sampleMessages() {
+		fr, _ := Encode(m)
+		b, _ := AppendFrame(nil, fr)
+		f.Add(b)
+	}
+	var seq []byte
+	for _, m := range []Message{Started{ID: 1, PID: 2}, Stdout{ID: 1, Data: []byte("out")}, Ping{Seq: 1}, Ping{Seq: 2},
+		Window{ID: 1, Stream: StreamStdin, N: 10}, FileEvent{Action: "created", Path: "x"}, Exit{ID: 1}} {
+		fr, _ := Encode(m)
+		seq, _ = AppendFrame(seq, fr)
+	}
+	f.Add(seq)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		const window = 4096
+		var hs []byte
+		for _, m := range []Message{Hello{Proto: Version, Window: 1024}, Ready{}} {
+			fr, _ := Encode(m)
+			hs, _ = AppendFrame(hs, fr)
+		}
+		base := runtime.NumGoroutine()
+		var atEnd int
+		p := &gatedPeer{hs: hs, data: data, execSent: make(chan struct{}), atEnd: func() { atEnd = runtime.NumGoroutine() }}
+		cl, err := NewClient(context.Background(), p, ClientOptions{OnEvent: func(Message) {}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		var s *Session
+		execDone := make(chan struct{})
+		go func() {
+			defer close(execDone)
+			s, _ = cl.Exec(ctx, Exec{Argv: []string{"x"}, Window: window})
+		}()
+		select {
+		case <-cl.Done():
+		case <-ctx.Done():
+			t.Fatal("the client did not end when the stream did")
+		}
+		<-execDone
+		if s != nil {
+			if n := s.stdout.Buffered() + s.stderr.Buffered(); n > 2*window {
+				t.Fatalf("%d bytes of output held for a %d-byte window", n, window)
+			}
+		}
+		if atEnd != 0 && atEnd-base > 8 {
+			t.Fatalf("%d goroutines more than before the client, after reading %d bytes", atEnd-base, len(data))
 		}
 	})
 }

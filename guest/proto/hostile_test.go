@@ -1,0 +1,234 @@
+package proto
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// handshakeFrames is what a well-behaved agent sends before anything else.
+func handshakeFrames(t testing.TB) []byte {
+	t.Helper()
+	var b []byte
+	for _, m := range []Message{Hello{Proto: Version, Agent: "hostile", Window: 1024}, Ready{}} {
+		f, err := Encode(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ = AppendFrame(b, f)
+	}
+	return b
+}
+
+func frames(t testing.TB, ms ...Message) []byte {
+	t.Helper()
+	var b []byte
+	for _, m := range ms {
+		f, err := Encode(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ = AppendFrame(b, f)
+	}
+	return b
+}
+
+// hostilePeer is the guest's end of a connection that replays a script of
+// bytes and, after the host's Hello, never reads what the host writes: every
+// later host write blocks until the connection is closed, as when guest
+// root holds the agent's port and ignores it.
+type hostilePeer struct {
+	r       io.Reader
+	writes  atomic.Int64
+	closed  chan struct{}
+	once    sync.Once
+	atEnd   func() // called once, when the script is used up
+	endOnce sync.Once
+}
+
+func newHostilePeer(script []byte, atEnd func()) *hostilePeer {
+	return &hostilePeer{r: bytes.NewReader(script), closed: make(chan struct{}), atEnd: atEnd}
+}
+
+func (p *hostilePeer) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	if err == io.EOF && p.atEnd != nil {
+		p.endOnce.Do(p.atEnd)
+	}
+	return n, err
+}
+
+func (p *hostilePeer) Write(b []byte) (int, error) {
+	if p.writes.Add(1) == 1 {
+		return len(b), nil // the host's Hello
+	}
+	<-p.closed
+	return 0, net.ErrClosed
+}
+
+func (p *hostilePeer) Close() error {
+	p.once.Do(func() { close(p.closed) })
+	return nil
+}
+
+// A guest that sends Pings without end and never reads the Pongs costs the
+// host one pending Pong — on the commit before this test, one goroutine per
+// Ping (3.9 GB in 22 s through a real VM).
+func TestClientPingFloodIsBounded(t *testing.T) {
+	const pings = 100_000
+	script := handshakeFrames(t)
+	for i := 0; i < pings; i++ {
+		script = append(script, frames(t, Ping{Seq: uint64(i)})...)
+	}
+	base := runtime.NumGoroutine()
+	var atEnd int
+	peer := newHostilePeer(script, func() { atEnd = runtime.NumGoroutine() })
+	cl, err := NewClient(context.Background(), peer, ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-cl.Done()
+	// The read loop and the pong loop, plus slack for the runtime.
+	if grew := atEnd - base; grew > 8 {
+		t.Fatalf("%d Pings from a peer that never reads left %d more goroutines; want at most 8", pings, grew)
+	}
+}
+
+// What the guest sends that breaks the protocol cuts it off with
+// ErrViolation; what is merely useless is ignored at a bounded cost.
+func TestClientHostilePeer(t *testing.T) {
+	bigLen := binary.BigEndian.AppendUint32(nil, MaxFrame+1)
+	malformed := []byte{0, 0, 0, 6, byte(TypeExit), 0, 0, 0, 1, '{'}
+	for _, tc := range []struct {
+		name      string
+		script    []byte
+		violation bool
+		why       string
+	}{
+		{"oversized frame", bigLen, true, "the reader refuses a length above MaxFrame before allocating"},
+		{"malformed body", malformed, true, "a frame that does not decode means the peer is not our agent"},
+		{"exec from the guest", frames(t, Exec{ID: 1, Argv: []string{"x"}}), true, "only the host starts sessions"},
+		{"stdin from the guest", frames(t, Stdin{ID: 1, Data: []byte("x")}), true, "only the host writes stdin"},
+		{"second hello", frames(t, Hello{Proto: Version}), true, "the handshake is over"},
+		{"second ready", frames(t, Ready{}), true, "the handshake is over"},
+		{"shutdown from the guest", frames(t, Shutdown{}), true, "only the host powers the guest off"},
+		{"stdout of a session never opened", frames(t, Stdout{ID: 77, Data: make([]byte, 64<<10)}), false, "dropped: no session means no buffer to fill"},
+		{"exit of a session never opened", frames(t, Exit{ID: 77, Code: 1}), false, "ignored"},
+		{"exec event of a session never opened", frames(t, ExecEvent{ID: 77, Argv: []string{"forged"}}), false, "handed to OnEvent, whose caller ignores what it did not start"},
+		{"unknown type", frames(t, Unknown{Frame: Frame{Type: 200, Body: []byte("x")}}), false, "a newer agent may add types; ignored with a rate-limited log"},
+		{"agent error without session", frames(t, Error{Msg: "boom"}), false, "logged with a rate limit"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			peer := newHostilePeer(append(handshakeFrames(t), tc.script...), nil)
+			cl, err := NewClient(context.Background(), peer, ClientOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-cl.Done():
+			case <-time.After(5 * time.Second):
+				t.Fatal("the client did not end at the end of the script")
+			}
+			if got := errors.Is(cl.Err(), ErrViolation); got != tc.violation {
+				t.Fatalf("violation = %v, want %v (%s): %v", got, tc.violation, tc.why, cl.Err())
+			}
+		})
+	}
+}
+
+// A peer that sends more credit than MaxWindow is cut off.
+func TestClientCreditViolation(t *testing.T) {
+	a, h := net.Pipe()
+	defer a.Close()
+	fakeAgent(t, a, func(c *Conn) {
+		m, _ := c.Recv()
+		ex := m.(Exec)
+		_ = c.Send(Started{ID: ex.ID, PID: 1})
+		_ = c.Send(Window{ID: ex.ID, Stream: StreamStdin, N: MaxWindow})
+		_, _ = io.Copy(io.Discard, a)
+	})
+	cl, err := NewClient(context.Background(), h, ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := cl.Exec(context.Background(), Exec{Argv: []string{"x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Wait(); !errors.Is(err, ErrViolation) || !errors.Is(err, ErrWindowExceeded) {
+		t.Fatalf("wait: %v", err)
+	}
+}
+
+// The host opens at most MaxSessions sessions at once.
+func TestClientCapsSessions(t *testing.T) {
+	a, h := net.Pipe()
+	defer a.Close()
+	fakeAgent(t, a, func(c *Conn) {
+		for {
+			m, err := c.Recv()
+			if err != nil {
+				return
+			}
+			if ex, ok := m.(Exec); ok {
+				_ = c.Send(Started{ID: ex.ID, PID: int(ex.ID)})
+			}
+		}
+	})
+	cl, err := NewClient(context.Background(), h, ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for i := 0; i < MaxSessions; i++ {
+		if _, err := cl.Exec(context.Background(), Exec{Argv: []string{"sleep"}}); err != nil {
+			t.Fatalf("session %d: %v", i, err)
+		}
+	}
+	if _, err := cl.Exec(context.Background(), Exec{Argv: []string{"one more"}}); !errors.Is(err, ErrTooManySessions) {
+		t.Fatalf("session %d: %v, want ErrTooManySessions", MaxSessions+1, err)
+	}
+}
+
+// The host's record of a session is what it sent and when it saw it end.
+func TestSessionExecAndTimes(t *testing.T) {
+	a, h := net.Pipe()
+	defer a.Close()
+	fakeAgent(t, a, func(c *Conn) {
+		m, _ := c.Recv()
+		ex := m.(Exec)
+		_ = c.Send(Started{ID: ex.ID, PID: 5})
+		// The guest claims another command and another time; the host
+		// keeps its own.
+		_ = c.Send(ExecEvent{ID: ex.ID, Argv: []string{"forged"}, Start: 1})
+		_ = c.Send(Exit{ID: ex.ID, Code: 0})
+		_, _ = io.Copy(io.Discard, a)
+	})
+	cl, err := NewClient(context.Background(), h, ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now()
+	s, err := cl.Exec(context.Background(), Exec{Argv: []string{"true"}, Dir: "/tmp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	sent, ended := s.Times()
+	if sent.Before(before) || ended.Before(sent) || time.Since(ended) > time.Minute {
+		t.Fatalf("times %v .. %v (test began %v)", sent, ended, before)
+	}
+	if ex := s.Exec(); ex.Argv[0] != "true" || ex.Dir != "/tmp" || ex.ID != s.ID() {
+		t.Fatalf("exec %#v", ex)
+	}
+}

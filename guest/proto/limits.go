@@ -1,0 +1,40 @@
+package proto
+
+import (
+	"log/slog"
+	"sync/atomic"
+)
+
+// What one agent connection may cost the host, whatever the guest sends.
+// Every message kind is bounded:
+//
+//	frame         MaxFrame (1 MiB) before allocation, one frame at a time
+//	stdout/err    the session's window per stream (Exec.Window ≤ MaxWindow)
+//	stdin credit  MaxWindow per session (more is ErrViolation)
+//	sessions      MaxSessions at once, and only the host opens them
+//	ping          one Pong pending; Pings meanwhile go unanswered
+//	events        handed to OnEvent synchronously: nothing else is read
+//	              meanwhile, so the caller's cost per event bounds the rate
+//	unknown, Error{ID 0}
+//	              ignored after a rate-limited log line
+//
+// A frame that breaks the protocol ends the connection (ErrViolation); the
+// host process never grows with what the guest sends.
+
+// MaxSessions bounds the commands running in the guest at once through one
+// client. Each costs at most two output windows of host memory, so the
+// bound on memory is MaxSessions × 2 × the window (512 MiB at the default
+// 256 KiB window, reached only by a host that starts that many commands).
+const MaxSessions = 1024
+
+// logLimit logs the 1st, 2nd, 4th, 8th, … occurrence of what a hostile peer
+// can repeat at will, so that it cannot flood the host's log.
+type logLimit struct{ n atomic.Int64 }
+
+func (l *logLimit) warn(log *slog.Logger, msg string, args ...any) {
+	n := l.n.Add(1)
+	if n&(n-1) != 0 {
+		return
+	}
+	log.Warn(msg, append(args, "occurrences", n)...)
+}
