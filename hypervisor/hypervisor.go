@@ -76,8 +76,10 @@ type Config struct {
 	NIC *os.File
 	// MAC is the NIC's address (default DefaultMAC).
 	MAC string
-	// Workspace is a host directory shared into the guest over 9p with the
-	// mount tag WorkspaceTag; "" shares nothing.
+	// Workspace is a host directory shared into the guest with the mount tag
+	// WorkspaceTag (9p under qemu, virtio-fs under vz); "" shares nothing.
+	// The guest's ownership, modes and special files never reach the host
+	// files: see the backends' doc.go ("The workspace").
 	Workspace string
 	// WorkspaceReadOnly exports the workspace read-only.
 	WorkspaceReadOnly bool
@@ -86,6 +88,9 @@ type Config struct {
 	BootTimeout time.Duration
 	// ConsoleLog is the file the serial console is written to ("" discards it).
 	ConsoleLog string
+	// ConsoleLogMax caps the console log in bytes (ConsoleLog); zero means
+	// DefaultConsoleLogMax.
+	ConsoleLogMax int64
 }
 
 // DefaultMAC is a locally administered unicast address, stable so that

@@ -15,15 +15,28 @@ const Binary = "qemu-system-x86_64"
 type fdLayout struct {
 	nic     int
 	control int
+	console int
 }
 
 // layoutFor numbers the inherited fds: the NIC (when there is one) first,
-// then the control socket.
-func layoutFor(haveNIC bool) fdLayout {
+// then the control socket, then the console's socket (when it is logged).
+func layoutFor(haveNIC, haveConsole bool) fdLayout {
+	l := fdLayout{nic: -1, control: 3, console: -1}
 	if haveNIC {
-		return fdLayout{nic: 3, control: 4}
+		l.nic, l.control = 3, 4
 	}
-	return fdLayout{nic: -1, control: 3}
+	if haveConsole {
+		l.console = l.control + 1
+	}
+	return l
+}
+
+// startFacts are what Start learns about the host that the command line
+// depends on.
+type startFacts struct {
+	// runAs is -runas's "uid:gid", or "": QEMU drops to the workspace
+	// owner after it has opened its files (see workspaceOwner).
+	runAs string
 }
 
 // optEscape escapes a value for QEMU's comma-separated option syntax, where
@@ -49,7 +62,14 @@ func kernelCmdline(cfg *hypervisor.Config, tscKHz int) string {
 }
 
 // buildArgs is QEMU's command line for cfg (already validated).
-func buildArgs(cfg *hypervisor.Config, accel Accel, tscKHz int, fds fdLayout) []string {
+func buildArgs(cfg *hypervisor.Config, accel Accel, tscKHz int, fds fdLayout, facts startFacts) []string {
+	// -runas needs setuid and setgid, which elevateprivileges=deny forbids
+	// (QEMU dies of SIGSYS, tried); once QEMU has dropped to a non-root
+	// user those calls cannot give it any privilege back.
+	elevate := "deny"
+	if facts.runAs != "" {
+		elevate = "allow"
+	}
 	a := []string{
 		// microvm: no PCI, no firmware beyond qboot, virtio-mmio devices
 		// described to the guest by ACPI. The default option ROMs and the
@@ -63,17 +83,21 @@ func buildArgs(cfg *hypervisor.Config, accel Accel, tscKHz int, fds fdLayout) []
 		"-nodefaults",
 		"-no-user-config",
 		"-nographic",
-		"-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
+		"-sandbox", "on,obsolete=deny,elevateprivileges=" + elevate + ",spawn=deny,resourcecontrol=deny",
 		"-kernel", cfg.Kernel,
+	}
+	if facts.runAs != "" {
+		a = append(a, "-runas", facts.runAs)
 	}
 	if cfg.Initramfs != "" {
 		a = append(a, "-initrd", cfg.Initramfs)
 	}
 	a = append(a, "-append", kernelCmdline(cfg, tscKHz))
 
-	// The serial console (ttyS0) goes to a file, or nowhere.
-	if cfg.ConsoleLog != "" {
-		a = append(a, "-chardev", "file,id=console,path="+optEscape(cfg.ConsoleLog))
+	// The serial console (ttyS0) goes to a socket whose other end capsem
+	// writes to the log under a cap (hypervisor.ConsoleLog), or nowhere.
+	if fds.console >= 0 {
+		a = append(a, "-chardev", fmt.Sprintf("socket,id=console,fd=%d", fds.console))
 	} else {
 		a = append(a, "-chardev", "null,id=console")
 	}
@@ -99,11 +123,19 @@ func buildArgs(cfg *hypervisor.Config, accel Accel, tscKHz int, fds fdLayout) []
 		)
 	}
 	if cfg.Workspace != "" {
-		// security_model=none: guest writes become ordinary files owned by
-		// the user running capsem (ownership and mode changes the host
-		// refuses are ignored) — what a workspace shared with the user
-		// wants; mapped-xattr would hide the guest's view in xattrs.
-		fsdev := "local,id=workspace,path=" + optEscape(cfg.Workspace) + ",security_model=none"
+		// security_model=mapped-xattr: the guest's owners, modes and special
+		// files live in user.virtfs.* extended attributes of the host files,
+		// never in the files themselves. QEMU creates every file as itself
+		// (the workspace owner, see startFacts.runAs) with fmode/dmode, so a
+		// guest's chown 0:0 + chmod 6755 leaves a plain 0644 file owned by
+		// the user on the host; mknod and mkfifo leave regular files, and a
+		// guest's symlink is a small regular file holding its target, which
+		// no host program follows. The guest sees host files with their host
+		// owner and mode. With security_model=none (before) a guest root
+		// planted setuid-root binaries in the user's directory. mapped-file
+		// would do the same with .virtfs_metadata directories in the
+		// workspace, which a git tree would show.
+		fsdev := "local,id=workspace,path=" + optEscape(cfg.Workspace) + ",security_model=mapped-xattr,fmode=0644,dmode=0755"
 		if cfg.WorkspaceReadOnly {
 			fsdev += ",readonly=on"
 		}

@@ -24,7 +24,7 @@ func TestBuildArgsFull(t *testing.T) {
 		NIC:         os.Stdin, // only its presence matters here
 		BootTimeout: 1,
 	}
-	got := buildArgs(cfg, Accel{Name: "tcg"}, 2600000, layoutFor(true))
+	got := buildArgs(cfg, Accel{Name: "tcg"}, 2600000, layoutFor(true, true), startFacts{runAs: "1000:1000"})
 	want := []string{
 		"-M", "microvm",
 		"-accel", "tcg,thread=multi",
@@ -32,11 +32,12 @@ func TestBuildArgsFull(t *testing.T) {
 		"-smp", "2",
 		"-m", "1024M",
 		"-no-reboot", "-nodefaults", "-no-user-config", "-nographic",
-		"-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
+		"-sandbox", "on,obsolete=deny,elevateprivileges=allow,spawn=deny,resourcecontrol=deny",
 		"-kernel", "/k/vmlinux",
+		"-runas", "1000:1000",
 		"-initrd", "/k/initrd",
 		"-append", "console=ttyS0 panic=-1 quiet loglevel=1 tsc_early_khz=2600000 mitigations=off no_timer_check audit=0 8250.nr_uarts=1 random.trust_cpu=on capsem.root=/dev/vda capsem.ip=198.18.0.2/24 capsem.gw=198.18.0.1",
-		"-chardev", "file,id=console,path=/tmp/console.log",
+		"-chardev", "socket,id=console,fd=5",
 		"-serial", "chardev:console",
 		"-chardev", "socket,id=control,fd=4",
 		"-device", "virtio-serial-device,max_ports=2",
@@ -45,7 +46,7 @@ func TestBuildArgsFull(t *testing.T) {
 		"-device", "virtio-net-device,netdev=net0,mac=02:ca:95:e0:00:02",
 		"-drive", "file=/img/root,,1.erofs,if=none,id=root,format=raw,readonly=on",
 		"-device", "virtio-blk-device,drive=root",
-		"-fsdev", "local,id=workspace,path=/home/u/proj,security_model=none",
+		"-fsdev", "local,id=workspace,path=/home/u/proj,security_model=mapped-xattr,fmode=0644,dmode=0755",
 		"-device", "virtio-9p-device,fsdev=workspace,mount_tag=workspace",
 	}
 	if !slices.Equal(got, want) {
@@ -55,7 +56,7 @@ func TestBuildArgsFull(t *testing.T) {
 
 func TestBuildArgsMinimalKVM(t *testing.T) {
 	cfg := &hypervisor.Config{Kernel: "/k/vmlinux", CPUs: 1, MemoryMiB: 512, MAC: hypervisor.DefaultMAC, WorkspaceReadOnly: true}
-	got := strings.Join(buildArgs(cfg, Accel{Name: "kvm"}, 0, layoutFor(false)), " ")
+	got := strings.Join(buildArgs(cfg, Accel{Name: "kvm"}, 0, layoutFor(false, false), startFacts{}), " ")
 	for _, want := range []string{
 		"-accel kvm -cpu host",
 		"-chardev null,id=console -serial chardev:console",
@@ -74,8 +75,8 @@ func TestBuildArgsMinimalKVM(t *testing.T) {
 
 func TestBuildArgsWorkspaceReadOnly(t *testing.T) {
 	cfg := &hypervisor.Config{Kernel: "/k", CPUs: 1, MemoryMiB: 512, Workspace: "/w", WorkspaceReadOnly: true}
-	got := buildArgs(cfg, Accel{Name: "tcg"}, 0, layoutFor(false))
-	if !slices.Contains(got, "local,id=workspace,path=/w,security_model=none,readonly=on") {
+	got := buildArgs(cfg, Accel{Name: "tcg"}, 0, layoutFor(false, false), startFacts{})
+	if !slices.Contains(got, "local,id=workspace,path=/w,security_model=mapped-xattr,fmode=0644,dmode=0755,readonly=on") {
 		t.Fatalf("read-only workspace not exported read-only: %q", got)
 	}
 }

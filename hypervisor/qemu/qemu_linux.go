@@ -32,6 +32,8 @@ type VM struct {
 	mu       sync.Mutex
 	cmd      *exec.Cmd
 	control  *controlConn
+	facts    startFacts
+	console  *hypervisor.ConsoleLog
 	started  bool
 	stopping bool
 
@@ -100,7 +102,9 @@ func (v *VM) Accel() Accel { return v.accel }
 
 // Args is QEMU's command line (without the binary).
 func (v *VM) Args() []string {
-	return buildArgs(&v.cfg, v.accel, v.tscKHz, layoutFor(v.cfg.NIC != nil))
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return buildArgs(&v.cfg, v.accel, v.tscKHz, layoutFor(v.cfg.NIC != nil, v.cfg.ConsoleLog != ""), v.facts)
 }
 
 // Console is the serial console log's path.
@@ -145,22 +149,42 @@ func (v *VM) Start(ctx context.Context) error {
 		return fmt.Errorf("qemu: control channel is a %T, not a unix socket", hostCtl)
 	}
 
-	fds := layoutFor(v.cfg.NIC != nil)
+	fds := layoutFor(v.cfg.NIC != nil, v.cfg.ConsoleLog != "")
 	var extra []*os.File
 	if v.cfg.NIC != nil {
 		extra = append(extra, v.cfg.NIC)
 	}
 	extra = append(extra, vmCtl)
 
-	if v.cfg.ConsoleLog != "" {
-		// QEMU appends to an existing file; each boot gets a fresh log.
-		if err := os.WriteFile(v.cfg.ConsoleLog, nil, 0o600); err != nil {
+	if v.cfg.Workspace != "" && !v.cfg.WorkspaceReadOnly {
+		if err := checkWorkspaceXattrs(v.cfg.Workspace); err != nil {
 			hostCtl.Close()
-			return fmt.Errorf("qemu: console log: %w", err)
+			return err
 		}
 	}
+	if v.facts.runAs, err = workspaceRunAs(v.cfg.Workspace); err != nil {
+		hostCtl.Close()
+		return err
+	}
 
-	args := buildArgs(&v.cfg, v.accel, v.tscKHz, fds)
+	var hostCon net.Conn
+	if v.cfg.ConsoleLog != "" {
+		// Each boot gets a fresh log, capped.
+		if v.console, err = hypervisor.CreateConsoleLog(v.cfg.ConsoleLog, v.cfg.ConsoleLogMax); err != nil {
+			hostCtl.Close()
+			return fmt.Errorf("qemu: %w", err)
+		}
+		var vmCon *os.File
+		if hostCon, vmCon, err = hypervisor.SocketPair(); err != nil {
+			hostCtl.Close()
+			v.console.Close()
+			return fmt.Errorf("qemu: console: %w", err)
+		}
+		defer vmCon.Close()
+		extra = append(extra, vmCon)
+	}
+
+	args := buildArgs(&v.cfg, v.accel, v.tscKHz, fds, v.facts)
 	cmd := exec.Command(v.bin, args...)
 	cmd.ExtraFiles = extra
 	cmd.Stdin = nil
@@ -176,7 +200,21 @@ func (v *VM) Start(ctx context.Context) error {
 	v.log.Debug("qemu: starting", "bin", v.bin, "args", strings.Join(args, " "))
 	if err := cmd.Start(); err != nil {
 		hostCtl.Close()
+		if hostCon != nil {
+			hostCon.Close()
+			v.console.Close()
+		}
 		return fmt.Errorf("qemu: start %s: %w", v.bin, err)
+	}
+	consoleDone := make(chan struct{})
+	if hostCon != nil {
+		go func() {
+			defer close(consoleDone)
+			v.console.Copy(hostCon) // until QEMU exits and the socket ends
+			hostCon.Close()
+		}()
+	} else {
+		close(consoleDone)
 	}
 	v.cmd = cmd
 	v.started = true
@@ -184,6 +222,7 @@ func (v *VM) Start(ctx context.Context) error {
 
 	go func() {
 		err := cmd.Wait()
+		<-consoleDone // the log is complete (and closed) once the VM is done
 		v.mu.Lock()
 		switch {
 		case v.cause != nil:

@@ -167,6 +167,15 @@ func (v *VM) finish(err error) {
 	v.mu.Unlock()
 	control.vmExited()
 	m.release()
+	if v.cfg.Workspace != "" && !v.cfg.WorkspaceReadOnly {
+		changed, serr := stripSetID(v.cfg.Workspace)
+		for _, p := range changed {
+			v.log.Warn("vz: the guest set the setuid or setgid bit of a workspace file; cleared", "path", p)
+		}
+		if serr != nil {
+			v.log.Error("vz: clearing setuid and setgid bits in the workspace failed; check it by hand", "err", serr)
+		}
+	}
 	close(v.done)
 }
 

@@ -19,6 +19,12 @@ import (
 // New checks cfg (and, on Apple silicon, that the kernel is an
 // uncompressed arm64 Image). Nothing touches the framework until Start.
 func New(cfg hypervisor.Config, opts Options) (*VM, error) {
+	if os.Geteuid() == 0 {
+		// The framework's virtio-fs server writes guest files with this
+		// process's identity: as root, a guest could leave root-owned
+		// and device files in the workspace (workspace.go).
+		return nil, errors.New("vz: refusing to run a guest as root: run capsem as the user who owns the workspace")
+	}
 	v, err := newVM(cfg, opts)
 	if err != nil {
 		return nil, err
@@ -90,7 +96,21 @@ func buildMachine(cfg *hypervisor.Config, opts *Options, cmdline string) (_ mach
 	m.files = append(m.files, in, inW)
 	var out *os.File
 	if cfg.ConsoleLog != "" {
-		out, err = os.OpenFile(cfg.ConsoleLog, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+		// Through a pipe into a capped log (hypervisor.ConsoleLog): a guest
+		// writing to hvc0 without end must not fill the disk.
+		log, lerr := hypervisor.CreateConsoleLog(cfg.ConsoleLog, cfg.ConsoleLogMax)
+		if lerr != nil {
+			return nil, wrap("console log", lerr)
+		}
+		var pr *os.File
+		if pr, out, err = os.Pipe(); err != nil {
+			log.Close()
+			return nil, wrap("console log", err)
+		}
+		go func() {
+			log.Copy(pr) // until the framework closes its end at release
+			pr.Close()
+		}()
 	} else {
 		out, err = os.OpenFile(os.DevNull, os.O_WRONLY, 0)
 	}
