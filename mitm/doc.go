@@ -12,10 +12,17 @@
 //     rules), and forwards allowed requests upstream over verified TLS with
 //     connection reuse, streaming bodies both ways without holding them;
 //   - records every request as a net event (headers with secret values
-//     hashed, body previews) and every AI-provider API call as a model_call
-//     event with its tool calls and tool results (package provider).
+//     hashed, in wire order where it is known — see wireorder.go — body
+//     previews) and every AI-provider API call as a model_call event with
+//     its tool calls and tool results (package provider).
 //
-// Other ports are spliced byte for byte by netstack.Splice. The proxy never
-// forwards a request it has not decided on and never stores a secret header
-// value in clear.
+// Other ports are spliced byte for byte by netstack.Splice.
+//
+// The proxy never forwards a request it has not decided on, never forwards
+// one its recorder says it cannot record (store-unavailable: it fails
+// closed), and never stores a secret header value in clear. It never turns
+// a connection into an opaque tunnel except an allowed, logged WebSocket
+// upgrade (upgrade.go): other Upgrade tokens and HTTP2-Settings are
+// stripped, CONNECT (plain or extended) and PRI are refused, and an
+// upstream's 101 to anything but a valid WebSocket handshake is a 502.
 package mitm

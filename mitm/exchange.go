@@ -2,6 +2,7 @@ package mitm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -24,15 +25,20 @@ const MaxDecodedForParsing = 64 << 20
 
 // exchange is one request and its response.
 type exchange struct {
-	p      *Proxy
-	fs     *flowState
-	start  time.Time
-	ev     store.Net
-	call   *provider.Call
-	req    *tap
-	resp   *tap
-	once   sync.Once
-	upgrad bool
+	p     *Proxy
+	fs    *flowState
+	start time.Time
+	ev    store.Net
+	call  *provider.Call
+	req   *tap
+	resp  *tap
+	once  sync.Once
+	// wsKey is the Sec-WebSocket-Key of a WebSocket handshake the upgrade
+	// policy let through; only then may a 101 become a tunnel.
+	wsKey string
+	// respWire is the response's header fields in wire order, when the
+	// upstream path read the head itself.
+	respWire []store.Header
 }
 
 type exchangeKey struct{}
@@ -57,7 +63,7 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		Method:         r.Method,
 		Path:           r.URL.Path,
 		Query:          r.URL.RawQuery,
-		RequestHeaders: recordHeaders(r.Header),
+		RequestHeaders: fs.requestHeaders(r),
 		Count:          1,
 	}
 	fs.active.Add(1)
@@ -74,6 +80,13 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		ex.deny(w, http.StatusForbidden, d.Reason, d.Rule, "the policy no longer allows "+f.Name)
 		return
 	}
+	if why := refuseTunnel(r); why != "" {
+		ex.refuse(w, http.StatusMethodNotAllowed, ReasonTunnelRefused, why,
+			"capsem reads every request on this connection and forwards none that would turn it into a tunnel it cannot see into; "+
+				"the only protocol switch it allows is a WebSocket upgrade (a GET with Upgrade: websocket over HTTP/1.1). "+
+				"Send the requests themselves instead.")
+		return
+	}
 	d := pol.DecideHTTP(host, r.Method, r.URL.EscapedPath())
 	ex.ev.MatchedRule = d.Rule
 	if !d.Allowed {
@@ -81,6 +94,18 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ex.ev.Decision, ex.ev.Reason = store.Allowed, d.Reason
+	up := checkUpgrade(r.Method, r.ProtoAtLeast(1, 1), r.Header)
+	ex.wsKey = up.wsKey
+	ex.note(up.detail())
+	if names := stripLookalikes(r.Header); len(names) > 0 {
+		ex.note("stripped " + strings.Join(names, ", ") + " (an upstream may read the name as a header that frames the message)")
+	}
+	if err := p.admit(); err != nil {
+		ex.refuse(w, http.StatusServiceUnavailable, ReasonStoreUnavailable, err.Error(),
+			"capsem lets nothing through that it cannot record, and its event store cannot record now. "+
+				"Tell the user: free space for capsem's event store (or fix its disk), then retry; a new session may be needed.")
+		return
+	}
 
 	preview := pol.PreviewBytes()
 	var reqParser io.Writer
@@ -96,28 +121,53 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // deny answers the guest with a plain-text body an agent can read and act
-// on, and records the refusal.
+// on, and records the refusal: the policy does not allow the request.
 func (ex *exchange) deny(w http.ResponseWriter, status int, reason, rule, why string) {
-	ex.ev.Decision, ex.ev.Reason, ex.ev.MatchedRule = store.Denied, reason, rule
-	ex.ev.StatusCode = status
-	ex.ev.Detail = why
+	ex.ev.MatchedRule = rule
 	if rule == "" {
 		rule = "(none)"
 	}
-	body := fmt.Sprintf("capsem blocked this request.\n"+
+	ex.reply(w, status, reason, why, fmt.Sprintf("capsem blocked this request.\n"+
 		"  request: %s https://%s%s\n"+
 		"  rule:    %s\n"+
 		"  why:     %s\n"+
 		"This sandbox only lets through what its policy allows. If the task needs this request, "+
 		"ask the user to allow it in the capsem policy file (an [[http]] rule with action = \"allow\", "+
 		"or the host under [network]).\n",
-		ex.ev.Method, ex.fs.sni, ex.ev.Path, rule, why)
+		ex.ev.Method, ex.fs.sni, ex.ev.Path, rule, why))
+}
+
+// refuse answers like deny a request capsem refuses whatever the policy
+// says; advice tells the agent what to do instead.
+func (ex *exchange) refuse(w http.ResponseWriter, status int, reason, why, advice string) {
+	ex.reply(w, status, reason, why, fmt.Sprintf("capsem blocked this request.\n"+
+		"  request: %s https://%s%s\n"+
+		"  why:     %s\n"+
+		"%s\n",
+		ex.ev.Method, ex.fs.sni, ex.ev.Path, why, advice))
+}
+
+func (ex *exchange) reply(w http.ResponseWriter, status int, reason, why, body string) {
+	ex.ev.Decision, ex.ev.Reason = store.Denied, reason
+	ex.ev.StatusCode = status
+	ex.note(why)
 	h := w.Header()
 	h.Set("Content-Type", "text/plain; charset=utf-8")
 	h.Set("X-Capsem-Blocked", reason)
 	w.WriteHeader(status)
 	io.WriteString(w, body)
 	ex.ev.ResponseBodyPreview = body
+}
+
+// note adds s to the event's Detail.
+func (ex *exchange) note(s string) {
+	switch {
+	case s == "":
+	case ex.ev.Detail == "":
+		ex.ev.Detail = s
+	default:
+		ex.ev.Detail += "; " + s
+	}
 }
 
 // finish records the request (and the model call it carried) once.
@@ -161,11 +211,17 @@ func (p *Proxy) reverseProxy(fs *flowState) *httputil.ReverseProxy {
 				return nil
 			}
 			ex.ev.StatusCode = resp.StatusCode
-			ex.ev.ResponseHeaders = recordHeaders(resp.Header)
+			ex.ev.ResponseHeaders = ex.responseHeaders(resp.Header)
 			if resp.StatusCode == http.StatusSwitchingProtocols {
+				if err := refuseSwitch(ex.wsKey, resp.Header); err != nil {
+					return err // the reverse proxy closes the upstream connection and calls ErrorHandler
+				}
 				// The body is the upgraded connection; it is copied both
 				// ways by the reverse proxy and counted in the flow event.
-				ex.ev.Detail = "upgraded to " + resp.Header.Get("Upgrade")
+				if ex.fs.tap != nil {
+					ex.fs.tap.stopFollowing()
+				}
+				ex.note("upgraded to websocket")
 				ex.finish()
 				return nil
 			}
@@ -179,16 +235,51 @@ func (p *Proxy) reverseProxy(fs *flowState) *httputil.ReverseProxy {
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			ex, _ := r.Context().Value(exchangeKey{}).(*exchange)
+			var sw *switchRefused
+			switched := errors.As(err, &sw)
 			if ex != nil {
 				ex.ev.StatusCode = http.StatusBadGateway
 				ex.ev.Reason = ReasonUpstreamTLS
-				ex.ev.Detail = err.Error()
+				if switched {
+					ex.ev.Decision, ex.ev.Reason = store.Denied, ReasonUpstreamUpgrade
+				}
+				ex.note(err.Error())
 			}
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			if switched {
+				w.Header().Set("X-Capsem-Blocked", ReasonUpstreamUpgrade)
+				w.WriteHeader(http.StatusBadGateway)
+				fmt.Fprintf(w, "capsem: the request was allowed but %v.\n"+
+					"capsem lets a connection switch protocols only for a WebSocket upgrade answered as one, "+
+					"since it could not see into anything else.\n", err)
+				return
+			}
 			w.WriteHeader(http.StatusBadGateway)
 			fmt.Fprintf(w, "capsem: the request was allowed but the upstream failed: %v\n", err)
 		},
 	}
+}
+
+// responseHeaders is the response's header for the event: in wire order
+// when the upstream path read the head and it matches, sorted otherwise.
+func (ex *exchange) responseHeaders(h http.Header) []store.Header {
+	if ex.respWire != nil {
+		if out, ok := inWireOrder(h, ex.respWire); ok {
+			return recordFields(out)
+		}
+	}
+	return recordHeaders(h)
+}
+
+// requestHeaders is the request's header for the event: in wire order when
+// the connection's tap parsed the head, sorted otherwise.
+func (fs *flowState) requestHeaders(r *http.Request) []store.Header {
+	if fs.tap != nil {
+		if out := fs.tap.match(r); out != nil {
+			return recordFields(out)
+		}
+	}
+	return recordHeaders(r.Header)
 }
 
 // tap passes a body through unchanged while counting it, keeping a bounded

@@ -46,23 +46,33 @@ func HashSecret(v string) string {
 	return "sha256:" + hex.EncodeToString(sum[:8])
 }
 
-// recordHeaders converts h for an event, sorted by name for stable output,
+// recordHeaders converts h for an event, sorted by name (http.Header
+// keeps no order; see wireorder.go for when the wire order is known),
 // secret values hashed.
 func recordHeaders(h http.Header) []store.Header {
 	names := make([]string, 0, len(h))
-	for k := range h {
+	n := 0
+	for k, vv := range h {
 		names = append(names, k)
+		n += len(vv)
 	}
 	slices.Sort(names)
-	out := make([]store.Header, 0, len(names))
+	fields := make([]store.Header, 0, n)
 	for _, k := range names {
-		secret := isSecretHeader(k)
 		for _, v := range h[k] {
-			if secret {
-				v = HashSecret(v)
-			}
-			out = append(out, store.Header{Name: k, Value: v})
+			fields = append(fields, store.Header{Name: k, Value: v})
 		}
 	}
-	return out
+	return recordFields(fields)
+}
+
+// recordFields prepares fields, in the order given, for an event: secret
+// values are hashed (in place).
+func recordFields(fields []store.Header) []store.Header {
+	for i, f := range fields {
+		if isSecretHeader(f.Name) {
+			fields[i].Value = HashSecret(f.Value)
+		}
+	}
+	return fields
 }

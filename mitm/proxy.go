@@ -37,6 +37,16 @@ const (
 	ReasonHostNotSNI  = "http-host-not-sni"
 	ReasonHTTPDenied  = "http-denied"
 	ReasonUpstreamTLS = "upstream-error"
+	// ReasonTunnelRefused: CONNECT, extended CONNECT (:protocol) or PRI,
+	// which would make the connection a tunnel capsem cannot inspect.
+	ReasonTunnelRefused = "http-tunnel-refused"
+	// ReasonUpstreamUpgrade: the upstream answered 101 Switching Protocols
+	// to a request that was not a WebSocket handshake capsem let through,
+	// or answered one wrongly; the guest gets a 502, not a tunnel.
+	ReasonUpstreamUpgrade = "upstream-upgrade-refused"
+	// ReasonStoreUnavailable: the event store cannot record, so nothing is
+	// forwarded (fail closed).
+	ReasonStoreUnavailable = "store-unavailable"
 )
 
 // HelloTimeout bounds how long the guest may take to send its ClientHello
@@ -104,14 +114,22 @@ func New(cfg Config) (*Proxy, error) {
 		MaxHeaderBytes:    1 << 20,
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-			if tc, ok := c.(*tls.Conn); ok {
-				if gc, ok := tc.NetConn().(*guestConn); ok {
+			switch c := c.(type) {
+			case *tapConn:
+				return context.WithValue(ctx, flowKey{}, c.fs)
+			case *tls.Conn:
+				if gc, ok := c.NetConn().(*guestConn); ok {
 					return context.WithValue(ctx, flowKey{}, gc.flow)
 				}
 			}
 			return ctx
 		},
 	}
+	// HTTP/1.1, and HTTP/2 over TLS only: never h2c with prior knowledge
+	// on the plain tapConn.
+	p.srv.Protocols = new(http.Protocols)
+	p.srv.Protocols.SetHTTP1(true)
+	p.srv.Protocols.SetHTTP2(true)
 	go func() {
 		defer close(p.serveDone)
 		p.srv.Serve(p.ln)
@@ -183,6 +201,7 @@ type flowState struct {
 	transport *http.Transport
 	forward   http.RoundTripper // what the reverse proxy forwards with: transport, or h1 in front of it
 	h1        *h1Upstream       // guest connections that speak HTTP/1.1
+	tap       *h1Tap            // the request heads of a guest HTTP/1.1 connection, in wire order
 	preDialed atomic.Pointer[net.Conn]
 	hello     *tlshello.Hello
 	active    sync.WaitGroup // requests being served
@@ -237,7 +256,12 @@ func (p *Proxy) intercept(ctx context.Context, guest, upstream net.Conn, f *nets
 		fs.forward = fs.h1
 	}
 	fs.proxy = p.reverseProxy(fs)
-	if !p.ln.push(tc) {
+	var served net.Conn = tc
+	if !guestH2 {
+		fs.tap = &h1Tap{}
+		served = &tapConn{Conn: tc, fs: fs, tap: fs.tap}
+	}
+	if !p.ln.push(served) {
 		res.Err = errors.New("the MITM is shutting down")
 		return res
 	}
@@ -445,7 +469,8 @@ func (u *h1Upstream) RoundTrip(r *http.Request) (*http.Response, error) {
 			return resp, nil
 		}
 		c.close()
-		if !c.used || retried || !replayable(r) || r.Context().Err() != nil {
+		var sw *switchRefused
+		if !c.used || retried || !replayable(r) || r.Context().Err() != nil || errors.As(err, &sw) {
 			u.release(nil)
 			return nil, err
 		}
@@ -479,8 +504,10 @@ func (u *h1Upstream) send(c *h1Conn, r *http.Request) (*http.Response, error) {
 		}()
 	}
 	var resp *http.Response
+	var wire []store.Header
 	for {
 		var err error
+		wire, _ = peekResponseFields(c.br)
 		if resp, err = http.ReadResponse(c.br, r); err != nil {
 			stop()
 			return nil, err // the caller closes c, which ends a body writer too
@@ -498,8 +525,12 @@ func (u *h1Upstream) send(c *h1Conn, r *http.Request) (*http.Response, error) {
 		}
 	}
 	if resp.StatusCode == http.StatusSwitchingProtocols {
+		// Upgrades go to fallback; a 101 here was not asked for.
 		stop()
-		return nil, errors.New("the upstream switched protocols without being asked to")
+		return nil, refuseSwitch("", resp.Header)
+	}
+	if ex, _ := r.Context().Value(exchangeKey{}).(*exchange); ex != nil {
+		ex.respWire = wire
 	}
 	c.used = true
 	keep := !resp.Close && !r.Close
