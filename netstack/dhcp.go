@@ -196,19 +196,30 @@ func (s *Stack) serveDHCP(frame, payload []byte) {
 		s.log.Warn("dhcp reply not sent", "err", err)
 		return
 	}
-	names := map[byte]string{dhcpOffer: "dhcp-offer", dhcpAck: "dhcp-ack", dhcpNak: "dhcp-nak"}
+	reason := dhcpReplyReason(reply)
 	decision := store.Allowed
 	if reply == dhcpNak {
 		decision = store.Denied
 	} else if reply == dhcpAck {
 		s.stats.DHCPAcks.Add(1)
 	}
-	s.cfg.Recorder.Append(store.Event{Kind: store.KindNet, Net: &store.Net{
+	// Rate-limited like drops: a guest can send DHCP messages without end.
+	s.drops.event("dhcp "+reason, &store.Net{
 		Transport: store.TransportUDP,
 		Decision:  decision,
-		Reason:    names[reply],
+		Reason:    reason,
 		IP:        GuestIP,
 		Port:      udpPortDHCPServer,
 		Detail:    "dhcp for mac " + src.String(),
-	}})
+	})
+}
+
+func dhcpReplyReason(t byte) string {
+	switch t {
+	case dhcpOffer:
+		return "dhcp-offer"
+	case dhcpAck:
+		return "dhcp-ack"
+	}
+	return "dhcp-nak"
 }

@@ -1,14 +1,10 @@
 package netstack
 
 import (
-	"encoding/binary"
 	"errors"
-	"io"
-	"net"
 	"net/netip"
+	"strconv"
 	"strings"
-	"sync"
-	"time"
 
 	"golang.org/x/net/dns/dnsmessage"
 	"gvisor.dev/gvisor/pkg/tcpip"
@@ -17,58 +13,10 @@ import (
 	"github.com/capsem/capsem/store"
 )
 
-// dnsTTL is the TTL of synthetic answers. Addresses are stable for the whole
-// session, so a long TTL is safe.
+// dnsTTL is the TTL of synthetic answers. An address stays with its name
+// until the pool runs out (dnspool.go); only then is the least recently
+// used address without a live flow given to another name.
 const dnsTTL = 300
-
-// FakeDNS hands out one synthetic address from 198.19.0.0/16 per allowed
-// name, stable for the life of the stack (policy reloads included), and maps
-// addresses back to names when the guest dials them. It never asks a real
-// resolver anything.
-type FakeDNS struct {
-	mu     sync.Mutex
-	byName map[string]netip.Addr
-	byAddr map[netip.Addr]string
-	next   uint32 // offset into the pool of the next address to hand out
-}
-
-// NewFakeDNS returns an empty table.
-func NewFakeDNS() *FakeDNS {
-	return &FakeDNS{byName: map[string]netip.Addr{}, byAddr: map[netip.Addr]string{}, next: 1}
-}
-
-// poolSize excludes the network (.0.0) and broadcast (.255.255) addresses.
-const poolSize = 1<<16 - 1
-
-// AddrFor returns the synthetic address for name, allocating one if needed.
-// ok is false when the pool is exhausted.
-func (d *FakeDNS) AddrFor(name string) (netip.Addr, bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if a, ok := d.byName[name]; ok {
-		return a, true
-	}
-	if d.next >= poolSize {
-		return netip.Addr{}, false
-	}
-	base := PoolPrefix.Addr().As4()
-	n := binary.BigEndian.Uint32(base[:]) + d.next
-	d.next++
-	var b [4]byte
-	binary.BigEndian.PutUint32(b[:], n)
-	a := netip.AddrFrom4(b)
-	d.byName[name] = a
-	d.byAddr[a] = name
-	return a, true
-}
-
-// NameOf returns the name a synthetic address was handed out for.
-func (d *FakeDNS) NameOf(a netip.Addr) (string, bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	n, ok := d.byAddr[a]
-	return n, ok
-}
 
 var errNoReply = errors.New("dns: no reply for this message")
 
@@ -77,6 +25,13 @@ var errNoReply = errors.New("dns: no reply for this message")
 // all (responses, messages too short to carry an ID); ev describes the
 // decision in every case.
 func (d *FakeDNS) Answer(query []byte, pol *policy.Policy) (reply []byte, ev store.DNS, err error) {
+	return d.answer(query, pol, nil)
+}
+
+// answer is Answer with admit, when not nil, asked before any allowed
+// answer: an error refuses the query with SERVFAIL (fail closed: no name
+// resolves while its event cannot be recorded).
+func (d *FakeDNS) answer(query []byte, pol *policy.Policy, admit func() error) (reply []byte, ev store.DNS, err error) {
 	var p dnsmessage.Parser
 	h, err := p.Start(query)
 	if err != nil {
@@ -88,49 +43,83 @@ func (d *FakeDNS) Answer(query []byte, pol *policy.Policy) (reply []byte, ev sto
 		return nil, ev, errNoReply
 	}
 	rh := dnsmessage.Header{ID: h.ID, Response: true, OpCode: h.OpCode, RecursionDesired: h.RecursionDesired, RecursionAvailable: true}
+	refuse := func(reason string, rcode dnsmessage.RCode, q *dnsmessage.Question) ([]byte, store.DNS, error) {
+		ev.Decision, ev.Reason = store.Denied, reason
+		rh.RCode, rh.Authoritative = rcode, false
+		ev.Answer = rcodeName(rcode)
+		return buildDNS(rh, q, nil), ev, nil
+	}
 	if h.OpCode != 0 {
-		ev.Decision, ev.Reason = store.Denied, ReasonDNSNotSupported
-		rh.RCode = dnsmessage.RCodeNotImplemented
-		return buildDNS(rh, nil, nil), ev, nil
+		return refuse(ReasonDNSNotSupported, dnsmessage.RCodeNotImplemented, nil)
 	}
 	qs, err := p.AllQuestions()
 	if err != nil || len(qs) != 1 {
-		ev.Decision, ev.Reason = store.Denied, ReasonMalformedDNS
-		rh.RCode = dnsmessage.RCodeFormatError
-		return buildDNS(rh, nil, nil), ev, nil
+		return refuse(ReasonMalformedDNS, dnsmessage.RCodeFormatError, nil)
 	}
 	q := qs[0]
-	name := normalizeName(q.Name.String())
+	name := presentName(q.Name.String())
 	ev.QName = name
 	ev.QType = typeName(q.Type)
 	if q.Class != dnsmessage.ClassINET {
-		ev.Decision, ev.Reason = store.Denied, ReasonDNSClassNotIN
-		rh.RCode = dnsmessage.RCodeRefused
-		return buildDNS(rh, &q, nil), ev, nil
+		return refuse(ReasonDNSClassNotIN, dnsmessage.RCodeRefused, &q)
 	}
 	dec := pol.DecideName(name)
 	ev.MatchedRule = dec.Rule
 	if !dec.Allowed {
-		ev.Decision, ev.Reason = store.Denied, ReasonDNSDeniedName
-		rh.RCode = dnsmessage.RCodeNameError
-		return buildDNS(rh, &q, nil), ev, nil
+		reason := ReasonDNSDeniedName
+		if dec.Reason == policy.ReasonInvalidName {
+			reason = ReasonDNSInvalidName
+		}
+		return refuse(reason, dnsmessage.RCodeNameError, &q)
 	}
-	ev.Decision = store.Allowed
-	rh.Authoritative = true
+	if admit != nil {
+		if err := admit(); err != nil {
+			return refuse(ReasonStoreDown, dnsmessage.RCodeServerFailure, &q)
+		}
+	}
 	if q.Type != dnsmessage.TypeA {
-		ev.Reason = ReasonDNSEmptyAnswer
+		ev.Decision, ev.Reason = store.Allowed, ReasonDNSEmptyAnswer
+		rh.Authoritative = true
+		ev.Answer = rcodeName(dnsmessage.RCodeSuccess)
 		return buildDNS(rh, &q, nil), ev, nil
 	}
-	a, ok := d.AddrFor(name)
-	if !ok {
-		ev.Decision, ev.Reason = store.Denied, ReasonPoolExhausted
-		rh.RCode = dnsmessage.RCodeServerFailure
-		rh.Authoritative = false
-		return buildDNS(rh, &q, nil), ev, nil
+	// The policy names the entry that allowed the name: "*.x" (with or
+	// without a port) for a wildcard, the name itself otherwise.
+	wildcard := strings.HasPrefix(dec.Rule, "*.")
+	a, res := d.AddrFor(name, wildcard, pol.MaxWildcardNames())
+	switch res {
+	case allocCapped:
+		// NXDOMAIN, as for a denied name: this session will not resolve
+		// the name, and a client asked REFUSED would retry every other
+		// resolver it knows (all of which are capsem).
+		return refuse(ReasonWildcardCap, dnsmessage.RCodeNameError, &q)
+	case allocExhausted:
+		return refuse(ReasonPoolExhausted, dnsmessage.RCodeServerFailure, &q)
 	}
-	ev.Reason = ReasonDNSAllowedName
+	ev.Decision, ev.Reason = store.Allowed, ReasonDNSAllowedName
+	rh.Authoritative = true
 	ev.Answer = a.String()
 	return buildDNS(rh, &q, &a), ev, nil
+}
+
+// rcodeName is what dns_events.answer says when the guest got no address:
+// the RCODE's name, as dig prints it.
+func rcodeName(r dnsmessage.RCode) string {
+	switch r {
+	case dnsmessage.RCodeSuccess:
+		return "NOERROR"
+	case dnsmessage.RCodeFormatError:
+		return "FORMERR"
+	case dnsmessage.RCodeServerFailure:
+		return "SERVFAIL"
+	case dnsmessage.RCodeNameError:
+		return "NXDOMAIN"
+	case dnsmessage.RCodeNotImplemented:
+		return "NOTIMP"
+	case dnsmessage.RCodeRefused:
+		return "REFUSED"
+	}
+	return "RCODE" + strconv.Itoa(int(r))
 }
 
 func buildDNS(h dnsmessage.Header, q *dnsmessage.Question, a *netip.Addr) []byte {
@@ -160,10 +149,6 @@ func buildDNS(h dnsmessage.Header, q *dnsmessage.Question, a *netip.Addr) []byte
 	return out
 }
 
-func normalizeName(n string) string {
-	return strings.ToLower(strings.TrimSuffix(n, "."))
-}
-
 func typeName(t dnsmessage.Type) string {
 	return strings.TrimPrefix(t.String(), "Type")
 }
@@ -186,9 +171,11 @@ func (s *Stack) serveUDPDNS(dst tcpip.Address, sport uint16, payload []byte) {
 	}
 }
 
-// answerDNS answers one query and records the decision.
+// answerDNS answers one query and records the decision (rate-limited per
+// reason, every query counted).
 func (s *Stack) answerDNS(query []byte, resolver netip.Addr, transport store.Transport) ([]byte, store.DNS) {
-	reply, ev, err := s.dns.Answer(query, s.policy.Load())
+	pol := s.policy.Load()
+	reply, ev, err := s.dns.answer(query, pol, s.admit)
 	ev.ResolverAsked = resolver
 	ev.Transport = transport
 	if ev.Decision == store.Allowed {
@@ -196,7 +183,17 @@ func (s *Stack) answerDNS(query []byte, resolver netip.Addr, transport store.Tra
 	} else {
 		s.stats.DNSDenied.Add(1)
 	}
-	s.cfg.Recorder.Append(store.Event{Kind: store.KindDNS, DNS: &ev})
+	if ev.Reason == ReasonStoreDown {
+		s.stats.StoreRefusals.Add(1)
+	}
+	if ev.Reason == ReasonWildcardCap && s.wildCapWarned.CompareAndSwap(false, true) {
+		s.log.Warn("the guest asked for more distinct names under wildcard entries than the policy allows in one session; "+
+			"further new names get NXDOMAIN (raise [dns] max_wildcard_names in the policy if this session needs more)",
+			"max_wildcard_names", pol.MaxWildcardNames(), "qname", ev.QName)
+	}
+	// The event is recorded from a copy: the log may keep it.
+	rec := ev
+	s.dnsLog.record(&rec)
 	if err != nil {
 		return nil, ev
 	}
@@ -212,37 +209,4 @@ func truncateDNS(reply []byte) []byte {
 		out[i] = 0
 	}
 	return out
-}
-
-// serveTCPDNS answers length-prefixed queries on a TCP connection the guest
-// opened to any address on port 53.
-func (s *Stack) serveTCPDNS(c net.Conn, resolver netip.Addr) {
-	defer c.Close()
-	var lenBuf [2]byte
-	buf := make([]byte, 0, 512)
-	for {
-		c.SetReadDeadline(time.Now().Add(10 * time.Second))
-		if _, err := io.ReadFull(c, lenBuf[:]); err != nil {
-			return
-		}
-		n := int(binary.BigEndian.Uint16(lenBuf[:]))
-		if cap(buf) < n {
-			buf = make([]byte, n)
-		}
-		buf = buf[:n]
-		if _, err := io.ReadFull(c, buf); err != nil {
-			return
-		}
-		s.stats.DNSQueries.Add(1)
-		reply, _ := s.answerDNS(buf, resolver, store.TransportTCP)
-		if reply == nil {
-			return
-		}
-		out := binary.BigEndian.AppendUint16(make([]byte, 0, 2+len(reply)), uint16(len(reply)))
-		out = append(out, reply...)
-		c.SetWriteDeadline(time.Now().Add(10 * time.Second))
-		if _, err := c.Write(out); err != nil {
-			return
-		}
-	}
 }

@@ -96,8 +96,8 @@ func TestFakeDNSAnswers(t *testing.T) {
 			}
 		}
 	}
-	a1, _ := d.AddrFor("api.example.com")
-	a2, _ := d.AddrFor("api.example.com")
+	a1, _ := d.AddrFor("api.example.com", false, 10)
+	a2, _ := d.AddrFor("api.example.com", false, 10)
 	if a1 != a2 {
 		t.Errorf("address not stable: %s, %s", a1, a2)
 	}
@@ -136,20 +136,73 @@ func TestFakeDNSRejectsOddMessages(t *testing.T) {
 	}
 }
 
-func TestFakeDNSPoolExhaustion(t *testing.T) {
+func TestFakeDNSAnswerSaysWhatTheGuestGot(t *testing.T) {
+	pol := mustPolicy(t, dnsTestPolicy)
 	d := NewFakeDNS()
-	d.next = poolSize - 1
-	if a, ok := d.AddrFor("last.example"); !ok || a != netip.MustParseAddr("198.19.255.254") {
-		t.Fatalf("last address = %s %v, want 198.19.255.254", a, ok)
+	chaos := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: 7})
+	chaos.StartQuestions()
+	chaos.Question(dnsmessage.Question{Name: dnsmessage.MustNewName("version.bind."), Type: dnsmessage.TypeTXT, Class: dnsmessage.ClassCHAOS})
+	cq, _ := chaos.Finish()
+	notify := query(t, "api.example.com.", dnsmessage.TypeA)
+	notify[2] |= 4 << 3
+	twoQuestions := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: 8})
+	twoQuestions.StartQuestions()
+	for _, n := range []string{"a.example.", "b.example."} {
+		twoQuestions.Question(dnsmessage.Question{Name: dnsmessage.MustNewName(n), Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET})
 	}
-	if _, ok := d.AddrFor("one-too-many.example"); ok {
-		t.Fatal("pool handed out more than 65534 addresses")
+	tq, _ := twoQuestions.Finish()
+	for _, c := range []struct {
+		msg            []byte
+		answer, reason string
+		why            string
+	}{
+		{query(t, "evil.example.", dnsmessage.TypeA), "NXDOMAIN", ReasonDNSDeniedName, "the schema promises NXDOMAIN for a denied name, not NULL"},
+		{query(t, "api.example.com.", dnsmessage.TypeAAAA), "NOERROR", ReasonDNSEmptyAnswer, "an allowed name with no records of the type: NOERROR, no answer"},
+		{cq, "REFUSED", ReasonDNSClassNotIN, "class CHAOS is refused"},
+		{notify, "NOTIMP", ReasonDNSNotSupported, "opcodes other than QUERY"},
+		{tq, "FORMERR", ReasonMalformedDNS, "one question per query, as every resolver sends"},
+		{query(t, "-bad-.example.", dnsmessage.TypeA), "NXDOMAIN", ReasonDNSInvalidName, "not a host name: denied, and said so"},
+	} {
+		_, ev, err := d.Answer(c.msg, pol)
+		if err != nil || ev.Answer != c.answer || ev.Reason != c.reason || ev.Decision != store.Denied && c.answer != "NOERROR" {
+			t.Errorf("answer %q reason %q decision %s err %v; want %q, %q (%s)", ev.Answer, ev.Reason, ev.Decision, err, c.answer, c.reason, c.why)
+		}
 	}
+	if _, ev, err := d.Answer([]byte{1, 2, 3}, pol); err == nil || ev.Answer != "" {
+		t.Errorf("a message that gets no reply: answer %q err %v; want no answer recorded", ev.Answer, err)
+	}
+}
+
+func TestFakeDNSWildcardCap(t *testing.T) {
 	pol := mustPolicy(t, `[network]
-allow = ["*.example"]`)
-	reply, ev, _ := d.Answer(query(t, "fresh.example.", dnsmessage.TypeA), pol)
-	if h, _ := parseReply(t, reply); h.RCode != dnsmessage.RCodeServerFailure || ev.Reason != ReasonPoolExhausted {
-		t.Errorf("exhausted pool: rcode %v reason %q", h.RCode, ev.Reason)
+allow = ["*.wild.example", "exact.example"]
+[dns]
+max_wildcard_names = 3
+`)
+	d := NewFakeDNS()
+	for i, c := range []struct {
+		name   string
+		rcode  dnsmessage.RCode
+		reason string
+		why    string
+	}{
+		{"a.wild.example.", dnsmessage.RCodeSuccess, ReasonDNSAllowedName, "first wildcard name"},
+		{"b.wild.example.", dnsmessage.RCodeSuccess, ReasonDNSAllowedName, "second"},
+		{"c.wild.example.", dnsmessage.RCodeSuccess, ReasonDNSAllowedName, "third: the cap"},
+		{"d.wild.example.", dnsmessage.RCodeNameError, ReasonWildcardCap, "fourth distinct name: beyond the cap, NXDOMAIN"},
+		{"A.wild.example.", dnsmessage.RCodeSuccess, ReasonDNSAllowedName, "a name already answered is answered again (case is folded)"},
+		{"exact.example.", dnsmessage.RCodeSuccess, ReasonDNSAllowedName, "exact names do not count against the cap"},
+	} {
+		reply, ev, err := d.Answer(query(t, c.name, dnsmessage.TypeA), pol)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h, _ := parseReply(t, reply); h.RCode != c.rcode || ev.Reason != c.reason {
+			t.Errorf("%d %s: rcode %v reason %s; want %v %s (%s)", i, c.name, h.RCode, ev.Reason, c.rcode, c.reason, c.why)
+		}
+	}
+	if _, ev, _ := d.Answer(query(t, "d.wild.example.", dnsmessage.TypeA), pol); ev.Answer != "NXDOMAIN" || ev.Decision != store.Denied {
+		t.Errorf("capped name: answer %q decision %s", ev.Answer, ev.Decision)
 	}
 }
 

@@ -12,6 +12,24 @@
 // Everything else is dropped, and every drop is recorded as an event
 // (rate-limited per reason, with exact counts).
 //
+// Fake DNS (dns.go, dnspool.go) answers an allowed name with an address
+// from 198.19.0.0/16 and anything else with NXDOMAIN. An address stays with
+// its name until the pool runs out; then the least recently used address
+// with no live flow goes to the new name (the old name no longer maps to
+// it). Names that only a wildcard entry allows hold at most all but 4,096
+// addresses, which stay for exactly listed names, and at most
+// [dns] max_wildcard_names distinct ones (4,096 by default) get an address
+// per session; beyond that, NXDOMAIN and a wildcard-name-cap event. Query
+// names are stored in RFC 1035 presentation form (\DDD for any byte that is
+// not printable ASCII), and dns_events.answer is the address or the RCODE
+// the guest got (NXDOMAIN, NOERROR, SERVFAIL, REFUSED, …).
+//
+// Fake DNS never asks a real resolver. A flow does: dialling a name makes
+// the host resolve it (unless [upstream] resolve pins it), and under a
+// wildcard entry the guest chooses that name, so labels of its choosing
+// reach the zone's name servers. The per-session cap on wildcard names
+// bounds how many.
+//
 // TCP goes through gVisor in promiscuous and spoofing mode, so the stack
 // answers for any destination. The flow decision is made on the SYN,
 // before the handshake completes (tcp.go): only an address fake DNS handed
@@ -22,6 +40,25 @@
 //
 // Addresses: guest link 198.18.0.0/24, gateway 198.18.0.1 (DNS, DHCP),
 // guest 198.18.0.2, fake-DNS pool 198.19.0.0/16.
+//
+// What a hostile guest can make the host hold is bounded (limits.go,
+// dnstcp.go): MaxInFlightSYN (1,024) SYNs awaiting a decision or a dial —
+// beyond it SYNs are dropped, the guest retransmits, and each drop is
+// recorded as syn-cap; MaxFlows (4,096) open connections, beyond it a RST
+// and flow-cap; MaxDNSTCPConns (64) DNS-over-TCP connections, each with
+// 4 KiB buffers and one answer in flight, beyond it a RST and dns-tcp-cap.
+// Events a guest can repeat at will — refused SYNs, DNS answers, DHCP
+// answers, dropped frames — are recorded like drops: 50 a second per
+// reason, then one event whose Count says how many it stands for. The
+// outcome of every upstream dial and every flow is one event each.
+//
+// Fail closed: before a flow is dialled or an allowed name is answered, the
+// Recorder is asked whether it can record (Admit). When it cannot (a full
+// disk), the SYN gets a RST and the query SERVFAIL, with reason
+// store-unavailable, and the user is warned once until recording resumes.
+//
+// A reset on either side of a spliced flow resets the other side, so that a
+// truncated stream is never passed on as a complete one.
 //
 // What is ours and what is borrowed: the TCP/IP stack is gVisor's
 // (gvisor.dev/gvisor/pkg/tcpip), with its TCP forwarder (in-flight SYN cap
@@ -38,6 +75,9 @@
 //
 // netstack never imports mitm: allowed flows go to a FlowHandler, which the
 // MITM implements. It must never forward a guest packet it did not decide
-// on, never ask a real resolver on the guest's behalf, and never drop an
-// event.
+// on, never ask a real resolver on the guest's behalf except to dial an
+// allowed name, never let a flow or an allowed answer happen that it cannot
+// record, never let an event go uncounted (repeated ones are aggregated,
+// not dropped), and never let a guest grow what the host holds without a
+// bound.
 package netstack

@@ -46,8 +46,14 @@ const (
 	ReasonDNSNotSupported = "dns-opcode-not-supported"
 	ReasonDNSClassNotIN   = "dns-class-not-in"
 	ReasonDNSDeniedName   = "denied-name"
+	ReasonDNSInvalidName  = "invalid-name" // not a valid host name (escaped in the event)
 	ReasonDNSAllowedName  = "allowed-name"
 	ReasonDNSEmptyAnswer  = "allowed-name-no-records"
+	ReasonWildcardCap     = "wildcard-name-cap" // beyond [dns] max_wildcard_names
+	ReasonSYNCap          = "syn-cap"           // a SYN dropped: MaxInFlightSYN handshakes pending
+	ReasonFlowCap         = "flow-cap"          // a SYN refused: MaxFlows flows open
+	ReasonDNSTCPCap       = "dns-tcp-cap"       // a SYN to port 53 refused: MaxDNSTCPConns open
+	ReasonStoreDown       = "store-unavailable" // refused because its event could not be recorded
 )
 
 const (

@@ -48,6 +48,10 @@ const (
 // Recorder receives every event the stack produces. store.Writer is one.
 type Recorder interface {
 	Append(store.Event)
+	// Admit reports whether events can be recorded now (nil) or why not.
+	// The stack asks before it lets a flow be dialled or a name resolve,
+	// and refuses when it cannot record them (fail closed).
+	Admit() error
 }
 
 // Resolver looks up the real addresses of an allowed name when capsem dials
@@ -73,8 +77,18 @@ type Config struct {
 	// GuestMAC pins the guest's MAC. Nil means: the first source MAC seen on
 	// a connection is the guest's, and any other is a spoof.
 	GuestMAC net.HardwareAddr
-	// MaxInFlightSYN caps pending TCP handshakes. Zero means 1024.
+	// MaxInFlightSYN caps pending TCP handshakes: SYNs waiting for a
+	// decision or an upstream dial. Beyond it SYNs are dropped (the guest
+	// retransmits) and recorded as syn-cap. Zero means 1024.
 	MaxInFlightSYN int
+	// MaxFlows caps the guest's open TCP connections, allowed flows and
+	// TCP/53 together; beyond it a SYN gets a RST and a flow-cap event.
+	// Zero means DefaultMaxFlows (4096).
+	MaxFlows int
+	// MaxDNSTCPConns caps the guest's open TCP/53 connections; beyond it
+	// a SYN to port 53 gets a RST and a dns-tcp-cap event. Zero means
+	// DefaultMaxDNSTCPConns (64).
+	MaxDNSTCPConns int
 	// Tap sees every frame both ways (pcap). Optional.
 	Tap FrameTap
 	// Flows handles allowed TCP flows. Nil means Splice.
@@ -89,6 +103,8 @@ type Stats struct {
 	IPv6Dropped, FramesDropped         atomic.Uint64
 	DNSQueries, DNSAllowed, DNSDenied  atomic.Uint64
 	FlowsAllowed, FlowsDenied          atomic.Uint64
+	FlowsCapped, DNSTCPCapped          atomic.Uint64 // SYNs refused at MaxFlows, MaxDNSTCPConns
+	StoreRefusals                      atomic.Uint64 // flows and answers refused: events could not be recorded
 	DHCPAcks                           atomic.Uint64
 	BytesToUpstream, BytesFromUpstream atomic.Uint64
 	// GROSegments were coalesced into GROMerged segments before gVisor.
@@ -108,6 +124,9 @@ func (s *Stats) Snapshot() map[string]uint64 {
 		"dns_denied":          s.DNSDenied.Load(),
 		"flows_allowed":       s.FlowsAllowed.Load(),
 		"flows_denied":        s.FlowsDenied.Load(),
+		"flows_capped":        s.FlowsCapped.Load(),
+		"dns_tcp_capped":      s.DNSTCPCapped.Load(),
+		"store_refusals":      s.StoreRefusals.Load(),
 		"dhcp_acks":           s.DHCPAcks.Load(),
 		"bytes_to_upstream":   s.BytesToUpstream.Load(),
 		"bytes_from_upstream": s.BytesFromUpstream.Load(),
@@ -126,12 +145,18 @@ type Stack struct {
 	policy atomic.Pointer[policy.Policy]
 	stats  Stats
 
-	gs    *stack.Stack
-	link  *link
-	dns   *FakeDNS
-	drops *dropLog
-	flows FlowHandler
-	gro   gro // only touched by the Serve goroutine
+	gs     *stack.Stack
+	link   *link
+	dns    *FakeDNS
+	drops  *dropLog
+	dnsLog *dnsLog
+	flows  FlowHandler
+	gro    gro // only touched by the Serve goroutine
+
+	flowSlots, dnsSlots slots
+	synCapSeen          atomic.Uint64 // gVisor's in-flight drops already recorded
+	storeDown           atomic.Bool   // the recorder refused the last Admit
+	wildCapWarned       atomic.Bool
 
 	// guestMAC is the locked guest MAC (6 bytes) or empty.
 	macMu    sync.Mutex
@@ -162,6 +187,16 @@ func New(cfg Config) (*Stack, error) {
 	if cfg.MaxInFlightSYN == 0 {
 		cfg.MaxInFlightSYN = DefaultMaxInFlightSYN
 	}
+	if cfg.MaxFlows == 0 {
+		cfg.MaxFlows = DefaultMaxFlows
+	}
+	if cfg.MaxDNSTCPConns == 0 {
+		cfg.MaxDNSTCPConns = DefaultMaxDNSTCPConns
+	}
+	if cfg.MaxInFlightSYN < 0 || cfg.MaxFlows < 0 || cfg.MaxDNSTCPConns < 0 {
+		return nil, fmt.Errorf("netstack: negative limit (MaxInFlightSYN %d, MaxFlows %d, MaxDNSTCPConns %d): use a positive number, or 0 for the default",
+			cfg.MaxInFlightSYN, cfg.MaxFlows, cfg.MaxDNSTCPConns)
+	}
 	if cfg.DialTimeout == 0 {
 		cfg.DialTimeout = DefaultDialTimeout
 	}
@@ -185,6 +220,9 @@ func New(cfg Config) (*Stack, error) {
 	s.policy.Store(cfg.Policy)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.drops = newDropLog(cfg.Recorder, &s.stats)
+	s.dnsLog = newDNSLog(cfg.Recorder)
+	s.flowSlots.max = int64(cfg.MaxFlows)
+	s.dnsSlots.max = int64(cfg.MaxDNSTCPConns)
 	s.link = newLink(cfg.MTU, tcpip.LinkAddress(GatewayMAC), &s.stats)
 	s.link.tap = cfg.Tap
 	if cfg.GuestMAC != nil {
@@ -193,7 +231,25 @@ func New(cfg Config) (*Stack, error) {
 	if err := s.buildGVisor(); err != nil {
 		return nil, err
 	}
+	go s.flushAggregates()
 	return s, nil
+}
+
+// flushAggregates records, every second, the counts of rate-limited events
+// whose flood has stopped, so that they reach the store while the session
+// runs rather than only when it ends.
+func (s *Stack) flushAggregates() {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case now := <-t.C:
+			s.drops.flushStale(now)
+			s.dnsLog.flushStale(now)
+		}
+	}
 }
 
 func (s *Stack) buildGVisor() error {
@@ -234,7 +290,7 @@ func (s *Stack) buildGVisor() error {
 	gs.SetTransportProtocolOption(tcp.ProtocolNumber, &moderate)
 
 	fwd := tcp.NewForwarder(gs, 0, s.cfg.MaxInFlightSYN, s.handleTCP)
-	gs.SetTransportProtocolHandler(tcp.ProtocolNumber, fwd.HandlePacket)
+	gs.SetTransportProtocolHandler(tcp.ProtocolNumber, s.synHandler(fwd))
 	if s.guestMAC != "" {
 		s.addGuestNeighbor(s.guestMAC)
 	}
@@ -260,10 +316,15 @@ func (s *Stack) Policy() *policy.Policy { return s.policy.Load() }
 func (s *Stack) Stats() *Stats { return &s.stats }
 
 // Snapshot returns the stack's counters, with gVisor's count of SYNs
-// ignored because MaxInFlightSYN handshakes were already pending.
+// ignored because MaxInFlightSYN handshakes were already pending, and the
+// fake-DNS table's figures.
 func (s *Stack) Snapshot() map[string]uint64 {
 	m := s.stats.Snapshot()
 	m["syn_inflight_drops"] = s.gs.Stats().TCP.ForwardMaxInFlightDrop.Value()
+	held, wild, recycled := s.dns.poolStats()
+	m["dns_names_held"] = uint64(held)
+	m["dns_wildcard_names"] = uint64(wild)
+	m["dns_recycled"] = recycled
 	return m
 }
 
@@ -324,6 +385,7 @@ func (s *Stack) Close() error {
 	s.cancel()
 	s.flowsWG.Wait()
 	s.drops.flush()
+	s.dnsLog.flush()
 	s.gs.Close()
 	s.gs.Wait()
 	return nil

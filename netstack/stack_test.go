@@ -22,16 +22,43 @@ import (
 	"github.com/capsem/capsem/store"
 )
 
-// memRecorder keeps events in memory for unit tests.
+// memRecorder keeps events in memory for unit tests. Admit returns
+// admitErr, so a test can play a store that cannot write.
 type memRecorder struct {
-	mu  sync.Mutex
-	evs []store.Event
+	mu       sync.Mutex
+	evs      []store.Event
+	admitErr error
 }
 
 func (m *memRecorder) Append(ev store.Event) {
 	m.mu.Lock()
 	m.evs = append(m.evs, ev)
 	m.mu.Unlock()
+}
+
+func (m *memRecorder) Admit() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.admitErr
+}
+
+func (m *memRecorder) setAdmitErr(err error) {
+	m.mu.Lock()
+	m.admitErr = err
+	m.mu.Unlock()
+}
+
+// dnsEvents returns the DNS events recorded so far.
+func (m *memRecorder) dnsEvents() []store.DNS {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []store.DNS
+	for _, ev := range m.evs {
+		if ev.DNS != nil {
+			out = append(out, *ev.DNS)
+		}
+	}
+	return out
 }
 
 func (m *memRecorder) netReasons() map[string]int64 {
@@ -69,7 +96,9 @@ type guestSide struct {
 	s   *Stack
 }
 
-func newGuestSide(t *testing.T, policyText string) *guestSide {
+// newGuestSide serves a stack under policyText; opts may change its
+// Config before it is built.
+func newGuestSide(t *testing.T, policyText string, opts ...func(*Config)) *guestSide {
 	t.Helper()
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -77,7 +106,11 @@ func newGuestSide(t *testing.T, policyText string) *guestSide {
 	}
 	mine, theirs := fileConn(t, fds[0]), fileConn(t, fds[1])
 	rec := &memRecorder{}
-	s, err := New(Config{Policy: mustPolicy(t, policyText), Recorder: rec})
+	cfg := Config{Policy: mustPolicy(t, policyText), Recorder: rec}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	s, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

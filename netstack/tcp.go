@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
 	"gvisor.dev/gvisor/pkg/waiter"
@@ -59,7 +60,9 @@ type FlowHandler func(ctx context.Context, guest, upstream net.Conn, f *Flow) Fl
 var copyBufs = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
 
 // Splice copies bytes both ways until both directions end, propagating
-// half-closes.
+// half-closes, and resets: when one side resets its connection (or fails
+// in any other way than a clean end), the other side's connection is reset
+// too, so that neither takes a truncated stream for a complete one.
 func Splice(ctx context.Context, guest, upstream net.Conn, _ *Flow) FlowResult {
 	stop := context.AfterFunc(ctx, func() {
 		guest.Close()
@@ -85,26 +88,72 @@ func Splice(ctx context.Context, guest, upstream net.Conn, _ *Flow) FlowResult {
 
 type closeWriter interface{ CloseWrite() error }
 
-// copyHalf copies src to dst, then half-closes dst.
+// copyHalf copies src to dst, then half-closes dst. When reading src fails
+// with anything but a clean end, dst is reset instead, so the failure
+// reaches the other peer as a failure.
 func copyHalf(dst, src net.Conn) (int64, error) {
 	bp := copyBufs.Get().(*[]byte)
 	// Hide ReaderFrom/WriterTo so the pooled buffer is used.
 	n, err := io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, *bp)
 	copyBufs.Put(bp)
+	if errors.Is(err, net.ErrClosed) {
+		err = nil
+	}
+	if err != nil && !errors.Is(err, io.EOF) && readFailed(src, err) {
+		resetConn(dst)
+		return n, err
+	}
 	if cw, ok := dst.(closeWriter); ok {
 		cw.CloseWrite()
 	} else {
 		dst.Close()
 	}
-	if errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) {
+	if errors.Is(err, io.EOF) {
 		err = nil
 	}
 	return n, err
 }
 
+// readFailed reports whether err, from copying src onwards, came from
+// reading src (a reset, a timeout) rather than from writing: io.CopyBuffer
+// does not say which, the error's Op does.
+func readFailed(src net.Conn, err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) {
+		return op.Op == "read"
+	}
+	return false
+}
+
+// resetConn ends c with a RST rather than a FIN: SO_LINGER 0 on a host
+// socket, Abort on a guest connection.
+func resetConn(c net.Conn) {
+	switch rc := c.(type) {
+	case interface{ SetLinger(int) error }:
+		rc.SetLinger(0)
+		c.Close()
+	case interface{ Abort() }:
+		rc.Abort()
+	default:
+		c.Close()
+	}
+}
+
+// guestConn is the guest's end of an allowed flow. Abort resets it.
+type guestConn struct {
+	*gonet.TCPConn
+	ep tcpip.Endpoint
+}
+
+func (g *guestConn) Abort() { g.ep.Abort() }
+
 // handleTCP decides a guest's SYN before the handshake completes: a denied
 // flow gets a RST and the guest never sees a connection; an allowed one is
 // dialled upstream first, so an unreachable upstream is a RST too.
+//
+// Refusals made here without dialling (policy, caps, the store) are
+// recorded under the drop log's rate limit, each counted; the outcome of
+// every dial, and every flow, is recorded one event each.
 func (s *Stack) handleTCP(r *tcp.ForwarderRequest) {
 	if !s.flowStart() {
 		r.Complete(true)
@@ -124,6 +173,14 @@ func (s *Stack) handleTCP(r *tcp.ForwarderRequest) {
 		ConnType:  store.ConnTCP,
 		Count:     1,
 	}
+	// refuse answers the SYN with a RST and records it, rate-limited.
+	refuse := func(reason, detail string) {
+		r.Complete(true)
+		s.stats.FlowsDenied.Add(1)
+		ev.Decision, ev.Reason, ev.Detail = store.Denied, reason, detail
+		s.drops.event("tcp "+reason, &ev)
+	}
+	// deny answers the SYN with a RST after a dial, recorded one by one.
 	deny := func(reason, detail string) {
 		r.Complete(true)
 		s.stats.FlowsDenied.Add(1)
@@ -133,7 +190,19 @@ func (s *Stack) handleTCP(r *tcp.ForwarderRequest) {
 
 	if dst.Port() == udpPortDNS {
 		// DNS over TCP, to any address, is answered by fake DNS.
-		conn, ok := s.accept(r)
+		if !s.dnsSlots.take() {
+			s.stats.DNSTCPCapped.Add(1)
+			refuse(ReasonDNSTCPCap, fmt.Sprintf("%d TCP/53 connections are open (MaxDNSTCPConns)", s.cfg.MaxDNSTCPConns))
+			return
+		}
+		defer s.dnsSlots.give()
+		if !s.flowSlots.take() {
+			s.stats.FlowsCapped.Add(1)
+			refuse(ReasonFlowCap, fmt.Sprintf("%d flows are open (MaxFlows)", s.cfg.MaxFlows))
+			return
+		}
+		defer s.flowSlots.give()
+		conn, ok := s.acceptDNS(r)
 		if !ok {
 			return
 		}
@@ -141,26 +210,40 @@ func (s *Stack) handleTCP(r *tcp.ForwarderRequest) {
 		return
 	}
 	if dst.Port() == portDoT {
-		deny(ReasonDoT, "DNS over TLS is never forwarded: capsem answers DNS itself")
+		refuse(ReasonDoT, "DNS over TLS is never forwarded: capsem answers DNS itself")
 		return
 	}
-	name, ok := s.dns.NameOf(dst.Addr())
+	// Held until the flow ends: the address keeps its name meanwhile.
+	entry, ok := s.dns.acquire(dst.Addr())
 	if !ok {
 		if dst.Addr() == GatewayIP {
-			deny(ReasonGatewayPort, "the gateway only serves DNS on port 53")
+			refuse(ReasonGatewayPort, "the gateway only serves DNS on port 53")
 		} else {
-			deny(ReasonDirectIP, "only addresses handed out by capsem's DNS for allowed names can be dialled")
+			refuse(ReasonDirectIP, "only addresses handed out by capsem's DNS for allowed names can be dialled")
 		}
 		return
 	}
+	defer s.dns.release(entry)
+	name := entry.name
 	ev.Domain = name
 	pol := s.policy.Load()
 	dec := pol.DecideFlow(name, dst.Port())
 	ev.MatchedRule = dec.Rule
 	if !dec.Allowed {
-		deny(dec.Reason, "")
+		refuse(dec.Reason, "")
 		return
 	}
+	if err := s.admit(); err != nil {
+		s.stats.StoreRefusals.Add(1)
+		refuse(ReasonStoreDown, err.Error())
+		return
+	}
+	if !s.flowSlots.take() {
+		s.stats.FlowsCapped.Add(1)
+		refuse(ReasonFlowCap, fmt.Sprintf("%d flows are open (MaxFlows)", s.cfg.MaxFlows))
+		return
+	}
+	defer s.flowSlots.give()
 
 	start := time.Now()
 	upstream, upAddr, reason, err := s.dialUpstream(s.ctx, pol, name, dst.Port())
@@ -179,7 +262,7 @@ func (s *Stack) handleTCP(r *tcp.ForwarderRequest) {
 		return
 	}
 	s.stats.FlowsAllowed.Add(1)
-	guest := gonet.NewTCPConn(&wq, ep)
+	guest := &guestConn{TCPConn: gonet.NewTCPConn(&wq, ep), ep: ep}
 	flow := &Flow{Name: name, Port: dst.Port(), Guest: src, Dst: dst, Upstream: upAddr, Decision: dec, Policy: pol,
 		Current: s.policy.Load,
 		Redial: func(ctx context.Context) (net.Conn, error) {
@@ -223,16 +306,6 @@ func (s *Stack) flowStart() bool {
 	}
 	s.flowsWG.Add(1)
 	return true
-}
-
-func (s *Stack) accept(r *tcp.ForwarderRequest) (net.Conn, bool) {
-	var wq waiter.Queue
-	ep, terr := r.CreateEndpoint(&wq)
-	r.Complete(false)
-	if terr != nil {
-		return nil, false
-	}
-	return gonet.NewTCPConn(&wq, ep), true
 }
 
 // dialUpstream connects to the real endpoint of an allowed name. A name

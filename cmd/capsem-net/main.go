@@ -90,6 +90,8 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			&cli.UintFlag{Name: "mtu", Value: netstack.DefaultMTU, Usage: "guest link MTU, 576..65520"},
 			&cli.StringFlag{Name: "pcap", Usage: "write every frame, both ways, to pcap `FILE`"},
 			&cli.DurationFlag{Name: "dial-timeout", Value: netstack.DefaultDialTimeout, Usage: "how long an allowed flow's upstream connect may take while the guest's SYN waits"},
+			&cli.IntFlag{Name: "max-flows", Value: netstack.DefaultMaxFlows, Usage: "the most TCP connections the guest may hold open at once (flows and DNS over TCP); beyond it a SYN gets a RST"},
+			&cli.IntFlag{Name: "max-dns-tcp", Value: netstack.DefaultMaxDNSTCPConns, Usage: "the most DNS-over-TCP connections the guest may hold open at once; beyond it a SYN to port 53 gets a RST"},
 			&cli.StringFlag{Name: "guest-mac", Usage: "pin the guest's `MAC` (default: the first MAC seen)"},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
 			&cli.StringFlag{Name: "ca-dir", Value: defaultCADir(), Usage: "the capsem CA's `DIR` (created on first use; the guest must trust its ca.pem)"},
@@ -165,6 +167,11 @@ func serve(c *cli.Context, stdout io.Writer) error {
 	if c.Duration("dial-timeout") <= 0 {
 		return usagef("--dial-timeout %s: must be positive", c.Duration("dial-timeout"))
 	}
+	for _, f := range []string{"max-flows", "max-dns-tcp"} {
+		if c.Int(f) <= 0 {
+			return usagef("--%s %d: must be at least 1", f, c.Int(f))
+		}
+	}
 	mtu := c.Uint("mtu")
 	if mtu < 576 || mtu > netstack.MaxMTU {
 		return usagef("--mtu %d: use 576..%d", mtu, netstack.MaxMTU)
@@ -239,14 +246,16 @@ func serve(c *cli.Context, stdout io.Writer) error {
 	defer proxy.Close()
 
 	stack, err := netstack.New(netstack.Config{
-		MTU:         uint32(mtu),
-		Policy:      pol,
-		Recorder:    w,
-		GuestMAC:    guestMAC,
-		Tap:         tap,
-		Logger:      log,
-		DialTimeout: c.Duration("dial-timeout"),
-		Flows:       proxy.HandleFlow,
+		MTU:            uint32(mtu),
+		Policy:         pol,
+		Recorder:       w,
+		GuestMAC:       guestMAC,
+		Tap:            tap,
+		Logger:         log,
+		DialTimeout:    c.Duration("dial-timeout"),
+		MaxFlows:       c.Int("max-flows"),
+		MaxDNSTCPConns: c.Int("max-dns-tcp"),
+		Flows:          proxy.HandleFlow,
 	})
 	if err != nil {
 		return usageError{err}
