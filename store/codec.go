@@ -41,10 +41,10 @@ import (
 //
 // Field numbers: 1–15 the envelope, 16–63 DNS, 64–127 Net, 128–191 kept for
 // a separate http kind, 192–255 ModelCall, 256–319 Exec, 320–383 FS,
-// 384–447 Agent; each future kind takes its own block. Numbers are never
+// 384–447 Agent, 448–511 Recording; each future kind takes its own block. Numbers are never
 // reused. Fields added after the first release, which older records do not
 // have and read as zero: DNS count (24), FS guest time (325), the Agent
-// kind.
+// and Recording kinds.
 //
 // This format is on disk in every store: a change that an older capsem
 // cannot read (a renumbered field, a new wire type, another framing) breaks
@@ -164,6 +164,13 @@ const (
 	fAgentCount  = 386
 )
 
+// Recording fields.
+const (
+	fRecState  = 448
+	fRecDetail = 449
+	fRecCount  = 450
+)
+
 // Fields of a tool call (inside fMCToolCall).
 const (
 	fToolIndex     = 1
@@ -189,6 +196,7 @@ const (
 	execLo, execHi, execKnown    = 256, 320, fExecSignal
 	fsLo, fsHi, fsKnown          = 320, 384, fFSGuestTime
 	agentLo, agentHi, agentKnown = 384, 448, fAgentCount
+	recLo, recHi, recKnown       = 448, 512, fRecCount
 )
 
 // ErrCorrupt is wrapped by the errors readers return for a record they
@@ -319,6 +327,11 @@ func appendEvent(b []byte, ev *Event) []byte {
 		b = appendString(b, fAgentDetail, a.Detail)
 		b = appendInt(b, fAgentCount, a.Count)
 	}
+	if r := ev.Recording; r != nil {
+		b = appendString(b, fRecState, r.State)
+		b = appendString(b, fRecDetail, r.Detail)
+		b = appendInt(b, fRecCount, r.Count)
+	}
 	return b
 }
 
@@ -448,7 +461,7 @@ func decodeEvent(v []byte, ev *Event) error {
 	} else {
 		ev.Time = time.Time{}
 	}
-	ev.Kind, ev.DNS, ev.Net, ev.ModelCall, ev.Exec, ev.FS, ev.Agent = "", nil, nil, nil, nil, nil, nil
+	ev.Kind, ev.DNS, ev.Net, ev.ModelCall, ev.Exec, ev.FS, ev.Agent, ev.Recording = "", nil, nil, nil, nil, nil, nil, nil
 	d := decoder{b: v[headerLen:]}
 	for len(d.b) > 0 {
 		num, wire, u, s, err := d.field()
@@ -472,6 +485,8 @@ func decodeEvent(v []byte, ev *Event) error {
 		ev.FS = &FS{}
 	case ev.Kind == KindAgent && ev.Agent == nil:
 		ev.Agent = &Agent{}
+	case ev.Kind == KindRecording && ev.Recording == nil:
+		ev.Recording = &Recording{}
 	}
 	return nil
 }
@@ -518,6 +533,11 @@ func wireOf(num int) (int, bool) {
 			return wireVarint, true
 		}
 		return wireBytes, true
+	case num >= recLo && num <= recKnown:
+		if num == fRecCount {
+			return wireVarint, true
+		}
+		return wireBytes, true
 	}
 	return 0, false
 }
@@ -535,6 +555,12 @@ func (ev *Event) setField(num, wire int, u uint64, s []byte) error {
 		return nil
 	}
 	switch {
+	case num >= recLo:
+		if ev.Recording == nil {
+			ev.Recording = &Recording{}
+		}
+		ev.Recording.setField(num, u, s)
+		return nil
 	case num >= agentLo:
 		if ev.Agent == nil {
 			ev.Agent = &Agent{}
@@ -934,6 +960,33 @@ func internKind(s []byte) string {
 		return string(KindFS)
 	case string(KindAgent):
 		return string(KindAgent)
+	case string(KindRecording):
+		return string(KindRecording)
+	}
+	return string(s)
+}
+
+func (r *Recording) setField(num int, u uint64, s []byte) {
+	switch num {
+	case fRecState:
+		r.State = internRecordingState(s)
+	case fRecDetail:
+		r.Detail = string(s)
+	case fRecCount:
+		r.Count = unzigzag(u)
+	}
+}
+
+func internRecordingState(s []byte) string {
+	switch string(s) {
+	case RecordingOverBudget:
+		return RecordingOverBudget
+	case RecordingDiskLow:
+		return RecordingDiskLow
+	case RecordingResumed:
+		return RecordingResumed
+	case RecordingUnstored:
+		return RecordingUnstored
 	}
 	return string(s)
 }

@@ -162,6 +162,9 @@ func TestCodecRoundTrip(t *testing.T) {
 		{Time: now, Kind: KindAgent, Agent: &Agent{}},
 		{Time: now, Kind: KindAgent, Agent: &Agent{State: "a new state", Count: -3}},
 		{Time: now, Kind: KindAgent, Agent: &Agent{State: AgentViolation, Detail: "frame of 70000 bytes over the 65536 cap"}},
+		{Time: now, Kind: KindRecording, Recording: &Recording{State: RecordingUnstored, Count: 1 << 40, Detail: "101 events not stored"}},
+		{Time: now, Kind: KindRecording, Recording: &Recording{}},
+		{Time: now, Kind: KindRecording, Recording: &Recording{State: "a new state", Count: -1}},
 		{Time: now, Kind: "http"},
 		{},
 	}
@@ -184,6 +187,9 @@ func TestCodecRoundTrip(t *testing.T) {
 			}
 			if got.FS != nil && ev.FS != nil {
 				t.Errorf("fs:\n got %+v\nwant %+v", *got.FS, *ev.FS)
+			}
+			if got.Recording != nil && ev.Recording != nil {
+				t.Errorf("recording:\n got %+v\nwant %+v", *got.Recording, *ev.Recording)
 			}
 			if got.Agent != nil && ev.Agent != nil {
 				t.Errorf("agent:\n got %+v\nwant %+v", *got.Agent, *ev.Agent)
@@ -217,7 +223,7 @@ func TestCodecForwardCompatible(t *testing.T) {
 	if err := decodeEvent(v, &got); err != nil {
 		t.Fatalf("decode future kind: %v", err)
 	}
-	if got.Kind != "mcp_call" || got.DNS != nil || got.Net != nil || got.ModelCall != nil || got.Exec != nil || got.FS != nil || got.Agent != nil {
+	if got.Kind != "mcp_call" || got.DNS != nil || got.Net != nil || got.ModelCall != nil || got.Exec != nil || got.FS != nil || got.Agent != nil || got.Recording != nil {
 		t.Fatalf("future kind decoded as %+v", got)
 	}
 
@@ -280,11 +286,11 @@ func TestCodecForwardCompatible(t *testing.T) {
 	if err := decodeEvent(v, &got); err != nil || !reflect.DeepEqual(got.ModelCall, &ModelCall{}) {
 		t.Fatalf("bare model call decoded as %+v (%v), want an empty payload", got.ModelCall, err)
 	}
-	for _, k := range []Kind{KindExec, KindFS, KindAgent} {
+	for _, k := range []Kind{KindExec, KindFS, KindAgent, KindRecording} {
 		v = appendEvent(nil, &Event{Time: time.Unix(1, 0), Kind: k})
 		got = Event{}
 		if err := decodeEvent(v, &got); err != nil || (k == KindExec) != (got.Exec != nil) || (k == KindFS) != (got.FS != nil) ||
-			(k == KindAgent) != (got.Agent != nil) {
+			(k == KindAgent) != (got.Agent != nil) || (k == KindRecording) != (got.Recording != nil) {
 			t.Fatalf("bare %s decoded as %+v (%v), want an empty payload", k, got, err)
 		}
 	}
@@ -297,6 +303,14 @@ func TestCodecForwardCompatible(t *testing.T) {
 	got = Event{}
 	if err := decodeEvent(v, &got); err != nil || !reflect.DeepEqual(got.Agent, &Agent{State: AgentSilent}) {
 		t.Fatalf("agent with unknown fields decoded as %+v (%v)", got.Agent, err)
+	}
+	r := Event{Time: time.Unix(1, 0), Kind: KindRecording, Recording: &Recording{State: RecordingResumed}}
+	v = appendEvent(nil, &r)
+	v = appendString(v, 500, "a new recording field")
+	v = appendUint(v, 511, 9)
+	got = Event{}
+	if err := decodeEvent(v, &got); err != nil || !reflect.DeepEqual(got.Recording, &Recording{State: RecordingResumed}) || got.Agent != nil {
+		t.Fatalf("recording with unknown fields decoded as %+v (%v)", got.Recording, err)
 	}
 }
 
@@ -352,6 +366,7 @@ func TestCodecFieldBlocks(t *testing.T) {
 		{"exec", execLo, execHi, execKnown, fExecArgv},
 		{"fs", fsLo, fsHi, fsKnown, fFSAction},
 		{"agent", agentLo, agentHi, agentKnown, fAgentState},
+		{"recording", recLo, recHi, recKnown, fRecState},
 	}
 	for i, b := range blocks {
 		if b.first < b.lo || b.known >= b.hi || b.first > b.known {
@@ -482,6 +497,8 @@ func TestDecodeGarbage(t *testing.T) {
 		{"dns count as bytes", hdr(appendString(nil, fDNSCount, "5")...), ErrCorrupt, "wire type"},
 		{"agent state as varint", hdr(appendUint(nil, fAgentState, 1)...), ErrCorrupt, "wire type"},
 		{"agent count as bytes", hdr(appendString(nil, fAgentCount, "1")...), ErrCorrupt, "wire type"},
+		{"recording state as varint", hdr(appendUint(nil, fRecState, 1)...), ErrCorrupt, "wire type"},
+		{"recording count as bytes", hdr(appendString(nil, fRecCount, "1")...), ErrCorrupt, "wire type"},
 		{"agent detail past end", hdr(append(appendTag(nil, fAgentDetail, wireBytes), 9, 'x')...), ErrCorrupt, "past the end"},
 	}
 	for _, c := range cases {
@@ -514,6 +531,8 @@ func FuzzDecodeEvent(f *testing.F) {
 	f.Add(appendEvent(nil, &Event{Time: time.Unix(5, 0), Kind: KindAgent, Agent: fullAgent()}))
 	f.Add(appendEvent(nil, &Event{Kind: KindAgent, Agent: &Agent{State: AgentViolation, Detail: "\x1b]0;x\x07"}}))
 	f.Add(appendEvent(nil, &Event{Kind: KindAgent}))
+	f.Add(appendEvent(nil, &Event{Time: time.Unix(5, 0), Kind: KindRecording, Recording: &Recording{State: RecordingUnstored, Count: 3, Detail: "d"}}))
+	f.Add(appendEvent(nil, &Event{Kind: KindRecording}))
 	f.Add(appendEvent(nil, &Event{Kind: KindDNS, DNS: &DNS{QName: "a\x1b[8m\nb", Count: 7}}))
 	f.Add(appendEvent(nil, &Event{Kind: KindFS, FS: &FS{GuestTime: time.Unix(0, 0)}}))
 	f.Add([]byte{})

@@ -31,12 +31,28 @@
 // What this package must never do:
 //
 //   - drop an event silently. Append blocks when the write queue is full
-//     (backpressure) rather than discard. An event that cannot be written
-//     (appended after End, or after a commit was refused) is counted, logged,
+//     (backpressure) rather than discard, as long as the committer makes
+//     progress. An event that cannot be written is counted, logged,
 //     reported by Sync, End and Err, and recorded as Counts.Lost in the
-//     session record when possible. pebble treats a failed write-ahead-log
-//     write as fatal: the process stops with a logged error, and everything
-//     synced before it is still there on the next Open.
+//     session record: appended after End, or after a write failed; or held
+//     as a count while the disk is below its floor, while a commit has
+//     stalled with the queue full, or once the session is past its byte
+//     budget — each such run of held events is also written, where the
+//     record resumes (or at End), as one RecordingUnstored event saying how
+//     many, of which kinds, when and why.
+//   - block for good. Append returns whatever the disk does (see above);
+//     End and Close give a full disk closeGrace to free up, then return.
+//   - stop the process on a full disk. A write that meets ENOSPC waits for
+//     space instead of failing (pebble would stop the process on a failed
+//     write-ahead-log or manifest write), while Admit refuses (fail
+//     closed); if pebble still meets an error it cannot go on from, the
+//     store is marked broken — every writer fails, Admit refuses, End and
+//     Close return errors — and a process recording a session carries on;
+//     everything synced before is there on the next Open.
+//   - grow without bound. A session stores at most Options.MaxSessionBytes
+//     (1 GiB unless told otherwise) and a small allowance of refusals after
+//     it; the store keeps Options.MinFreeDisk (256 MiB) free on its disk:
+//     below it Admit refuses, below a quarter of it nothing is written.
 //   - rewrite an event. Keys are written once; Begin refuses a session id
 //     that already exists, because a second writer would overwrite its
 //     events.

@@ -20,7 +20,8 @@ type Kind string
 // and the Exit it received), and a change in the workspace (as the guest
 // reported it). Agent events are the host's own record of the guest agent:
 // it went silent, came back, was cut off, or had its reports dropped or
-// truncated.
+// truncated. Recording events are the store's own: the session reached its
+// byte budget, the disk ran low, and how many events it could not store.
 const (
 	KindDNS       Kind = "dns"
 	KindNet       Kind = "net"
@@ -28,6 +29,7 @@ const (
 	KindExec      Kind = "exec"
 	KindFS        Kind = "fs"
 	KindAgent     Kind = "agent"
+	KindRecording Kind = "recording"
 )
 
 // Decision is the outcome of applying policy to a query or a flow.
@@ -79,6 +81,7 @@ type Event struct {
 	Exec      *Exec
 	FS        *FS
 	Agent     *Agent
+	Recording *Recording
 }
 
 // DNS is a query the guest sent to capsem's fake DNS server and the answer it
@@ -255,6 +258,32 @@ type Agent struct {
 	Count int64
 }
 
+// Recording states: what happened to the record itself (Recording.State).
+// The store writes these events; callers do not.
+const (
+	// RecordingOverBudget: the session stored its byte budget
+	// (Options.MaxSessionBytes); from then on Admit refuses and only a
+	// small allowance more is stored.
+	RecordingOverBudget = "over-budget"
+	// RecordingDiskLow: the store's disk had less free space than the
+	// reserve (Options.MinFreeDisk); Admit refuses until it has more.
+	RecordingDiskLow = "disk-low"
+	// RecordingResumed: the disk has room again; Admit admits.
+	RecordingResumed = "resumed"
+	// RecordingUnstored: Count events were appended but not stored —
+	// the disk was full, writing stalled, or the session was past its
+	// budget's allowance; Detail says why, when, and of which kinds.
+	RecordingUnstored = "unstored"
+)
+
+// Recording is an event the store writes about the record itself, so that
+// the log says where it has a gap and why. It maps to recording_events.
+type Recording struct {
+	State  string // state: over-budget, disk-low, resumed, unstored
+	Detail string // detail: what happened and what to do, in words
+	Count  int64  // count: unstored events; 0 otherwise
+}
+
 // Session is the metadata of one run. It maps to the sessions table.
 type Session struct {
 	ID           string
@@ -283,7 +312,13 @@ type Counts struct {
 	// none (a session without a guest agent, or a quiet one).
 	Agent map[string]int64
 	// Lost is the number of events that were appended but could not be
-	// recorded: a write failed, or Append was called after End or Close.
-	// It is zero in a healthy store.
+	// recorded: a write failed, Append was called after End or Close, or
+	// the store held them as counts because its disk was full, writing
+	// stalled or the session was past its byte budget (each such gap is
+	// also a RecordingUnstored event where the record resumes). It is zero
+	// in a healthy store.
 	Lost int64
+	// Bytes is what the session's events take as encoded (keys and
+	// values): what Options.MaxSessionBytes limits.
+	Bytes int64
 }

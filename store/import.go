@@ -57,6 +57,9 @@ func (s *Store) Import(src *Store, id string) error {
 	if err := it.Error(); err != nil {
 		return fmt.Errorf("store: import events of %q: %w", id, err)
 	}
+	if err := s.disk.room(uint64(b.Len())); err != nil {
+		return fmt.Errorf("store: import session %q: %s; the session stays where it is until then", id, err)
+	}
 	if err := b.Commit(pebble.Sync); err != nil {
 		return fmt.Errorf("store: import session %q: %w", id, err)
 	}

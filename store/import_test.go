@@ -1,7 +1,9 @@
 package store
 
 import (
+	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -55,5 +57,41 @@ func TestImportCopiesASessionExactly(t *testing.T) {
 	src.Close()
 	if err := dst.Import(src, id); err == nil {
 		t.Error("import from a closed store succeeded")
+	}
+}
+
+// TestImportRefusedOnALowDisk: a session is not moved into a store whose
+// disk it would leave below the reserve; it stays where it is.
+func TestImportRefusedOnALowDisk(t *testing.T) {
+	dir := t.TempDir()
+	src, err := Open(filepath.Join(dir, "run"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	w, err := src.Begin(Session{ID: "r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Append(Event{DNS: &DNS{QName: "x.test"}})
+	if err := w.End(nil); err != nil {
+		t.Fatal(err)
+	}
+	d := newFakeDisk(1 << 30)
+	dst, err := OpenWith(filepath.Join(dir, "main"), d.opts(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Close()
+	d.set(100 * MiB)
+	if err := dst.Import(src, "r"); err == nil || !strings.Contains(err.Error(), "--min-free-disk") {
+		t.Fatalf("Import with 100 MiB free: %v", err)
+	}
+	if _, err := dst.Session("r"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("the refused session is in the store: %v", err)
+	}
+	d.set(1 << 30)
+	if err := dst.Import(src, "r"); err != nil {
+		t.Fatalf("Import with 1 GiB free: %v", err)
 	}
 }

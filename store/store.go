@@ -14,9 +14,11 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // ErrNotFound is wrapped by the error returned for a session that is not in
@@ -56,11 +58,20 @@ type Store struct {
 	db       *pebble.DB
 	lock     io.Closer
 	readOnly bool
+	opts     Options
+	disk     *diskWatch
 
-	mu       sync.Mutex
-	writers  map[*Writer]struct{}
+	mu       sync.Mutex // serialises Begin and Close
 	closed   bool
 	inflight sync.WaitGroup // reads and writes that use db outside mu
+
+	wmu     sync.Mutex // guards writers only: never held across a pebble call (see fatal)
+	writers map[*Writer]struct{}
+
+	ending     atomic.Int32  // writers in stop: a full disk is waited for only so long
+	broken     chan struct{} // closed by fatal
+	brokenErr  error
+	brokenOnce sync.Once
 }
 
 // Open opens the store in dir for reading and writing, creating dir and the
@@ -68,15 +79,24 @@ type Store struct {
 // at a time; a second Open returns an error wrapping ErrInUse that names the
 // holder's pid when it can. Opening a store whose writer was killed is
 // normal: the write-ahead log is replayed and every synced event is there.
-func Open(dir string) (*Store, error) { return open(dir, false) }
+func Open(dir string) (*Store, error) { return OpenWith(dir, Options{}) }
+
+// OpenWith is Open with options: the session byte budget and the free
+// space kept on the store's disk (see Options).
+func OpenWith(dir string, opt Options) (*Store, error) { return open(dir, false, opt) }
 
 // OpenReadOnly opens an existing store for reading only: Begin fails and the
 // database is not modified (a crashed writer's log is replayed in memory;
 // only capsem's lock file records the reader's pid). It takes the same lock
 // as Open, so it fails with ErrInUse while a writer has the store open.
-func OpenReadOnly(dir string) (*Store, error) { return open(dir, true) }
+func OpenReadOnly(dir string) (*Store, error) { return open(dir, true, Options{MinFreeDisk: -1}) }
 
-func open(dir string, readOnly bool) (*Store, error) {
+// closeGrace is how long a write that met a full disk waits for space once
+// the store is ending (End or Close) before it gives up; pebble then stops
+// writing for good (see fatal), and the session keeps its synced events.
+var closeGrace = 10 * time.Second
+
+func open(dir string, readOnly bool, opt Options) (*Store, error) {
 	if dir == "" {
 		return nil, errors.New("store: no directory given")
 	}
@@ -91,13 +111,26 @@ func open(dir string, readOnly bool) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	s := &Store{dir: dir, lock: lock, readOnly: readOnly, opts: opt, writers: map[*Writer]struct{}{}, broken: make(chan struct{})}
+	s.disk = newDiskWatch(dir, opt.MinFreeDisk, opt.freeSpace)
 	opts := &pebble.Options{
-		Logger:       logger{},
+		Logger:       logger{s},
 		MemTableSize: 32 << 20, // fewer, larger flushes: ~1.6x the ingest rate of the 4 MiB default
 		ReadOnly:     readOnly,
 	}
 	if readOnly {
 		opts.ErrorIfNotExists = true
+	} else {
+		// A write that meets ENOSPC waits for space, then is retried once,
+		// instead of failing: pebble stops the process on a failed
+		// write-ahead-log or manifest write.
+		base := opt.fs
+		if base == nil {
+			base = vfs.Default
+		}
+		opts.FS = vfs.OnDiskFull(base, func() {
+			s.disk.enospc(func() bool { return s.ending.Load() > 0 }, closeGrace, s.wakeWriters)
+		})
 	}
 	db, err := pebble.Open(dir, opts)
 	if err != nil {
@@ -107,7 +140,8 @@ func open(dir string, readOnly bool) (*Store, error) {
 		}
 		return nil, fmt.Errorf("store: open %s: %w", dir, err)
 	}
-	return &Store{dir: dir, db: db, lock: lock, readOnly: readOnly, writers: map[*Writer]struct{}{}}, nil
+	s.db = db
+	return s, nil
 }
 
 // Dir returns the directory the store was opened from.
@@ -124,20 +158,23 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
-	ws := make([]*Writer, 0, len(s.writers))
-	for w := range s.writers {
-		ws = append(ws, w)
-	}
 	s.mu.Unlock()
 	var errs []error
-	for _, w := range ws {
+	for _, w := range s.openWriters() {
 		if err := w.stop(); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	s.inflight.Wait()
-	if err := s.db.Close(); err != nil {
-		errs = append(errs, fmt.Errorf("store: close %s: %w", s.dir, err))
+	if err := s.brokenError(); err != nil {
+		// pebble may be parked inside a write: closing it would wait for
+		// that write. The process's exit releases it; the next Open
+		// replays its write-ahead log.
+		errs = append(errs, fmt.Errorf("store: %s was left open after a fatal write error; its synced events are kept: %w", s.dir, err))
+	} else {
+		s.inflight.Wait()
+		if err := s.db.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("store: close %s: %w", s.dir, err))
+		}
 	}
 	if err := s.lock.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("store: unlock %s: %w", s.dir, err))
@@ -238,6 +275,7 @@ type sessionRecord struct {
 	Denied       int64            `json:"denied,omitempty"`
 	Lost         int64            `json:"lost,omitempty"`
 	Agent        map[string]int64 `json:"agent,omitempty"`
+	Bytes        int64            `json:"bytes,omitempty"`
 }
 
 func encodeSession(s *Session) []byte {
@@ -255,6 +293,7 @@ func encodeSession(s *Session) []byte {
 		Denied:       s.Counts.Denied,
 		Lost:         s.Counts.Lost,
 		Agent:        s.Counts.Agent,
+		Bytes:        s.Counts.Bytes,
 	}
 	if !s.EndedAt.IsZero() {
 		t := s.EndedAt.UTC()
@@ -288,7 +327,7 @@ func decodeSession(v []byte) (Session, error) {
 		PolicySHA256: r.PolicySHA256,
 		Image:        r.Image,
 		Host:         r.Host,
-		Counts:       Counts{Events: r.Events, Kinds: r.Kinds, Allowed: r.Allowed, Denied: r.Denied, Lost: r.Lost, Agent: r.Agent},
+		Counts:       Counts{Events: r.Events, Kinds: r.Kinds, Allowed: r.Allowed, Denied: r.Denied, Lost: r.Lost, Agent: r.Agent, Bytes: r.Bytes},
 	}
 	if r.EndedAt != nil {
 		s.EndedAt = *r.EndedAt
@@ -434,6 +473,9 @@ func (s *Store) Begin(meta Session) (*Writer, error) {
 			return nil, fmt.Errorf("store: session %q already exists; a session is written once, pick another id", meta.ID)
 		}
 	}
+	if st, _ := s.disk.check(time.Now(), 0); st != diskOK {
+		return nil, fmt.Errorf("store: begin session %q: %s", meta.ID, s.disk.message(st))
+	}
 	if meta.StartedAt.IsZero() {
 		meta.StartedAt = time.Now()
 	}
@@ -444,19 +486,78 @@ func (s *Store) Begin(meta Session) (*Writer, error) {
 		return nil, fmt.Errorf("store: record session %q: %w", meta.ID, err)
 	}
 	w := newWriter(s, meta)
+	s.wmu.Lock()
 	s.writers[w] = struct{}{}
+	s.wmu.Unlock()
 	return w, nil
 }
 
 func (s *Store) forget(w *Writer) {
-	s.mu.Lock()
+	s.wmu.Lock()
 	delete(s.writers, w)
-	s.mu.Unlock()
+	s.wmu.Unlock()
+}
+
+func (s *Store) openWriters() []*Writer {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	ws := make([]*Writer, 0, len(s.writers))
+	for w := range s.writers {
+		ws = append(ws, w)
+	}
+	return ws
+}
+
+// wakeWriters wakes every Append waiting for room, to look again at why it
+// waits (the disk is full: it will hold its event instead).
+func (s *Store) wakeWriters() {
+	for _, w := range s.openWriters() {
+		w.mu.Lock()
+		w.room.Broadcast()
+		w.mu.Unlock()
+	}
+}
+
+// fatal is what pebble's Fatalf does: pebble met an error it cannot go on
+// from (a write that failed even after diskWatch.enospc waited for space, a
+// manifest it could not write) and must not return to its caller. The
+// store is marked broken: every writer fails (Admit refuses, Append counts
+// events as lost, End and Close return without waiting for pebble), and the
+// events already synced stay in the write-ahead log for the next Open. It
+// reports whether the calling goroutine should be parked rather than panic:
+// a process that records a session (capsem run, capsem-net) must outlive
+// its store — the guest keeps running, refused, and the user is told —
+// while a process that only reads or imports had better stop with the
+// message.
+func (s *Store) fatal(err error) (park bool) {
+	s.brokenOnce.Do(func() {
+		s.brokenErr = err
+		close(s.broken)
+	})
+	ws := s.openWriters()
+	for _, w := range ws {
+		w.mu.Lock()
+		if w.err == nil {
+			w.failLocked(err, w.inFlight)
+		}
+		w.mu.Unlock()
+	}
+	return len(ws) > 0
+}
+
+// brokenError returns the error fatal recorded, or nil.
+func (s *Store) brokenError() error {
+	select {
+	case <-s.broken:
+		return s.brokenErr
+	default:
+		return nil
+	}
 }
 
 // logger routes pebble's messages to slog: its informational chatter at
-// debug level, errors at error level.
-type logger struct{}
+// debug level, errors at error level, and a fatal error to Store.fatal.
+type logger struct{ s *Store }
 
 func (logger) Infof(format string, args ...any) {
 	slog.Debug("pebble: " + strings.TrimSpace(fmt.Sprintf(format, args...)))
@@ -466,8 +567,11 @@ func (logger) Errorf(format string, args ...any) {
 	slog.Error("store: pebble: " + strings.TrimSpace(fmt.Sprintf(format, args...)))
 }
 
-func (logger) Fatalf(format string, args ...any) {
+func (l logger) Fatalf(format string, args ...any) {
 	msg := "store: pebble fatal: " + strings.TrimSpace(fmt.Sprintf(format, args...))
 	slog.Error(msg)
+	if l.s != nil && l.s.fatal(errors.New(msg)) {
+		select {} // pebble expects Fatalf not to return; see Store.fatal
+	}
 	panic(msg) // pebble expects Fatalf not to return
 }

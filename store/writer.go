@@ -21,6 +21,15 @@ var (
 	maxBatchBytes  = 1 << 20
 )
 
+// stallAfter is how long one group commit may take before the writer counts
+// it as stalled: Admit refuses, and Append, rather than wait for room, holds
+// events as counts (see unstored.go) until the commit completes. A commit
+// is one fsync of at most 1 MiB: ~1–10 ms on this project's disks, ~100 ms
+// on a busy spinning disk; 5 s is a disk that is not answering (or a full
+// one, whose write waits in diskWatch.enospc for space). A variable so that
+// a test can shorten it.
+var stallAfter = 5 * time.Second
+
 // Writer appends the events of one session. Its methods are safe for
 // concurrent use.
 type Writer struct {
@@ -45,6 +54,18 @@ type Writer struct {
 	stopping bool   // End or Close was called: refuse new events
 	ended    bool
 	keyBuf   []byte
+	inFlight int  // events in the batch the committer is writing
+	stalled  bool // that batch has taken longer than stallAfter
+
+	// The byte budget (budget.go) and the events held as counts
+	// (unstored.go).
+	budget     int64 // Options.MaxSessionBytes; 0: no limit
+	allowance  int64 // what may be stored past the budget: refusals, aggregates
+	overBudget bool
+	bytes      int64     // stored: Counts.Bytes
+	gap        gap       // events held since the last unstored event was written
+	unstored   int64     // events held as counts, in all (part of Counts.Lost)
+	diskSeen   diskState // the disk state the session's record last noted
 }
 
 func newWriter(s *Store, meta Session) *Writer {
@@ -58,6 +79,7 @@ func newWriter(s *Store, meta Session) *Writer {
 		spare:   newBatch(s.db),
 		counts:  Counts{Kinds: map[Kind]int64{}},
 	}
+	w.budget, w.allowance = budgetOf(s.opts.MaxSessionBytes)
 	w.room.L = &w.mu
 	w.work.L = &w.mu
 	w.synced.L = &w.mu
@@ -77,35 +99,27 @@ var encPool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }
 // Append records ev. It fills ev.Session and ev.Seq (the next number, with no
 // gaps), ev.Time when zero, and ev.Kind when empty and a payload is set.
 // Append copies what it needs before it returns: the caller may reuse ev and
-// its payload. It never drops the event: when the committer is behind, it
-// blocks until there is room. The event is durable once a later Sync
-// returns nil (the committer syncs continuously, so that is usually soon).
+// its payload. When the committer is behind, it blocks until there is room
+// (backpressure). The event is durable once a later Sync returns nil (the
+// committer syncs continuously, so that is usually soon).
 //
-// An event appended after End or Close, or after a write error, cannot be
-// recorded: it is counted in Counts.Lost, logged, and reported by Err, Sync
-// and End.
+// Append never blocks for good and never drops an event silently. An event
+// that cannot be written is counted (Counts.Lost), logged, and reported by
+// Err, Sync and End: appended after End or Close, or after a write error;
+// or held as a count, with its kind, while the store's disk is below its
+// floor, while a commit has stalled (longer than stallAfter) with the queue
+// full, or once the session is past its byte budget and the allowance after
+// it — each such run of held events becomes one RecordingUnstored event
+// where writing resumes (or at End), so that the log says where its gap is.
 func (w *Writer) Append(ev Event) {
 	if ev.Kind == "" {
-		switch {
-		case ev.DNS != nil:
-			ev.Kind = KindDNS
-		case ev.Net != nil:
-			ev.Kind = KindNet
-		case ev.ModelCall != nil:
-			ev.Kind = KindModelCall
-		case ev.Exec != nil:
-			ev.Kind = KindExec
-		case ev.FS != nil:
-			ev.Kind = KindFS
-		case ev.Agent != nil:
-			ev.Kind = KindAgent
-		}
+		ev.Kind = kindOf(&ev)
 	}
 	bp := encPool.Get().(*[]byte)
 	v := appendEvent((*bp)[:0], &ev)
 
 	w.mu.Lock()
-	for w.curN > 0 && (w.curN >= maxBatchEvents || w.cur.Len() >= maxBatchBytes) && w.err == nil && !w.stopping {
+	for w.batchFullLocked() && w.err == nil && !w.stopping && !w.stalled && !w.s.disk.full.Load() {
 		w.room.Wait()
 	}
 	if w.err != nil || w.stopping {
@@ -114,19 +128,68 @@ func (w *Writer) Append(ev Event) {
 		putEnc(bp, v)
 		return
 	}
+	now := time.Now()
 	if ev.Time.IsZero() {
-		binary.BigEndian.PutUint64(v[timeOffset:], uint64(time.Now().UnixNano()))
+		binary.BigEndian.PutUint64(v[timeOffset:], uint64(now.UnixNano()))
 	}
+	if why := w.refuseLocked(now, int64(len(v)+w.keyLen())); why != "" {
+		w.holdLocked(ev.Kind, why, now)
+		w.mu.Unlock()
+		putEnc(bp, v)
+		return
+	}
+	w.putLocked(v, &ev)
+	w.checkBudgetLocked()
+	w.mu.Unlock()
+	putEnc(bp, v)
+}
+
+func kindOf(ev *Event) Kind {
+	switch {
+	case ev.DNS != nil:
+		return KindDNS
+	case ev.Net != nil:
+		return KindNet
+	case ev.ModelCall != nil:
+		return KindModelCall
+	case ev.Exec != nil:
+		return KindExec
+	case ev.FS != nil:
+		return KindFS
+	case ev.Agent != nil:
+		return KindAgent
+	case ev.Recording != nil:
+		return KindRecording
+	}
+	return ""
+}
+
+func (w *Writer) batchFullLocked() bool {
+	return w.curN > 0 && (w.curN >= maxBatchEvents || w.cur.Len() >= maxBatchBytes)
+}
+
+func (w *Writer) keyLen() int { return len(eventPrefix) + len(w.id) + 1 + 8 }
+
+// putLocked gives the encoded event v the next sequence number and adds it
+// to the batch being filled.
+func (w *Writer) putLocked(v []byte, ev *Event) {
 	w.seq++
 	w.keyBuf = appendEventKey(w.keyBuf[:0], w.id, w.seq)
 	_ = w.cur.Set(w.keyBuf, v, nil) // cannot fail: the batch is not indexed
 	w.curN++
-	w.counts.add(&ev)
+	w.bytes += int64(len(w.keyBuf) + len(v))
+	w.counts.add(ev)
 	if w.curN == 1 {
 		w.work.Signal()
 	}
-	w.mu.Unlock()
-	putEnc(bp, v)
+}
+
+// putRecordingLocked adds an event of the store's own (KindRecording) to
+// the batch, whatever the queue, budget or disk say: there are a handful
+// per session, and they are what makes a gap in the record visible.
+func (w *Writer) putRecordingLocked(r Recording, now time.Time) {
+	ev := Event{Time: now, Kind: KindRecording, Recording: &r}
+	w.putLocked(appendEvent(nil, &ev), &ev)
 }
 
 func putEnc(bp *[]byte, v []byte) {
@@ -187,15 +250,23 @@ func (w *Writer) commitLoop() {
 		}
 		b, n, last := w.cur, w.curN, w.seq
 		w.cur, w.spare, w.curN = w.spare, nil, 0
+		w.inFlight = n
 		sess := w.snapshotLocked()
 		w.room.Broadcast()
 		w.mu.Unlock()
 
 		_ = b.Set(w.sessKey, encodeSession(&sess), nil)
+		watchdog := time.AfterFunc(stallAfter, w.markStalled)
 		err := b.Commit(pebble.Sync)
+		watchdog.Stop()
 		b.Reset()
 
 		w.mu.Lock()
+		w.inFlight = 0
+		if w.stalled {
+			w.stalled = false
+			slog.Info("store: writing resumed after a stall", "session", w.id, "dir", w.s.dir)
+		}
 		w.spare = b
 		if err != nil {
 			w.failLocked(err, n)
@@ -208,6 +279,21 @@ func (w *Writer) commitLoop() {
 	w.spare.Close()
 	w.cur, w.spare = nil, nil
 	w.mu.Unlock()
+}
+
+// markStalled runs when a commit has taken stallAfter: from then until it
+// completes, Admit refuses and Appends that find the queue full hold their
+// events as counts instead of waiting.
+func (w *Writer) markStalled() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.inFlight == 0 || w.stalled || w.err != nil {
+		return
+	}
+	w.stalled = true
+	slog.Warn("store: a write has not completed for "+stallAfter.String()+"; new flows and requests are refused and events are counted, not queued, until it does",
+		"session", w.id, "dir", w.s.dir)
+	w.room.Broadcast()
 }
 
 // failLocked records the first write error. The events of the failed batch
@@ -229,7 +315,8 @@ func (w *Writer) snapshotLocked() Session {
 	s.Counts = w.counts
 	s.Counts.Kinds = maps.Clone(w.counts.Kinds)
 	s.Counts.Agent = maps.Clone(w.counts.Agent)
-	s.Counts.Lost = w.lost
+	s.Counts.Lost = w.lost + w.unstored
+	s.Counts.Bytes = w.bytes
 	return s
 }
 
@@ -239,6 +326,10 @@ func (w *Writer) errLocked() error {
 	}
 	if w.lost > 0 {
 		return fmt.Errorf("store: session %s: %d events were appended after the session ended and not recorded", w.id, w.lost)
+	}
+	if w.unstored > 0 {
+		return fmt.Errorf("store: session %s: %d events were counted but not stored (%s); the record says where, in its recording events",
+			w.id, w.unstored, w.gapWhy())
 	}
 	return nil
 }
@@ -266,12 +357,20 @@ func (w *Writer) Sync() error {
 // stop refuses further events, lets the committer write and sync everything
 // already appended, and waits for it to exit. It is idempotent.
 func (w *Writer) stop() error {
+	w.s.ending.Add(1)
+	defer w.s.ending.Add(-1)
 	w.mu.Lock()
+	if !w.stopping && w.err == nil {
+		w.flushGapAtEndLocked(time.Now())
+	}
 	w.stopping = true
 	w.work.Broadcast()
 	w.room.Broadcast()
 	w.mu.Unlock()
-	<-w.done
+	select {
+	case <-w.done:
+	case <-w.s.broken: // the committer may never return: see Store.fatal
+	}
 	w.s.forget(w)
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -304,6 +403,9 @@ func (w *Writer) End(exitCode *int) error {
 	rec := encodeSession(&sess)
 
 	s := w.s
+	if err := s.brokenError(); err != nil {
+		return errors.Join(werr, fmt.Errorf("store: session %s: the store can no longer write (%v); the session is left without an end time, its synced events are kept", w.id, err))
+	}
 	if err := s.acquire(); err != nil {
 		return errors.Join(werr, fmt.Errorf("store: session %s: the store was closed before End; the session is left without an end time: %w", w.id, err))
 	}
@@ -322,7 +424,10 @@ var ErrNotRecording = errors.New("store: events cannot be recorded")
 // about to let something happen — a flow, a request, a DNS answer — ask
 // first and refuse when it returns an error (fail closed): nothing may
 // happen that the record would miss. The error wraps ErrNotRecording and
-// says why and what to do.
+// says why and what to do: a write failed, the session ended, a write has
+// stalled, the session stored its byte budget, or the store's disk has less
+// free space than the reserve. Admit admits again once a stall ends or
+// space returns. It costs a lock and, at most every 100 ms, a statfs.
 func (w *Writer) Admit() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -331,6 +436,17 @@ func (w *Writer) Admit() error {
 		return fmt.Errorf("%w: session %s: writing to the store failed (%v); free space or fix the store's disk and start a new session", ErrNotRecording, w.id, w.err)
 	case w.stopping:
 		return fmt.Errorf("%w: session %s has ended", ErrNotRecording, w.id)
+	case w.stalled:
+		return fmt.Errorf("%w: session %s: a write to %s has not completed for %s (the disk is stalled or full); new flows and requests are refused until it does",
+			ErrNotRecording, w.id, w.s.dir, stallAfter)
+	case w.overBudget:
+		return fmt.Errorf("%w: %s", ErrNotRecording, w.budgetMessage())
+	}
+	now := time.Now()
+	st, _ := w.s.disk.check(now, 0)
+	w.noteDiskLocked(st, now)
+	if st != diskOK {
+		return fmt.Errorf("%w: %s", ErrNotRecording, w.s.disk.message(st))
 	}
 	return nil
 }

@@ -83,6 +83,8 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "policy", Usage: "policy `FILE` (TOML); without it everything is denied"},
 			&cli.StringFlag{Name: "data", Value: store.DefaultDir(), Usage: "event store `DIR`"},
+			&cli.StringFlag{Name: "max-session-bytes", Value: "1GiB", Usage: "the most the session may store (`SIZE`, e.g. 512MiB; off: no limit); past it new flows are refused"},
+			&cli.StringFlag{Name: "min-free-disk", Value: "256MiB", Usage: "free space kept on the store's disk (`SIZE`; off: not watched); below it new flows are refused, below a quarter of it events are counted, not written"},
 			&cli.StringFlag{Name: "listen-qemu", Usage: "QEMU stream socket: unix:///`PATH` (-netdev stream)"},
 			&cli.StringFlag{Name: "listen-vfkit", Usage: "vfkit datagram socket: unixgram:///`PATH`"},
 			&cli.StringFlag{Name: "listen-bess", Usage: "bess packet socket: unixpacket:///`PATH`"},
@@ -107,6 +109,19 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			return serve(c, stdout)
 		},
 	}
+}
+
+// storeOptions reads --max-session-bytes and --min-free-disk.
+func storeOptions(c *cli.Context) (store.Options, error) {
+	var o store.Options
+	var err error
+	if o.MaxSessionBytes, err = store.ParseSize(c.String("max-session-bytes")); err != nil {
+		return o, usagef("--max-session-bytes: %v", err)
+	}
+	if o.MinFreeDisk, err = store.ParseSize(c.String("min-free-disk")); err != nil {
+		return o, usagef("--min-free-disk: %v", err)
+	}
+	return o, nil
 }
 
 func defaultCADir() string {
@@ -210,7 +225,11 @@ func serve(c *cli.Context, stdout io.Writer) error {
 	}
 	defer ln.Close()
 
-	st, err := store.Open(c.String("data"))
+	stOpt, err := storeOptions(c)
+	if err != nil {
+		return err
+	}
+	st, err := store.OpenWith(c.String("data"), stOpt)
 	if err != nil {
 		return err
 	}

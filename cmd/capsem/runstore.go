@@ -35,13 +35,42 @@ type runStore struct {
 	w    *store.Writer
 }
 
+// storeFlags are the event store's limits, for `capsem run`'s flags.
+func storeFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "max-session-bytes", Value: "1GiB",
+			Usage: "the most the session may store (`SIZE`, e.g. 512MiB; off: no limit); past it new flows are refused"},
+		&cli.StringFlag{Name: "min-free-disk", Value: "256MiB",
+			Usage: "free space kept on the store's disk (`SIZE`; off: not watched); below it new flows are refused, below a quarter of it events are counted, not written"},
+	}
+}
+
+// storeOptions reads the flags of storeFlags.
+func storeOptions(c *cli.Context) (store.Options, error) {
+	var o store.Options
+	var err error
+	if o.MaxSessionBytes, err = store.ParseSize(c.String("max-session-bytes")); err != nil {
+		return o, usageError{fmt.Errorf("--max-session-bytes: %w", err)}
+	}
+	if o.MinFreeDisk, err = store.ParseSize(c.String("min-free-disk")); err != nil {
+		return o, usageError{fmt.Errorf("--min-free-disk: %w", err)}
+	}
+	return o, nil
+}
+
 func openRunStore(data string, meta store.Session) (*runStore, error) {
+	return openRunStoreWith(data, meta, store.Options{})
+}
+
+// openRunStoreWith opens the run's own store with the limits opt (see
+// storeOptions) and begins its session.
+func openRunStoreWith(data string, meta store.Session, opt store.Options) (*runStore, error) {
 	meta.ID = store.NewSessionID()
 	dir := sessionDir(data, meta.ID)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("session directory: %w", err)
 	}
-	st, err := store.Open(runEventsDir(data, meta.ID))
+	st, err := store.OpenWith(runEventsDir(data, meta.ID), opt)
 	if err != nil {
 		return nil, err
 	}

@@ -37,18 +37,19 @@ type Options struct {
 
 // Result says what Export wrote.
 type Result struct {
-	Sessions      int // rows in sessions
-	Events        int // stored events exported, all kinds
-	NetEvents     int // rows in net_events
-	DNSEvents     int // rows in dns_events
-	ModelCalls    int // rows in model_calls: one per model_call event
-	ToolCalls     int // rows in tool_calls: the model calls' tool calls
-	ToolResponses int // rows in tool_responses: the tool results the model calls' requests carried
-	ExecEvents    int // rows in exec_events: commands the guest ran
-	FSEvents      int // rows in fs_events: changes in the workspace
-	AgentEvents   int // rows in agent_events: the guest agent went silent, was cut off, …
-	OtherEvents   int // rows in other_events: kinds this build cannot decode
-	Duration      time.Duration
+	Sessions        int // rows in sessions
+	Events          int // stored events exported, all kinds
+	NetEvents       int // rows in net_events
+	DNSEvents       int // rows in dns_events
+	ModelCalls      int // rows in model_calls: one per model_call event
+	ToolCalls       int // rows in tool_calls: the model calls' tool calls
+	ToolResponses   int // rows in tool_responses: the tool results the model calls' requests carried
+	ExecEvents      int // rows in exec_events: commands the guest ran
+	FSEvents        int // rows in fs_events: changes in the workspace
+	AgentEvents     int // rows in agent_events: the guest agent went silent, was cut off, …
+	RecordingEvents int // rows in recording_events: the store's budget, disk and gaps
+	OtherEvents     int // rows in other_events: kinds this build cannot decode
+	Duration        time.Duration
 }
 
 // Export writes the sessions of st selected by opt, with all their events,
@@ -287,6 +288,7 @@ const (
 	tExec
 	tFS
 	tAgent
+	tRecording
 	tOther
 	tSessionEvents // UPDATE sessions SET events
 	nTables
@@ -339,6 +341,11 @@ var fsColumns = []string{
 	"action", "path", "size", "old_path", "is_dir", "guest_time", "guest_time_ms",
 }
 
+var recordingColumns = []string{
+	"id", "session_id", "seq", "timestamp", "timestamp_ms",
+	"state", "detail", "count",
+}
+
 var agentColumns = []string{
 	"id", "session_id", "seq", "timestamp", "timestamp_ms",
 	"state", "detail", "count",
@@ -373,6 +380,7 @@ func copyEvents(ctx context.Context, st *store.Store, tx *sql.Tx, sessions []sto
 		tExec:          insertSQL("exec_events", execColumns),
 		tFS:            insertSQL("fs_events", fsColumns),
 		tAgent:         insertSQL("agent_events", agentColumns),
+		tRecording:     insertSQL("recording_events", recordingColumns),
 		tOther:         insertSQL("other_events", otherColumns),
 		tSessionEvents: "UPDATE sessions SET events = ? WHERE id = ?",
 	} {
@@ -503,6 +511,10 @@ func readEvents(ctx context.Context, st *store.Store, sessions []store.Session, 
 				next[tAgent]++
 				r = row{tAgent, conv.agent(next[tAgent], sid, &ev)}
 				res.AgentEvents++
+			case ev.Recording != nil:
+				next[tRecording]++
+				r = row{tRecording, conv.recording(next[tRecording], sid, &ev)}
+				res.RecordingEvents++
 			default:
 				next[tOther]++
 				r = row{tOther, conv.other(next[tOther], sid, &ev)}
@@ -752,6 +764,14 @@ func (c *converter) fs(id int64, session string, ev *store.Event) []any {
 	guest, guestMS := timestamp(f.GuestTime)
 	return []any{id, session, int64(ev.Seq), ts, tsMS,
 		c.text(f.Action), c.text(f.Path), f.Size, c.text(f.OldPath), bit(f.Dir), guest, guestMS,
+	}
+}
+
+func (c *converter) recording(id int64, session string, ev *store.Event) []any {
+	r := ev.Recording
+	ts, tsMS := eventTime(ev.Time)
+	return []any{id, session, int64(ev.Seq), ts, tsMS,
+		c.text(r.State), c.text(r.Detail), r.Count,
 	}
 }
 

@@ -8,7 +8,7 @@ package sqliteexport
 // Version 2: fs_events.timestamp is the host's time of receipt (it was the
 // guest's claim, now in fs_events.guest_time); sessions.allowed and denied
 // weigh DNS events by dns_events.count. Added: dns_events.count,
-// fs_events.guest_time, agent_events, sessions.agent.
+// fs_events.guest_time, agent_events, sessions.agent, recording_events.
 const SchemaVersion = 2
 
 // ApplicationID is written to PRAGMA application_id so that tools (and
@@ -55,7 +55,9 @@ const ApplicationID = 0x4370536d
 //     agent can invent or leave out; their timestamp is when the host
 //     received the report and guest_time the time the guest claimed.
 //     agent_events say when the agent went silent, was cut off, or had its
-//     reports dropped or truncated, so that a record with gaps says so.
+//     reports dropped or truncated, and recording_events when the store
+//     itself could not keep everything (the session's byte budget, a full
+//     disk), so that a record with gaps says so and where.
 //   - Paths (fs_events.path, old_path) are relative to the workspace and
 //     slash-separated.
 
@@ -255,6 +257,19 @@ var tables = []string{
 	detail       TEXT,
 	count        INTEGER NOT NULL DEFAULT 1 -- rate-limited: events dropped; capped: fields truncated; otherwise 1
 )`,
+	// The store's record of itself: where the record has a gap and why.
+	// sessions.lost is the total of unstored counts (and of any other
+	// event the writer could not record).
+	`CREATE TABLE recording_events (
+	id           INTEGER PRIMARY KEY,
+	session_id   TEXT NOT NULL REFERENCES sessions(id),
+	seq          INTEGER NOT NULL,
+	timestamp    TEXT NOT NULL,
+	timestamp_ms INTEGER NOT NULL,
+	state        TEXT,    -- over-budget (new flows refused), disk-low (new flows refused), resumed, unstored (count events not stored)
+	detail       TEXT,    -- what happened and what to do; for unstored the span, the kinds and why
+	count        INTEGER NOT NULL DEFAULT 0 -- unstored: events not stored; otherwise 0
+)`,
 	// Events of a kind this build of capsem cannot decode (written by a
 	// newer one): kept as a row so that every stored event appears once.
 	`CREATE TABLE other_events (
@@ -271,7 +286,7 @@ var tables = []string{
 // seq) is unique in them.
 var eventTables = []string{
 	"net_events", "dns_events", "model_calls", "mcp_calls",
-	"fs_events", "exec_events", "agent_events", "other_events",
+	"fs_events", "exec_events", "agent_events", "recording_events", "other_events",
 }
 
 // sharedSeqTables hold rows that come several to a stored event (the tool

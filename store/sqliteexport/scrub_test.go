@@ -180,6 +180,9 @@ func TestScrubExport(t *testing.T) {
 		a := &store.Agent{Count: 2}
 		setStrings(a, text)
 		w.Append(store.Event{Agent: a})
+		r := &store.Recording{Count: 2}
+		setStrings(r, text)
+		w.Append(store.Event{Recording: r})
 		if err := w.End(nil); err != nil {
 			t.Fatal(err)
 		}
@@ -195,6 +198,7 @@ func TestScrubExport(t *testing.T) {
 	w.Append(store.Event{Exec: &store.Exec{Argv: []string{"true"}}})
 	w.Append(store.Event{FS: &store.FS{Action: store.FSCreated, Path: "x"}})
 	w.Append(store.Event{Agent: &store.Agent{State: store.AgentSilent}})
+	w.Append(store.Event{Recording: &store.Recording{State: store.RecordingResumed}})
 	if err := w.End(nil); err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +206,7 @@ func TestScrubExport(t *testing.T) {
 	out, res := export(t, st, Options{Scrub: true})
 	if res.NetEvents != len(texts)+1 || res.DNSEvents != len(texts)+1 ||
 		res.ModelCalls != len(texts)+1 || res.ToolCalls != 2*len(texts)+1 || res.ToolResponses != 2*len(texts)+1 ||
-		res.ExecEvents != len(texts)+1 || res.FSEvents != len(texts)+1 || res.AgentEvents != len(texts)+1 {
+		res.ExecEvents != len(texts)+1 || res.FSEvents != len(texts)+1 || res.AgentEvents != len(texts)+1 || res.RecordingEvents != len(texts)+1 {
 		t.Fatalf("result %+v", res)
 	}
 	db := openExport(t, out)
@@ -245,7 +249,7 @@ func TestScrubExport(t *testing.T) {
 	}
 	// Every text column of the event tables was exercised.
 	for _, tbl := range []string{"sessions", "net_events", "dns_events", "model_calls", "tool_calls", "tool_responses",
-		"exec_events", "fs_events", "agent_events"} {
+		"exec_events", "fs_events", "agent_events", "recording_events"} {
 		for _, c := range pragmaRows(t, db, "table_info('"+tbl+"')") {
 			if c["type"] != "TEXT" {
 				continue
@@ -274,6 +278,7 @@ func TestScrubExport(t *testing.T) {
 		"SELECT command, argv, dir, signal FROM exec_events",
 		"SELECT action, path, old_path FROM fs_events",
 		"SELECT state, detail FROM agent_events",
+		"SELECT state, detail FROM recording_events",
 	} {
 		found := 0
 		for _, r := range queryRows(t, openExport(t, raw), q) {

@@ -42,8 +42,9 @@ var Columns = map[string][]string{
 		"old_path", "is_dir", "guest_time", "guest_time_ms"},
 	"exec_events": {"id", "session_id", "seq", "timestamp", "timestamp_ms", "command", "exit_code", "duration_ms",
 		"argv", "dir", "tty", "pid", "signal", "started_at", "started_at_ms"},
-	"agent_events": {"id", "session_id", "seq", "timestamp", "timestamp_ms", "state", "detail", "count"},
-	"other_events": {"id", "session_id", "seq", "timestamp", "timestamp_ms", "kind"},
+	"agent_events":     {"id", "session_id", "seq", "timestamp", "timestamp_ms", "state", "detail", "count"},
+	"recording_events": {"id", "session_id", "seq", "timestamp", "timestamp_ms", "state", "detail", "count"},
+	"other_events":     {"id", "session_id", "seq", "timestamp", "timestamp_ms", "kind"},
 }
 
 // ForeignKeys are "column→table.column" per table, besides session_id →
