@@ -157,6 +157,7 @@ type Stack struct {
 	synCapSeen          atomic.Uint64 // gVisor's in-flight drops already recorded
 	storeDown           atomic.Bool   // the recorder refused the last Admit
 	wildCapWarned       atomic.Bool
+	flusherDone         chan struct{}
 
 	// guestMAC is the locked guest MAC (6 bytes) or empty.
 	macMu    sync.Mutex
@@ -231,6 +232,7 @@ func New(cfg Config) (*Stack, error) {
 	if err := s.buildGVisor(); err != nil {
 		return nil, err
 	}
+	s.flusherDone = make(chan struct{})
 	go s.flushAggregates()
 	return s, nil
 }
@@ -239,6 +241,7 @@ func New(cfg Config) (*Stack, error) {
 // whose flood has stopped, so that they reach the store while the session
 // runs rather than only when it ends.
 func (s *Stack) flushAggregates() {
+	defer close(s.flusherDone)
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
@@ -384,6 +387,7 @@ func (s *Stack) Close() error {
 	s.flowMu.Unlock()
 	s.cancel()
 	s.flowsWG.Wait()
+	<-s.flusherDone
 	s.drops.flush()
 	s.dnsLog.flush()
 	s.gs.Close()
