@@ -60,6 +60,7 @@ func (m *memRecorder) net() []*store.Net {
 type plainRecorder struct{ n atomic.Int64 }
 
 func (p *plainRecorder) Append(store.Event) { p.n.Add(1) }
+func (p *plainRecorder) Admit() error       { return nil }
 
 // testProxy is a MITM in the test process, an upstream for api.test on
 // loopback, and a way to open intercepted guest connections to it.
