@@ -27,7 +27,7 @@ func runDoctor(t *testing.T, args ...string) (string, int) {
 	if _, ok := err.(*exec.ExitError); err != nil && !ok {
 		t.Fatalf("capsem doctor: %v", err)
 	}
-	checkNothingLeft(t, data)
+	checkNothingLeft(t, data, "capsem-doctor-") // the doctor's workspace is in a capsem-doctor-* directory
 	return string(out), cmd.ProcessState.ExitCode()
 }
 

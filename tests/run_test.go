@@ -77,6 +77,7 @@ type runOpts struct {
 	env                            []string // the capsem process's own environment additions
 	stdin                          io.Reader
 	timeout                        time.Duration
+	onStart                        func(pid int) // called once capsem runs
 }
 
 // capsemRun runs `capsem run [flags] -- argv…` and checks that it left no
@@ -108,7 +109,13 @@ func capsemRun(t *testing.T, o runOpts, flags []string, argv ...string) runResul
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
-	err := cmd.Run()
+	err := cmd.Start()
+	if err == nil {
+		if o.onStart != nil {
+			o.onStart(cmd.Process.Pid)
+		}
+		err = cmd.Wait()
+	}
 	r := runResult{stdout: stdout.String(), stderr: stderr.String(), code: cmd.ProcessState.ExitCode()}
 	var ee *exec.ExitError
 	if err != nil && !errors.As(err, &ee) {
@@ -122,7 +129,7 @@ func capsemRun(t *testing.T, o runOpts, flags []string, argv ...string) runResul
 	if r.session == "" {
 		t.Fatalf("capsem run %q printed no session id\nstderr:\n%s", argv, r.stderr)
 	}
-	checkNothingLeft(t, filepath.Join(o.data, "sessions", r.session))
+	checkNothingLeft(t, filepath.Join(o.data, "sessions", r.session), "path="+o.workspace+",")
 	return r
 }
 
@@ -140,9 +147,9 @@ func sessionOf(stderr string) string {
 }
 
 // checkNothingLeft fails when a QEMU process is still running whose
-// command line names dir (a session's directory holds its console log), or
-// a socket file was left under dir.
-func checkNothingLeft(t *testing.T, dir string) {
+// command line holds one of marks (the workspace a run exported, say), or
+// a socket file was left under dir (a session's or the data directory).
+func checkNothingLeft(t *testing.T, dir string, marks ...string) {
 	t.Helper()
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, p := range procs {
@@ -150,8 +157,13 @@ func checkNothingLeft(t *testing.T, dir string) {
 		if err != nil {
 			continue
 		}
-		if bytes.Contains(b, []byte("qemu-system")) && bytes.Contains(b, []byte(dir)) {
-			t.Errorf("a QEMU is still running after capsem run exited: %s", bytes.ReplaceAll(b, []byte{0}, []byte{' '}))
+		if !bytes.Contains(b, []byte("qemu-system")) {
+			continue
+		}
+		for _, m := range marks {
+			if bytes.Contains(b, []byte(m)) {
+				t.Errorf("a QEMU is still running after capsem exited: %s", bytes.ReplaceAll(b, []byte{0}, []byte{' '}))
+			}
 		}
 	}
 	_ = filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
@@ -378,7 +390,7 @@ func TestRunConcurrentIsolated(t *testing.T) {
 			"ls /tmp; ls /workspace; ps -eo args")
 	}()
 	wg.Wait()
-	checkNothingLeft(t, data)
+	checkNothingLeft(t, data, "path="+wsA+",", "path="+wsB+",")
 	if a.code != 0 || b.code != 0 {
 		t.Fatalf("exit codes %d, %d\nA stderr:\n%s\nB stderr:\n%s", a.code, b.code, a.stderr, b.stderr)
 	}
@@ -406,8 +418,8 @@ func TestRunInteractiveShell(t *testing.T) {
 		t.Skipf("no pty: %v", err)
 	}
 	defer ptm.Close()
-	data := t.TempDir()
-	cmd := exec.Command(capsemBin, "run", "--data", data, "--workspace", t.TempDir(), "--ca-dir", t.TempDir())
+	data, ws := t.TempDir(), t.TempDir()
+	cmd := exec.Command(capsemBin, "run", "--data", data, "--workspace", ws, "--ca-dir", t.TempDir())
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = pts, pts, pts
 	cmd.SysProcAttr = &unix.SysProcAttr{Setsid: true, Setctty: true}
 	if err := cmd.Start(); err != nil {
@@ -445,10 +457,15 @@ func TestRunInteractiveShell(t *testing.T) {
 	if code := cmd.ProcessState.ExitCode(); code != 7 {
 		t.Errorf("exit %d, want the shell's 7; terminal:\n%s", code, out.String())
 	}
+	// capsem's last line may still be in the pty when it exits.
+	deadline := time.Now().Add(5 * time.Second)
+	for sessionOf(out.String()) == "" && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
 	if id := sessionOf(out.String()); id == "" {
 		t.Errorf("no session id on the terminal:\n%s", out.String())
 	} else {
-		checkNothingLeft(t, filepath.Join(data, "sessions", id))
+		checkNothingLeft(t, filepath.Join(data, "sessions", id), "path="+ws+",")
 	}
 }
 

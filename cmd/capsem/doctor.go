@@ -20,6 +20,15 @@ import (
 const (
 	doctorHost   = "allowed.doctor.test" // allowed on 443, backed by the doctor's upstream
 	doctorDenied = "denied.doctor.test"  // not in the policy
+	// doctorWild is a zone whose every subdomain the policy allows
+	// ("*.wild.doctor.test"), at most doctorWildCap distinct names a
+	// session ([dns] max_wildcard_names): the pool-exhaustion attack.
+	doctorWild    = "wild.doctor.test"
+	doctorWildCap = 256
+	// doctorWorkspaceOwner owns the doctor's workspace when the doctor runs
+	// as root, so that QEMU runs as that user and the guest's files are
+	// its, as they are a user's who runs capsem in their own directory.
+	doctorWorkspaceOwner = 65534
 	// doctorSuiteDir is where the suite lands in the guest's workspace.
 	doctorSuiteDir = ".capsem-doctor"
 	// doctorHostFile is a file the host writes into the workspace before boot.
@@ -78,6 +87,11 @@ func doctorAction(c *cli.Context) error {
 	if err := os.WriteFile(filepath.Join(ws, doctorHostFile), []byte(doctorHostContent), 0o644); err != nil {
 		return err
 	}
+	if os.Geteuid() == 0 {
+		if err := chownTree(ws, doctorWorkspaceOwner); err != nil {
+			return err
+		}
+	}
 
 	up, err := startDoctorUpstream(work, ws)
 	if err != nil {
@@ -107,18 +121,20 @@ func doctorAction(c *cli.Context) error {
 			"CAPSEM_DOCTOR=1",
 			"CAPSEM_DOCTOR_HOST=" + doctorHost,
 			"CAPSEM_DOCTOR_DENIED=" + doctorDenied,
+			"CAPSEM_DOCTOR_WILD=" + doctorWild,
+			fmt.Sprintf("CAPSEM_DOCTOR_WILD_CAP=%d", doctorWildCap),
 			"PYTHONDONTWRITEBYTECODE=1",
 		},
-		policy:      pol,
-		workspace:   ws,
-		cpus:        2,
-		mem:         2048,
-		timeout:     20 * time.Minute,
-		data:        c.String("data"),
-		caDir:       c.String("ca-dir"),
-		log:         log,
-		noStdin:     true,
-		onFileEvent: up.recordFileEvent,
+		policy:    pol,
+		workspace: ws,
+		cpus:      2,
+		mem:       2048,
+		timeout:   20 * time.Minute,
+		data:      c.String("data"),
+		caDir:     c.String("ca-dir"),
+		log:       log,
+		noStdin:   true,
+		onEvent:   up.recordEvent,
 	}
 	return runRecorded(c, o)
 }
@@ -126,7 +142,7 @@ func doctorAction(c *cli.Context) error {
 // doctorPolicy allows the doctor's host on 443 only, sends it to the local
 // upstream, trusts the upstream's CA, and refuses /admin/ on it.
 func doctorPolicy(up *doctorUpstream, also []string) string {
-	allow := []string{fmt.Sprintf("%q", doctorHost)}
+	allow := []string{fmt.Sprintf("%q", doctorHost), fmt.Sprintf("%q", "*."+doctorWild)}
 	for _, a := range also {
 		allow = append(allow, fmt.Sprintf("%q", a))
 	}
@@ -134,6 +150,9 @@ func doctorPolicy(up *doctorUpstream, also []string) string {
 [network]
 default = "deny"
 allow = [%s]
+
+[dns]
+max_wildcard_names = %d
 
 [upstream]
 resolve = { %q = "127.0.0.1:%d" }
@@ -143,7 +162,18 @@ ca_files = [%q]
 host = %q
 paths = ["/admin/*"]
 action = "deny"
-`, strings.Join(allow, ", "), doctorHost, up.port, up.caFile, doctorHost)
+`, strings.Join(allow, ", "), doctorWildCap, doctorHost, up.port, up.caFile, doctorHost)
+}
+
+// chownTree gives dir and everything in it to uid (and the group of the
+// same number).
+func chownTree(dir string, uid int) error {
+	return filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, uid, uid)
+	})
 }
 
 // stageSuite copies the suite (dir, or the embedded one) into dst.

@@ -20,9 +20,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
-	"github.com/capsem/capsem/guest/proto"
+	"github.com/capsem/capsem/store"
 )
 
 // doctorUpstream is the HTTPS service the doctor's network tests reach as
@@ -37,13 +38,32 @@ type doctorUpstream struct {
 	workspace string
 
 	mu     sync.Mutex
-	events []fileEventJSON
+	events map[store.Kind][]eventJSON // what the session's store recorded, per kind
 }
 
-type fileEventJSON struct {
-	Action string `json:"action"`
-	Path   string `json:"path"`
+// eventJSON is a recorded event as the doctor's tests read it (/events):
+// the fields they check, by kind.
+type eventJSON struct {
+	Time      time.Time  `json:"time"`                 // the event's time as recorded (the host's)
+	Action    string     `json:"action,omitempty"`     // fs
+	Path      string     `json:"path,omitempty"`       // fs
+	GuestTime *time.Time `json:"guest_time,omitempty"` // fs: the guest's claim
+	Argv      []string   `json:"argv,omitempty"`       // exec
+	QName     string     `json:"qname,omitempty"`      // dns
+	Decision  string     `json:"decision,omitempty"`   // dns, net
+	Reason    string     `json:"reason,omitempty"`     // dns, net
+	Answer    string     `json:"answer,omitempty"`     // dns
+	Count     int64      `json:"count,omitempty"`      // dns, net, agent
+	Method    string     `json:"method,omitempty"`     // net (requests)
+	URLPath   string     `json:"url_path,omitempty"`   // net (requests)
+	Status    int        `json:"status,omitempty"`     // net (requests)
+	Detail    string     `json:"detail,omitempty"`     // net, agent
+	State     string     `json:"state,omitempty"`      // agent
 }
+
+// maxDoctorEvents bounds the events kept per kind: the injection tests
+// send a burst of DNS queries, and the suite reads only recent ones.
+const maxDoctorEvents = 20_000
 
 // maxDoctorBytes caps /bytes.
 const maxDoctorBytes = 64 << 20
@@ -65,7 +85,7 @@ func startDoctorUpstream(work, workspace string) (*doctorUpstream, error) {
 	if err != nil {
 		return nil, err
 	}
-	u := &doctorUpstream{ln: ln, port: ln.Addr().(*net.TCPAddr).Port, caFile: caFile, workspace: workspace}
+	u := &doctorUpstream{ln: ln, port: ln.Addr().(*net.TCPAddr).Port, caFile: caFile, workspace: workspace, events: map[store.Kind][]eventJSON{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/hello", func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "capsem-doctor-ok")
@@ -75,7 +95,10 @@ func startDoctorUpstream(work, workspace string) (*doctorUpstream, error) {
 		// capsem's [[http]] rule must stop the request before it gets here.
 		io.WriteString(w, "the doctor's admin page: capsem should have refused this request")
 	})
-	mux.HandleFunc("/fs-events", u.fsEvents)
+	mux.HandleFunc("/fs-events", u.eventsOf(store.KindFS))
+	mux.HandleFunc("/events", u.eventsOf(""))
+	mux.HandleFunc("/workspace-stat", u.workspaceStat)
+	mux.HandleFunc("/upgrade", upgrade)
 	mux.HandleFunc("/workspace-file", u.workspaceFile)
 	u.srv = &http.Server{
 		Handler:           mux,
@@ -89,10 +112,41 @@ func startDoctorUpstream(work, workspace string) (*doctorUpstream, error) {
 
 func (u *doctorUpstream) Close() error { return u.srv.Close() }
 
-// recordFileEvent notes a workspace event capsem recorded in the session.
-func (u *doctorUpstream) recordFileEvent(ev proto.FileEvent) {
+// recordEvent notes an event capsem recorded in the session.
+func (u *doctorUpstream) recordEvent(ev store.Event) {
+	j := eventJSON{Time: ev.Time}
+	var kind store.Kind
+	if j.Time.IsZero() {
+		j.Time = time.Now() // the writer stamps it the same way
+	}
+	switch {
+	case ev.FS != nil:
+		kind = store.KindFS
+		j.Action, j.Path = ev.FS.Action, ev.FS.Path
+		if !ev.FS.GuestTime.IsZero() {
+			g := ev.FS.GuestTime
+			j.GuestTime = &g
+		}
+	case ev.Exec != nil:
+		kind = store.KindExec
+		j.Argv = ev.Exec.Argv
+	case ev.DNS != nil:
+		kind = store.KindDNS
+		j.QName, j.Decision, j.Reason, j.Answer, j.Count = ev.DNS.QName, string(ev.DNS.Decision), ev.DNS.Reason, ev.DNS.Answer, ev.DNS.Count
+	case ev.Net != nil:
+		kind = store.KindNet
+		j.Decision, j.Reason, j.Count, j.Detail = string(ev.Net.Decision), ev.Net.Reason, ev.Net.Count, ev.Net.Detail
+		j.Method, j.URLPath, j.Status = ev.Net.Method, ev.Net.Path, ev.Net.StatusCode
+	case ev.Agent != nil:
+		kind = store.KindAgent
+		j.State, j.Count, j.Detail = ev.Agent.State, ev.Agent.Count, ev.Agent.Detail
+	default:
+		return
+	}
 	u.mu.Lock()
-	u.events = append(u.events, fileEventJSON{Action: ev.Action, Path: ev.Path})
+	if len(u.events[kind]) < maxDoctorEvents {
+		u.events[kind] = append(u.events[kind], j)
+	}
 	u.mu.Unlock()
 }
 
@@ -114,12 +168,82 @@ func (u *doctorUpstream) bytes(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (u *doctorUpstream) fsEvents(w http.ResponseWriter, r *http.Request) {
-	u.mu.Lock()
-	evs := append([]fileEventJSON{}, u.events...)
-	u.mu.Unlock()
+// eventsOf serves the events of one kind recorded so far (/events?kind=K;
+// /fs-events is kind fs).
+func (u *doctorUpstream) eventsOf(kind store.Kind) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		k := kind
+		if k == "" {
+			k = store.Kind(r.URL.Query().Get("kind"))
+		}
+		u.mu.Lock()
+		evs := append([]eventJSON{}, u.events[k]...)
+		u.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(evs)
+	}
+}
+
+// workspaceStat serves the host's lstat of a workspace path as JSON: what a
+// host user would find there (/workspace-stat?path=REL).
+func (u *doctorUpstream) workspaceStat(w http.ResponseWriter, r *http.Request) {
+	rel := r.URL.Query().Get("path")
+	clean := filepath.Clean("/" + rel)
+	if rel == "" || clean == "/" {
+		http.Error(w, "path: want a file in the workspace", http.StatusBadRequest)
+		return
+	}
+	st, err := os.Lstat(filepath.Join(u.workspace, clean))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusNotFound)
+		return
+	}
+	out := struct {
+		Mode uint32 `json:"mode"` // st_mode as the host's stat(2) gives it
+		UID  uint32 `json:"uid"`
+		GID  uint32 `json:"gid"`
+	}{}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		out.Mode, out.UID, out.GID = uint32(sys.Mode), sys.Uid, sys.Gid
+	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(evs)
+	_ = json.NewEncoder(w).Encode(out)
+}
+
+// upgrade plays an upstream that switches protocols for any Upgrade it is
+// offered (as an h2c server would) and then answers every request line on
+// the raw connection with 200 naming it: what a guest would reach if capsem
+// let a non-WebSocket upgrade through as a tunnel.
+func upgrade(w http.ResponseWriter, r *http.Request) {
+	proto := r.Header.Get("Upgrade")
+	if proto == "" {
+		io.WriteString(w, "no upgrade asked")
+		return
+	}
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		http.Error(w, "cannot switch protocols over HTTP/2", http.StatusHTTPVersionNotSupported)
+		return
+	}
+	conn, rw, err := hj.Hijack()
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	fmt.Fprintf(rw, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: %s\r\n\r\n", proto)
+	rw.Flush()
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	for {
+		line, err := rw.ReadString('\n')
+		if err != nil {
+			return
+		}
+		if f := strings.Fields(line); len(f) == 3 && strings.HasPrefix(f[2], "HTTP/") {
+			body := "the upstream's tunnel answered " + f[1]
+			fmt.Fprintf(rw, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+			rw.Flush()
+		}
+	}
 }
 
 // workspaceFile serves a file of the shared workspace as the host sees it.

@@ -65,6 +65,7 @@ func runCommand() *cli.Command {
 			dataFlag(),
 			&cli.StringFlag{Name: "ca-dir", Usage: "interception CA `DIR` (default: capsem ca path)"},
 			&cli.StringFlag{Name: "log-level", Value: "warn", Usage: "capsem's own log: debug, info, warn, error"},
+			consoleLogMaxFlag(),
 		},
 		Action: runAction,
 	}
@@ -83,12 +84,16 @@ type runOptions struct {
 	caDir     string
 	log       *slog.Logger
 
-	noStdin     bool                  // the command gets no input (doctor)
-	onFileEvent func(proto.FileEvent) // sees each workspace event once it is recorded
+	consoleMax int64             // the console log's cap in bytes (0: the default)
+	noStdin    bool              // the command gets no input (doctor)
+	onEvent    func(store.Event) // sees each event of the session once it is recorded (doctor)
 }
 
 func parseRunOptions(c *cli.Context) (*runOptions, error) {
-	o := &runOptions{argv: c.Args().Slice(), cpus: c.Int("cpus"), mem: c.Int("memory"), timeout: c.Duration("timeout"), data: c.String("data"), caDir: c.String("ca-dir")}
+	o := &runOptions{argv: c.Args().Slice(), cpus: c.Int("cpus"), mem: c.Int("memory"), timeout: c.Duration("timeout"), data: c.String("data"), caDir: c.String("ca-dir"), consoleMax: c.Int64("console-log-max")}
+	if o.consoleMax < 0 {
+		return nil, usageError{fmt.Errorf("--console-log-max %d: must not be negative", o.consoleMax)}
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
 		return nil, usageError{fmt.Errorf("--log-level %q: want debug, info, warn or error", c.String("log-level"))}
@@ -132,6 +137,30 @@ func parseRunOptions(c *cli.Context) (*runOptions, error) {
 		o.tty = isTerminal(os.Stdin) && isTerminal(os.Stdout)
 	}
 	return o, nil
+}
+
+// eventTap is a session's recorder that also shows each event to see,
+// after recording it.
+type eventTap struct {
+	*store.Writer
+	see func(store.Event)
+}
+
+func (t eventTap) Append(ev store.Event) {
+	t.Writer.Append(ev)
+	t.see(ev)
+}
+
+// tapRecorder is w, or w with see tapping its events.
+func tapRecorder(w *store.Writer, see func(store.Event)) sessionRecorder {
+	if see == nil {
+		return w
+	}
+	return eventTap{w, see}
+}
+
+func consoleLogMaxFlag() cli.Flag {
+	return &cli.Int64Flag{Name: "console-log-max", Usage: fmt.Sprintf("keep at most `BYTES` of the guest's console log: its start and its end (0: %d)", hypervisor.DefaultConsoleLogMax)}
 }
 
 // guestEnv is the environment a guest command gets from the host: the
@@ -212,12 +241,12 @@ func runRecorded(c *cli.Context, o *runOptions) error {
 		Workspace:   o.workspace,
 		CPUs:        o.cpus,
 		MemoryMiB:   o.mem,
-		Recorder:    rs.w,
+		Recorder:    tapRecorder(rs.w, o.onEvent),
 		Authority:   authority,
 		ConsoleLog:  filepath.Join(sessionDir(o.data, id), "console.log"),
+		ConsoleMax:  o.consoleMax,
 		BootTimeout: hypervisor.DefaultBootTimeout,
 		Logger:      o.log,
-		OnFileEvent: o.onFileEvent,
 	}, stdin, c.App.Writer, c.App.ErrWriter)
 
 	phase("guest powered off")
@@ -289,7 +318,7 @@ func runInSandbox(ctx context.Context, o *runOptions, cfg sandboxConfig, stdin i
 	}
 	defer sb.shutdown()
 	o.log.Debug("guest ready", "uptime", time.Duration(sb.client.Ready().Uptime).Round(time.Millisecond))
-	code, err := execute(sb.client, o, sigs, stdin, stdout, stderr)
+	code, err := execute(sb, o, sigs, stdin, stdout, stderr)
 	o.log.Debug("command done", "code", code)
 	if err != nil && cfg.ConsoleLog != "" {
 		err = fmt.Errorf("%w (the guest's console log: %s)", err, cfg.ConsoleLog)
@@ -301,7 +330,7 @@ func runInSandbox(ctx context.Context, o *runOptions, cfg sandboxConfig, stdin i
 // and stderr to ours, our stdin to it. Signals capsem gets go to the
 // command; in tty mode the terminal is raw, so Ctrl-C reaches the guest as
 // a keystroke and window changes follow.
-func execute(client *proto.Client, o *runOptions, sigs <-chan os.Signal, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+func execute(sb *sandbox, o *runOptions, sigs <-chan os.Signal, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	ex := proto.Exec{Argv: o.argv, Env: o.env, TTY: o.tty}
 	inFile, _ := stdin.(*os.File)
 	outFile, _ := stdout.(*os.File)
@@ -320,7 +349,7 @@ func execute(client *proto.Client, o *runOptions, sigs <-chan os.Signal, stdin i
 	if o.tty && outFile != nil {
 		ex.Rows, ex.Cols = terminalSize(outFile)
 	}
-	sess, err := client.Exec(context.Background(), ex)
+	sess, err := sb.exec(context.Background(), ex)
 	if err != nil {
 		var perr proto.Error
 		if errors.As(err, &perr) && perr.Code != 0 {

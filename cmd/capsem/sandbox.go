@@ -27,12 +27,19 @@ type sandboxConfig struct {
 	Workspace   string // host directory shared as the guest's /workspace
 	CPUs        int
 	MemoryMiB   int
-	Recorder    *store.Writer // gets every event of the run
-	Authority   *ca.Authority // the interception CA the guest trusts
+	Recorder    sessionRecorder // gets every event of the run
+	Authority   *ca.Authority   // the interception CA the guest trusts
 	ConsoleLog  string
+	ConsoleMax  int64 // the console log's cap in bytes (0: hypervisor.DefaultConsoleLogMax)
 	BootTimeout time.Duration
 	Logger      *slog.Logger
-	OnFileEvent func(proto.FileEvent) // optional: sees each workspace event after it is recorded
+}
+
+// sessionRecorder is where a sandbox's events go: the session's
+// store.Writer, or a tap on it.
+type sessionRecorder interface {
+	Append(store.Event)
+	Admit() error
 }
 
 // sandbox is a running guest: its VM, the netstack its NIC ends in, the
@@ -45,6 +52,10 @@ type sandbox struct {
 	nic    netstack.FrameConn
 	vm     hypervisor.VM
 	client *proto.Client
+	guest  *guestRecord // the record of what the agent reports and does
+
+	watchCancel context.CancelFunc // stops the agent watchdog
+	watchDone   chan struct{}
 
 	cancel    context.CancelFunc // ends the VM and the netstack
 	vmDone    chan error         // the VM's Wait result
@@ -73,7 +84,7 @@ func guestCmdline(mtu uint32, workspace bool) []string {
 func startSandbox(ctx context.Context, cfg sandboxConfig) (sb *sandbox, err error) {
 	log := cfg.Logger
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	sb = &sandbox{cfg: cfg, log: log, cancel: cancel}
+	sb = &sandbox{cfg: cfg, log: log, cancel: cancel, guest: newGuestRecord(cfg.Recorder, log)}
 	defer func() {
 		if err != nil {
 			sb.teardown()
@@ -114,16 +125,17 @@ func startSandbox(ctx context.Context, cfg sandboxConfig) (sb *sandbox, err erro
 		cmdline = append(cmdline, "capsem.debug=1") // the agent's steps, with uptimes, in the console log
 	}
 	vmCfg := hypervisor.Config{
-		Kernel:      cfg.Guest.Kernel,
-		Initramfs:   cfg.Guest.Initramfs,
-		RootImage:   cfg.Guest.Rootfs,
-		Cmdline:     cmdline,
-		CPUs:        cfg.CPUs,
-		MemoryMiB:   cfg.MemoryMiB,
-		NIC:         vmNIC,
-		Workspace:   cfg.Workspace,
-		BootTimeout: cfg.BootTimeout,
-		ConsoleLog:  cfg.ConsoleLog,
+		Kernel:        cfg.Guest.Kernel,
+		Initramfs:     cfg.Guest.Initramfs,
+		RootImage:     cfg.Guest.Rootfs,
+		Cmdline:       cmdline,
+		CPUs:          cfg.CPUs,
+		MemoryMiB:     cfg.MemoryMiB,
+		NIC:           vmNIC,
+		Workspace:     cfg.Workspace,
+		BootTimeout:   cfg.BootTimeout,
+		ConsoleLog:    cfg.ConsoleLog,
+		ConsoleLogMax: cfg.ConsoleMax,
 	}
 	vm, err := newVM(vmCfg, log)
 	if err != nil {
@@ -151,7 +163,32 @@ func startSandbox(ctx context.Context, cfg sandboxConfig) (sb *sandbox, err erro
 	for _, w := range sb.client.Ready().Warnings {
 		log.Warn("guest: " + w)
 	}
+	wctx, wcancel := context.WithCancel(ctx)
+	sb.watchCancel, sb.watchDone = wcancel, make(chan struct{})
+	go func() {
+		defer close(sb.watchDone)
+		sb.guest.watch(wctx, sb.client, func(error) {
+			// A guest that breaks the protocol is not trusted to power
+			// itself off.
+			sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_ = sb.vm.Stop(sctx)
+			cancel()
+		})
+	}()
 	return sb, nil
+}
+
+// exec starts a command in the guest and records it, from what the host
+// sent and saw, once it ends.
+func (sb *sandbox) exec(ctx context.Context, ex proto.Exec) (*proto.Session, error) {
+	sent := time.Now()
+	s, err := sb.client.Exec(ctx, ex)
+	if err != nil {
+		sb.guest.execFailed(ex, sent, err)
+		return nil, err
+	}
+	sb.guest.execStarted(s)
+	return s, nil
 }
 
 // bootError explains a failed boot: what the VM said, and where its
@@ -189,30 +226,12 @@ func consoleTail(path string, n int) string {
 	return "  " + strings.Join(lines, "\n  ")
 }
 
-// record turns the agent's events into store events.
+// record turns the agent's reports into store events. Its ExecEvents are
+// ignored: exec records are the host's own (exec). Errors without a session
+// are logged by the client, rate-limited.
 func (sb *sandbox) record(m proto.Message) {
-	switch m := m.(type) {
-	case proto.ExecEvent:
-		sb.cfg.Recorder.Append(store.Event{
-			Time: time.Unix(0, m.Start+m.Duration),
-			Exec: &store.Exec{
-				Argv: m.Argv, Dir: m.Dir, TTY: m.TTY, PID: m.PID,
-				Start: time.Unix(0, m.Start), Duration: time.Duration(m.Duration),
-				ExitCode: m.ExitCode, Signal: m.Signal,
-			},
-		})
-	case proto.FileEvent:
-		sb.cfg.Recorder.Append(store.Event{
-			Time: time.Unix(0, m.Time),
-			FS: &store.FS{
-				Action: m.Action, Path: m.Path, OldPath: m.OldPath, Size: m.Size, Dir: m.Dir,
-			},
-		})
-		if sb.cfg.OnFileEvent != nil {
-			sb.cfg.OnFileEvent(m)
-		}
-	case proto.Error:
-		sb.log.Warn("guest agent: " + m.Msg)
+	if m, ok := m.(proto.FileEvent); ok {
+		sb.guest.fileEvent(m)
 	}
 }
 
@@ -242,6 +261,17 @@ func (sb *sandbox) shutdown() {
 	sb.log.Debug("sandbox torn down")
 }
 
+// stopWatch ends the agent watchdog (which records what is pending) and
+// waits for the exec records, so that all of them precede the session's
+// end.
+func (sb *sandbox) stopWatch() {
+	if sb.watchCancel != nil {
+		sb.watchCancel()
+		<-sb.watchDone
+	}
+	sb.guest.wait()
+}
+
 // teardown stops the VM (killing it if needed), the netstack and the MITM.
 func (sb *sandbox) teardown() {
 	if sb.vm != nil {
@@ -252,6 +282,7 @@ func (sb *sandbox) teardown() {
 	if sb.client != nil {
 		_ = sb.client.Close()
 	}
+	sb.stopWatch()
 	sb.cancel()
 	if sb.stack != nil {
 		_ = sb.stack.Close()
