@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	httppprof "net/http/pprof"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -98,6 +100,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
 			&cli.StringFlag{Name: "ca-dir", Value: defaultCADir(), Usage: "the capsem CA's `DIR` (created on first use; the guest must trust its ca.pem)"},
 			&cli.StringFlag{Name: "cpu-profile", Usage: "write a Go CPU profile to `FILE` until exit (for performance work)"},
+			&cli.StringFlag{Name: "debug-addr", Hidden: true, Usage: "serve net/http/pprof on loopback `ADDR` (host:port; for bench/soakbench)"},
 		},
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
 			return usageError{err}
@@ -208,6 +211,11 @@ func serve(c *cli.Context, stdout io.Writer) error {
 			return fmt.Errorf("--cpu-profile: %w", err)
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if a := c.String("debug-addr"); a != "" {
+		if err := serveDebug(a, log); err != nil {
+			return err
+		}
 	}
 	policyPath := c.String("policy")
 	pol := policy.DenyAll()
@@ -340,6 +348,34 @@ func acceptLoop(ctx context.Context, log *slog.Logger, ln netstack.Listener, sta
 			return nil
 		}
 	}
+}
+
+// serveDebug serves the pprof handlers on a loopback address only: heap and
+// goroutine profiles say what the process holds, which bench/soakbench
+// samples. Its own mux, so nothing else registered on http.DefaultServeMux
+// is exposed.
+func serveDebug(addr string, log *slog.Logger) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return usagef("--debug-addr %q: %v", addr, err)
+	}
+	if ap, ok := ln.Addr().(*net.TCPAddr); !ok || !ap.IP.IsLoopback() {
+		ln.Close()
+		return usagef("--debug-addr %q: give a loopback address such as 127.0.0.1:6060", addr)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", httppprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", httppprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", httppprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", httppprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", httppprof.Trace)
+	go func() {
+		if err := http.Serve(ln, mux); err != nil {
+			log.Warn("debug server stopped", "err", err)
+		}
+	}()
+	log.Info("pprof on loopback", "addr", ln.Addr().String())
+	return nil
 }
 
 // reload applies a new policy to new flows. A broken file keeps the old
