@@ -67,6 +67,6 @@ func runExport(c *cli.Context) error {
 	}
 	fmt.Fprintf(c.App.Writer, "exported %d session(s), %d events (%d net, %d dns, %d model calls with %d tool calls and %d tool responses, %d exec, %d fs, %d agent) to %s in %s\n",
 		res.Sessions, res.Events, res.NetEvents, res.DNSEvents, res.ModelCalls, res.ToolCalls, res.ToolResponses,
-		res.ExecEvents, res.FSEvents, res.AgentEvents, c.String("sqlite"), res.Duration.Round(1e6))
+		res.ExecEvents, res.FSEvents, res.AgentEvents, display(c.String("sqlite")), res.Duration.Round(1e6))
 	return nil
 }

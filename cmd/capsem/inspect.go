@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -38,7 +37,7 @@ func inspectCommand() *cli.Command {
 
 // inspectTables are the tables a capsem export must have, in report order.
 var inspectTables = []string{"sessions", "net_events", "dns_events", "model_calls", "tool_calls",
-	"tool_responses", "mcp_calls", "fs_events", "exec_events", "agent_events", "other_events"}
+	"tool_responses", "mcp_calls", "fs_events", "exec_events", "agent_events", "recording_events", "other_events"}
 
 // providerDomains are the API hosts each model_calls.provider is served
 // from: a call recorded under a provider must have been seen on its host.
@@ -110,9 +109,7 @@ func runInspect(c *cli.Context) error {
 		return err
 	}
 	if c.Bool("json") {
-		enc := json.NewEncoder(c.App.Writer)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(r); err != nil {
+		if err := writeJSON(c.App.Writer, r); err != nil {
 			return err
 		}
 	} else {
@@ -127,12 +124,13 @@ func runInspect(c *cli.Context) error {
 		}
 	}
 	if len(failed) > 0 {
-		return fmt.Errorf("session %s: %d of %d checks failed: %s", id, len(failed), len(r.Checks), strings.Join(failed, "; "))
+		return fmt.Errorf("session %s: %d of %d checks failed: %s", display(id), len(failed), len(r.Checks), strings.Join(failed, "; "))
 	}
 	return nil
 }
 
-// lines runs q and formats each row as its columns joined by "  ".
+// lines runs q and formats each row as its columns joined by "  ", the
+// values as they are: printReport escapes them for the terminal.
 func lines(db *sql.DB, q string, args ...any) ([]string, error) {
 	rows, err := db.Query(q, args...)
 	if err != nil {
@@ -200,7 +198,8 @@ func buildReport(db *sql.DB, sess sessionSummary, n int) (report, error) {
 		"tool_calls":  `SELECT timestamp, model_call_id, call_index, call_id, tool_name, origin FROM tool_calls ORDER BY id LIMIT ?`,
 		"tool_responses": `SELECT timestamp, model_call_id, call_id, is_error, substr(content_preview, 1, 60) AS content
 			FROM tool_responses ORDER BY id LIMIT ?`,
-		"agent_events": `SELECT timestamp, state, count, detail FROM agent_events ORDER BY id LIMIT ?`,
+		"agent_events":     `SELECT timestamp, state, count, detail FROM agent_events ORDER BY id LIMIT ?`,
+		"recording_events": `SELECT timestamp, state, count, detail FROM recording_events ORDER BY id LIMIT ?`,
 	}
 	for t, q := range previews {
 		if r.Preview[t], err = lines(db, q, n); err != nil {
@@ -260,7 +259,7 @@ func buildReport(db *sql.DB, sess sessionSummary, n int) (report, error) {
 		provider, domain, _ := strings.Cut(p, "  ")
 		provider, domain = strings.TrimPrefix(provider, "provider="), strings.TrimPrefix(domain, "domain=")
 		if want, ok := providerDomains[provider]; !ok || domain != want {
-			mismatched = append(mismatched, fmt.Sprintf("%q on %q", provider, domain))
+			mismatched = append(mismatched, `"`+provider+`" on "`+domain+`"`) // escaped when printed
 		}
 	}
 	r.Checks = append(r.Checks, check{Name: "model_calls provider matches the domain", OK: len(mismatched) == 0, Detail: strings.Join(mismatched, ", ")})
@@ -277,7 +276,7 @@ func detailCount(n int64) string {
 func printReport(c *cli.Context, r report) {
 	w := c.App.Writer
 	s := r.Session
-	fmt.Fprintf(w, "session %s  started %s  command %q\n", s.ID, s.StartedAt.Local().Format("2006-01-02 15:04:05"), strings.Join(s.Command, " "))
+	fmt.Fprintf(w, "session %s  started %s  command \"%s\"\n", display(s.ID), s.StartedAt.Local().Format("2006-01-02 15:04:05"), display(strings.Join(s.Command, " ")))
 	fmt.Fprintf(w, "events %d  allowed %d  denied %d  lost %d  agent %s\n\n", s.Events, s.Allowed, s.Denied, s.Lost, s.agentNote())
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TABLE\tROWS")
@@ -293,10 +292,10 @@ func printReport(c *cli.Context, r report) {
 		}
 		fmt.Fprintf(w, "\n%s:\n", title)
 		for _, l := range ls {
-			fmt.Fprintln(w, "  "+l)
+			fmt.Fprintln(w, "  "+display(l))
 		}
 	}
-	for _, t := range []string{"agent_events", "dns_events", "net_events", "model_calls", "tool_calls", "tool_responses"} {
+	for _, t := range []string{"recording_events", "agent_events", "dns_events", "net_events", "model_calls", "tool_calls", "tool_responses"} {
 		section("first "+t, r.Preview[t])
 	}
 	section("denied flows", r.Denied)
@@ -307,6 +306,6 @@ func printReport(c *cli.Context, r report) {
 		if !ch.OK {
 			mark = "FAIL"
 		}
-		fmt.Fprintf(w, "  %s %s %s\n", mark, ch.Name, ch.Detail)
+		fmt.Fprintf(w, "  %s %s %s\n", mark, ch.Name, display(ch.Detail))
 	}
 }

@@ -1,11 +1,11 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
@@ -84,12 +84,10 @@ func runSessions(c *cli.Context) error {
 		sums = append(sums, summarize(s))
 	}
 	if c.Bool("json") {
-		enc := json.NewEncoder(c.App.Writer)
-		enc.SetIndent("", "  ")
-		return enc.Encode(sums)
+		return writeJSON(c.App.Writer, sums)
 	}
 	if len(sums) == 0 {
-		fmt.Fprintf(c.App.Writer, "no sessions in %s\n", c.String("data"))
+		fmt.Fprintf(c.App.Writer, "no sessions in %s\n", display(c.String("data")))
 		return nil
 	}
 	tw := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
@@ -102,8 +100,8 @@ func runSessions(c *cli.Context) error {
 		if s.ExitCode != nil {
 			exit = fmt.Sprint(*s.ExitCode)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", s.ID, s.StartedAt.Local().Format("2006-01-02 15:04:05"),
-			dur, exit, s.Allowed, s.Denied, s.agentNote(), shorten(strings.Join(s.Command, " "), 60))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", display(s.ID), s.StartedAt.Local().Format("2006-01-02 15:04:05"),
+			dur, exit, s.Allowed, s.Denied, s.agentNote(), shorten(display(strings.Join(s.Command, " ")), 60))
 	}
 	return tw.Flush()
 }
@@ -137,9 +135,11 @@ func (s sessionSummary) agentNote() string {
 	return strings.Join(notes, ", ")
 }
 
+// shorten cuts s to n runes, the last an ellipsis when it had more.
 func shorten(s string, n int) string {
-	if len(s) <= n {
+	if utf8.RuneCountInString(s) <= n {
 		return s
 	}
-	return s[:n-1] + "…"
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
 }
