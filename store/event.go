@@ -87,7 +87,7 @@ type Event struct {
 // DNS is a query the guest sent to capsem's fake DNS server and the answer it
 // got. It maps to the dns_events table.
 type DNS struct {
-	QName         string     // qname, as asked
+	QName         string     // qname: the name asked, in presentation form (the netstack escapes what is not printable)
 	QType         string     // qtype: "A", "AAAA", "TXT", … or "TYPE65"
 	Transport     Transport  // transport: udp or tcp
 	Decision      Decision   // decision
@@ -136,8 +136,9 @@ type Net struct {
 	RequestBodyPreview  string   // request_body_preview; may hold arbitrary bytes
 	ResponseBodyPreview string   // response_body_preview; may hold arbitrary bytes
 
-	// Count is how many identical events this one stands for when the
-	// caller rate-limits logging of repeated drops; 0 and 1 both mean one.
+	// Count is how many events this one stands for when the caller
+	// aggregates repeated ones (the netstack's dropped frames and refused
+	// flows, past 50 a second of one reason); 0 and 1 both mean one.
 	Count int64
 	// Detail is free text for whatever the fields above do not say.
 	Detail string
@@ -196,15 +197,16 @@ type ToolResult struct {
 }
 
 // Exec is a command the host asked the guest to run, recorded after it
-// ended. It maps to the exec_events table.
+// ended, from what the host sent and saw (not from the guest's own report).
+// It maps to the exec_events table.
 type Exec struct {
 	Argv     []string      // argv (JSON) and command (as a shell shows it); empty: the guest's interactive shell
 	Dir      string        // dir: the working directory, as asked ("" for the workspace)
 	TTY      bool          // tty: it ran on a pseudo-terminal rather than pipes
-	PID      int           // pid, in the guest
-	Start    time.Time     // started_at: when it started, by the guest's clock
-	Duration time.Duration // exported as duration_ms
-	ExitCode int           // exit_code: the exit status, or 128+N when killed by signal N
+	PID      int           // pid, in the guest, as the agent reported it
+	Start    time.Time     // started_at: when the host sent the command, by the host's clock
+	Duration time.Duration // exported as duration_ms: until the host saw it end
+	ExitCode int           // exit_code: the exit status, or 128+N when killed by signal N; -1 when the guest went away before saying
 	Signal   string        // signal: the signal that killed it, without "SIG" ("KILL"), or ""
 }
 

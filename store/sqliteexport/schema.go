@@ -48,16 +48,21 @@ const ApplicationID = 0x4370536d
 //   - Who says so. Everything but fs_events is the host's own record: what
 //     its netstack, MITM and control channel saw and decided. exec_events
 //     are built by the host from the command it sent the guest (argv, dir,
-//     tty) and the exit it received back (exit code, signal, pid, and
-//     started_at by the guest's clock); a command the host did not start
-//     has no row. fs_events are guest-reported: what the guest
-//     agent said happened in the workspace, which a guest that controls its
-//     agent can invent or leave out; their timestamp is when the host
-//     received the report and guest_time the time the guest claimed.
-//     agent_events say when the agent went silent, was cut off, or had its
-//     reports dropped or truncated, and recording_events when the store
-//     itself could not keep everything (the session's byte budget, a full
-//     disk), so that a record with gaps says so and where.
+//     tty; started_at and duration by the host's clock) and the exit it
+//     received back (exit code and signal, and the pid the agent gave); a
+//     command the host did not start has no row. fs_events are
+//     guest-reported: what the guest agent said happened in the workspace,
+//     which a guest that controls its agent can invent or leave out; their
+//     timestamp is when the host received the report and guest_time the
+//     time the guest claimed. agent_events say when the agent went silent,
+//     was cut off, or had its reports dropped or truncated, and
+//     recording_events when the store itself could not keep everything (the
+//     session's byte budget, a full disk), so that a record with gaps says
+//     so and where.
+//   - Text the guest chose — query names, hosts, paths, previews, file
+//     names — is stored as the guest sent it (query names escaped, see
+//     dns_events.qname): whoever shows it on a terminal escapes it, as
+//     `capsem inspect` does.
 //   - Paths (fs_events.path, old_path) are relative to the workspace and
 //     slash-separated.
 
@@ -83,7 +88,7 @@ var tables = []string{
 	input_tokens  INTEGER NOT NULL DEFAULT 0, -- sum of model_calls.input_tokens
 	output_tokens INTEGER NOT NULL DEFAULT 0, -- sum of model_calls.output_tokens
 	cost_usd      REAL NOT NULL DEFAULT 0,    -- sum of model_calls.estimated_cost_usd
-	lost          INTEGER NOT NULL DEFAULT 0, -- events the writer could not record (store Counts.Lost)
+	lost          INTEGER NOT NULL DEFAULT 0, -- events the writer could not record (store Counts.Lost), the unstored counts of recording_events included
 	exec          INTEGER NOT NULL DEFAULT 0, -- rows in exec_events
 	fs            INTEGER NOT NULL DEFAULT 0, -- rows in fs_events
 	agent         INTEGER NOT NULL DEFAULT 0  -- rows in agent_events
@@ -115,7 +120,7 @@ var tables = []string{
 	response_headers      TEXT,
 	request_body_preview  TEXT,
 	response_body_preview TEXT,
-	count                 INTEGER NOT NULL DEFAULT 1, -- how many identical events this row stands for (rate-limited drops)
+	count                 INTEGER NOT NULL DEFAULT 1, -- how many events this row stands for: past 50 a second of one reason, one row stands for the rest of dropped frames and refused flows, with the last one's fields
 	detail                TEXT
 )`,
 	`CREATE TABLE dns_events (
@@ -124,15 +129,15 @@ var tables = []string{
 	seq            INTEGER NOT NULL,
 	timestamp      TEXT NOT NULL,
 	timestamp_ms   INTEGER NOT NULL,
-	qname          TEXT,
+	qname          TEXT,    -- the name asked, lower-cased, no trailing dot; a byte outside printable ASCII as \DDD, a backslash as \\
 	qtype          TEXT,
 	transport      TEXT,    -- udp, tcp
 	decision       TEXT,    -- allowed, denied
 	reason         TEXT,
 	matched_rule   TEXT,
-	answer         TEXT,    -- what the guest got: a synthetic address, NXDOMAIN, …
+	answer         TEXT,    -- what the guest got: the synthetic address of an A answer, else the response code (NOERROR for an allowed name without records of the type, NXDOMAIN, SERVFAIL, REFUSED, FORMERR, NOTIMP); NULL when no reply was sent
 	resolver_asked TEXT,    -- the IP the guest sent the query to
-	count          INTEGER NOT NULL DEFAULT 1 -- how many identical queries this row stands for (repeated queries aggregated)
+	count          INTEGER NOT NULL DEFAULT 1 -- how many queries this row stands for: past 50 a second of one reason and transport, one row stands for the rest, with the last one's name
 )`,
 	`CREATE TABLE model_calls (
 	id                    INTEGER PRIMARY KEY,
@@ -235,14 +240,14 @@ var tables = []string{
 	timestamp     TEXT NOT NULL,
 	timestamp_ms  INTEGER NOT NULL,
 	command       TEXT,    -- the argv as a shell shows it; NULL for the guest's interactive shell
-	exit_code     INTEGER, -- the exit status, or 128+N when killed by signal N
-	duration_ms   REAL NOT NULL DEFAULT 0,
+	exit_code     INTEGER, -- the exit status, or 128+N when killed by signal N; -1 when the guest went away before saying
+	duration_ms   REAL NOT NULL DEFAULT 0, -- from sending the command to seeing it end, by the host's clock
 	argv          TEXT,    -- JSON array of the words
 	dir           TEXT,    -- the working directory asked for; NULL: the workspace
 	tty           INTEGER, -- 0 or 1: it ran on a pseudo-terminal
-	pid           INTEGER, -- in the guest
+	pid           INTEGER, -- in the guest, as the agent reported it
 	signal        TEXT,    -- the signal that killed it (KILL, TERM, …); NULL when it exited
-	started_at    TEXT,    -- by the guest's clock
+	started_at    TEXT,    -- when the host sent the command, by the host's clock (in records made before capsem built exec events on the host, the guest's)
 	started_at_ms INTEGER
 )`,
 	// The host's record of the guest agent: what it saw of the agent, not
