@@ -13,9 +13,14 @@
 // variables (conftest.py's doctor_host and denied_name fixtures; never
 // hard-code these names): CAPSEM_DOCTOR=1, CAPSEM_DOCTOR_HOST (an allowed
 // name served by a local HTTPS upstream with /hello, /bytes?n=N, /admin/*
-// refused by an [[http]] rule, /fs-events and /workspace-file?path=REL) and
-// CAPSEM_DOCTOR_DENIED (a name the policy does not allow). The host also
-// writes /workspace/host-file.txt before boot.
+// refused by an [[http]] rule, /fs-events, /events?kind=K,
+// /workspace-file?path=REL, /workspace-stat?path=REL and /upgrade),
+// CAPSEM_DOCTOR_DENIED (a name the policy does not allow), and
+// CAPSEM_DOCTOR_WILD and CAPSEM_DOCTOR_WILD_CAP (a wildcard zone and its
+// per-session name cap). The host also writes /workspace/host-file.txt
+// before boot. hostile_agent.py is a helper module, not tests: what guest
+// root can do to the control channel (test_injection.py; the host's own
+// tests run it as a script).
 //
 // How to add a test: put a test_*.py function in the file of its category
 // (or a new test_*.py here: the directory is flat and every *.py is

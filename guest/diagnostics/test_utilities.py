@@ -67,7 +67,10 @@ TOOLS = [
     ("ss", "ss -tn state established | head -1", "Recv-Q"),
     ("dig", "dig +short +time=3 +tries=1 $CAPSEM_DOCTOR_HOST", "198.19."),
     ("ping", f"ping -c 1 -W 5 {GATEWAY}", "1 received"),
-    ("iperf3", "iperf3 -s -1 -p 5299 > /dev/null 2>&1 & for i in $(seq 100); do iperf3 -c 127.0.0.1 -p 5299 -n 1M -J > r.json 2> /dev/null && break; sleep 0.1; done; jq .end.sum_sent.bytes r.json", ""),
+    # The server stays up for every attempt (not -1): under a loaded TCG
+    # host one client run can fail after connecting, and a one-shot server
+    # would then be gone for the retry.
+    ("iperf3", "iperf3 -s -p 5299 > /dev/null 2>&1 & S=$!; for i in $(seq 100); do iperf3 -c 127.0.0.1 -p 5299 -n 1M -J > r.json 2> /dev/null && jq -e .end.sum_sent.bytes r.json > /dev/null && break; sleep 0.1; done; kill $S; jq .end.sum_sent.bytes r.json", ""),
 ]
 
 
