@@ -184,13 +184,23 @@ func (u *doctorUpstream) eventsOf(kind store.Kind) http.HandlerFunc {
 	}
 }
 
-// workspaceStat serves the host's lstat of a workspace path as JSON: what a
-// host user would find there (/workspace-stat?path=REL).
-func (u *doctorUpstream) workspaceStat(w http.ResponseWriter, r *http.Request) {
+// workspacePath is the request's ?path=REL made absolute and clean ("/a/b",
+// to join to the workspace), or false after answering 400.
+func workspacePath(w http.ResponseWriter, r *http.Request) (string, bool) {
 	rel := r.URL.Query().Get("path")
 	clean := filepath.Clean("/" + rel)
 	if rel == "" || clean == "/" {
 		http.Error(w, "path: want a file in the workspace", http.StatusBadRequest)
+		return "", false
+	}
+	return clean, true
+}
+
+// workspaceStat serves the host's lstat of a workspace path as JSON: what a
+// host user would find there (/workspace-stat?path=REL).
+func (u *doctorUpstream) workspaceStat(w http.ResponseWriter, r *http.Request) {
+	clean, ok := workspacePath(w, r)
+	if !ok {
 		return
 	}
 	st, err := os.Lstat(filepath.Join(u.workspace, clean))
@@ -248,10 +258,8 @@ func upgrade(w http.ResponseWriter, r *http.Request) {
 
 // workspaceFile serves a file of the shared workspace as the host sees it.
 func (u *doctorUpstream) workspaceFile(w http.ResponseWriter, r *http.Request) {
-	rel := r.URL.Query().Get("path")
-	clean := filepath.Clean("/" + rel)
-	if rel == "" || clean == "/" {
-		http.Error(w, "path: want a file in the workspace", http.StatusBadRequest)
+	clean, ok := workspacePath(w, r)
+	if !ok {
 		return
 	}
 	// The guest controls the workspace: a symlink must not lead the host

@@ -61,9 +61,9 @@ func newGuestRecord(rec sessionRecorder, log *slog.Logger) *guestRecord {
 	return &guestRecord{rec: rec, log: log, tokens: fsEventsBurst, last: now, lastFlush: now}
 }
 
-// fileEvent records one reported change, stamped with the host's time. It
-// reports whether the event was recorded (false: over the rate limit).
-func (g *guestRecord) fileEvent(m proto.FileEvent) bool {
+// fileEvent records one reported change, stamped with the host's time,
+// unless it is over the rate limit (then it is counted).
+func (g *guestRecord) fileEvent(m proto.FileEvent) {
 	now := time.Now()
 	g.mu.Lock()
 	g.tokens = min(fsEventsBurst, g.tokens+now.Sub(g.last).Seconds()*fsEventsPerSecond)
@@ -85,14 +85,13 @@ func (g *guestRecord) fileEvent(m proto.FileEvent) bool {
 		g.flush()
 	}
 	if !ok {
-		return false
+		return
 	}
 	ev := &store.FS{Action: m.Action, Path: path, OldPath: old, Size: m.Size, Dir: m.Dir}
 	if m.Time != 0 {
 		ev.GuestTime = time.Unix(0, m.Time)
 	}
 	g.rec.Append(store.Event{Time: now, FS: ev})
-	return true
 }
 
 func capString(s string, n int) (string, bool) {

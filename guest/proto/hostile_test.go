@@ -144,21 +144,30 @@ func TestClientHostilePeer(t *testing.T) {
 	}
 }
 
-// A peer that sends more credit than MaxWindow is cut off.
-func TestClientCreditViolation(t *testing.T) {
+// oneExecAgent is a client whose fake agent answers the first Exec with
+// script, then reads and drops everything.
+func oneExecAgent(t *testing.T, script func(c *Conn, ex Exec)) *Client {
+	t.Helper()
 	a, h := net.Pipe()
-	defer a.Close()
+	t.Cleanup(func() { a.Close() })
 	fakeAgent(t, a, func(c *Conn) {
 		m, _ := c.Recv()
-		ex := m.(Exec)
-		_ = c.Send(Started{ID: ex.ID, PID: 1})
-		_ = c.Send(Window{ID: ex.ID, Stream: StreamStdin, N: MaxWindow})
+		script(c, m.(Exec))
 		_, _ = io.Copy(io.Discard, a)
 	})
 	cl, err := NewClient(context.Background(), h, ClientOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return cl
+}
+
+// A peer that sends more credit than MaxWindow is cut off.
+func TestClientCreditViolation(t *testing.T) {
+	cl := oneExecAgent(t, func(c *Conn, ex Exec) {
+		_ = c.Send(Started{ID: ex.ID, PID: 1})
+		_ = c.Send(Window{ID: ex.ID, Stream: StreamStdin, N: MaxWindow})
+	})
 	s, err := cl.Exec(context.Background(), Exec{Argv: []string{"x"}})
 	if err != nil {
 		t.Fatal(err)
@@ -200,22 +209,13 @@ func TestClientCapsSessions(t *testing.T) {
 
 // The host's record of a session is what it sent and when it saw it end.
 func TestSessionExecAndTimes(t *testing.T) {
-	a, h := net.Pipe()
-	defer a.Close()
-	fakeAgent(t, a, func(c *Conn) {
-		m, _ := c.Recv()
-		ex := m.(Exec)
+	cl := oneExecAgent(t, func(c *Conn, ex Exec) {
 		_ = c.Send(Started{ID: ex.ID, PID: 5})
 		// The guest claims another command and another time; the host
 		// keeps its own.
 		_ = c.Send(ExecEvent{ID: ex.ID, Argv: []string{"forged"}, Start: 1})
 		_ = c.Send(Exit{ID: ex.ID, Code: 0})
-		_, _ = io.Copy(io.Discard, a)
 	})
-	cl, err := NewClient(context.Background(), h, ClientOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	before := time.Now()
 	s, err := cl.Exec(context.Background(), Exec{Argv: []string{"true"}, Dir: "/tmp"})
 	if err != nil {
