@@ -53,7 +53,7 @@ func runCommand() *cli.Command {
 			"api.openai.com, generativelanguage.googleapis.com), over HTTPS through capsem's MITM.\n" +
 			"Every DNS query, flow, HTTP request, model call, file change and command is recorded;\n" +
 			"the session id is printed at the end. Exit status: the command's (124 after --timeout).",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "policy", Usage: "policy `FILE` (default: the AI providers' APIs only)"},
 			&cli.StringFlag{Name: "workspace", Usage: "host `DIR` shared as /workspace (default: the current directory)"},
 			&cli.StringSliceFlag{Name: "env", Usage: "`K=V` for the command (repeatable)"},
@@ -66,7 +66,7 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "ca-dir", Usage: "interception CA `DIR` (default: capsem ca path)"},
 			&cli.StringFlag{Name: "log-level", Value: "warn", Usage: "capsem's own log: debug, info, warn, error"},
 			consoleLogMaxFlag(),
-		},
+		}, storeFlags()...),
 		Action: runAction,
 	}
 }
@@ -85,6 +85,7 @@ type runOptions struct {
 	log       *slog.Logger
 
 	consoleMax int64             // the console log's cap in bytes (0: the default)
+	storeOpts  store.Options     // the session store's limits (zero: the defaults)
 	noStdin    bool              // the command gets no input (doctor)
 	onEvent    func(store.Event) // sees each event of the session once it is recorded (doctor)
 }
@@ -94,12 +95,15 @@ func parseRunOptions(c *cli.Context) (*runOptions, error) {
 	if o.consoleMax < 0 {
 		return nil, usageError{fmt.Errorf("--console-log-max %d: must not be negative", o.consoleMax)}
 	}
+	var err error
+	if o.storeOpts, err = storeOptions(c); err != nil {
+		return nil, err
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
 		return nil, usageError{fmt.Errorf("--log-level %q: want debug, info, warn or error", c.String("log-level"))}
 	}
 	o.log = slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: level}))
-	var err error
 	if p := c.String("policy"); p != "" {
 		if o.policy, err = policy.Load(p); err != nil {
 			return nil, usageError{err}
@@ -224,7 +228,7 @@ func runRecorded(c *cli.Context, o *runOptions) error {
 		command = []string{"(interactive shell)"}
 	}
 	phase("guest image and CA ready")
-	rs, err := openRunStore(o.data, store.Session{Command: command, PolicySHA256: o.policy.SHA256, Image: guest.ID, Host: host})
+	rs, err := openRunStoreWith(o.data, store.Session{Command: command, PolicySHA256: o.policy.SHA256, Image: guest.ID, Host: host}, o.storeOpts)
 	if err != nil {
 		return err
 	}

@@ -58,10 +58,6 @@ func storeOptions(c *cli.Context) (store.Options, error) {
 	return o, nil
 }
 
-func openRunStore(data string, meta store.Session) (*runStore, error) {
-	return openRunStoreWith(data, meta, store.Options{})
-}
-
 // openRunStoreWith opens the run's own store with the limits opt (see
 // storeOptions) and begins its session.
 func openRunStoreWith(data string, meta store.Session, opt store.Options) (*runStore, error) {
