@@ -274,10 +274,15 @@ func (ex *exchange) responseHeaders(h http.Header) []store.Header {
 // requestHeaders is the request's header for the event: in wire order when
 // the connection's tap parsed the head, sorted otherwise.
 func (fs *flowState) requestHeaders(r *http.Request) []store.Header {
-	if fs.tap != nil {
-		if out := fs.tap.match(r); out != nil {
-			return recordFields(out)
-		}
+	var out []store.Header
+	switch {
+	case fs.tap != nil:
+		out = fs.tap.match(r)
+	case fs.h2tap != nil:
+		out = fs.h2tap.match(r)
+	}
+	if out != nil {
+		return recordFields(out)
 	}
 	return recordHeaders(r.Header)
 }

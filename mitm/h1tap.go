@@ -123,7 +123,7 @@ func (t *h1Tap) stop() {
 func (t *h1Tap) stopFollowing() {
 	t.q.mu.Lock()
 	t.stop()
-	t.q.heads = nil
+	t.q.drop(len(t.q.heads))
 	t.q.mu.Unlock()
 }
 

@@ -21,6 +21,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/net/http2"
+
 	"github.com/capsem/capsem/mitm/ca"
 	"github.com/capsem/capsem/mitm/provider"
 	"github.com/capsem/capsem/mitm/tlshello"
@@ -77,6 +79,7 @@ type Proxy struct {
 	ln     *connListener
 	tracer *provider.Tracer
 	roots  rootsCache
+	h2     *http2.Server // the guest's HTTP/2 (serveH2)
 
 	serveDone chan struct{}
 }
@@ -130,6 +133,8 @@ func New(cfg Config) (*Proxy, error) {
 	p.srv.Protocols = new(http.Protocols)
 	p.srv.Protocols.SetHTTP1(true)
 	p.srv.Protocols.SetHTTP2(true)
+	p.h2 = &http2.Server{}
+	p.srv.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){"h2": p.serveH2}
 	go func() {
 		defer close(p.serveDone)
 		p.srv.Serve(p.ln)
@@ -202,6 +207,7 @@ type flowState struct {
 	forward   http.RoundTripper // what the reverse proxy forwards with: transport, or h1 in front of it
 	h1        *h1Upstream       // guest connections that speak HTTP/1.1
 	tap       *h1Tap            // the request heads of a guest HTTP/1.1 connection, in wire order
+	h2tap     *h2Tap            // those of a guest HTTP/2 connection
 	preDialed atomic.Pointer[net.Conn]
 	hello     *tlshello.Hello
 	active    sync.WaitGroup // requests being served
@@ -257,7 +263,9 @@ func (p *Proxy) intercept(ctx context.Context, guest, upstream net.Conn, f *nets
 	}
 	fs.proxy = p.reverseProxy(fs)
 	var served net.Conn = tc
-	if !guestH2 {
+	if guestH2 {
+		fs.h2tap = newH2Tap() // serveH2 puts it in front of the HTTP/2 server
+	} else {
 		fs.tap = &h1Tap{}
 		served = &tapConn{Conn: tc, fs: fs, tap: fs.tap}
 	}

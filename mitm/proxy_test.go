@@ -22,6 +22,9 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+
 	"github.com/capsem/capsem/mitm/ca"
 	"github.com/capsem/capsem/netstack"
 	"github.com/capsem/capsem/policy"
@@ -55,12 +58,6 @@ func (m *memRecorder) net() []*store.Net {
 	}
 	return out
 }
-
-// plainRecorder has no Admit, as recorders had before it.
-type plainRecorder struct{ n atomic.Int64 }
-
-func (p *plainRecorder) Append(store.Event) { p.n.Add(1) }
-func (p *plainRecorder) Admit() error       { return nil }
 
 // testProxy is a MITM in the test process, an upstream for api.test on
 // loopback, and a way to open intercepted guest connections to it.
@@ -243,14 +240,6 @@ func TestStoreUnavailableRefusesRequests(t *testing.T) {
 	}
 }
 
-func TestRecorderWithoutAdmitForwards(t *testing.T) {
-	rec := &plainRecorder{}
-	tp := startTestProxy(t, rec, http.HandlerFunc(hello))
-	if resp, body := guestGet(t, tp.dial("http/1.1"), "http/1.1", "/hello"); resp.StatusCode != 200 || !strings.Contains(body, "hello from") {
-		t.Errorf("%d %q", resp.StatusCode, body)
-	}
-}
-
 // guestGet sends GET path on c with HTTP/1.1 or HTTP/2.
 func guestGet(t *testing.T, c *tls.Conn, alpn, path string) (*http.Response, string) {
 	t.Helper()
@@ -306,5 +295,50 @@ func TestH1UpgradeStrippedInProcess(t *testing.T) {
 	}
 	if !strings.Contains(n.Detail, "stripped Upgrade: h2c, HTTP2-Settings") {
 		t.Errorf("detail %q", n.Detail)
+	}
+}
+
+// TestH2RequestHeadersInWireOrder: over HTTP/2 the request's fields are
+// recorded in the order of the guest's header block.
+func TestH2RequestHeadersInWireOrder(t *testing.T) {
+	rec := &memRecorder{}
+	tp := startTestProxy(t, rec, http.HandlerFunc(hello))
+	c := tp.dial("h2")
+	if _, err := c.Write(h2Frames(t, 1<<14, false, hf(":method", "GET", ":scheme", "https", ":authority", "api.test", ":path", "/h2",
+		"zeta", "1", "user-agent", "test", "alpha", "2", "zeta", "3"))); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	fr := http2.NewFramer(c, c)
+	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	var status, body string
+	for done := false; !done; {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				fr.WriteSettingsAck()
+			}
+		case *http2.MetaHeadersFrame:
+			status = f.PseudoValue("status")
+			done = f.StreamEnded()
+		case *http2.DataFrame:
+			body += string(f.Data())
+			done = f.StreamEnded()
+		}
+	}
+	if status != "200" || !strings.Contains(body, "hello from the upstream") {
+		t.Fatalf("%s %q", status, body)
+	}
+	n := waitNet(t, rec, "/h2")
+	var got []string
+	for _, h := range n.RequestHeaders {
+		got = append(got, h.Name+"="+h.Value)
+	}
+	if s := strings.Join(got, ","); s != "Zeta=1,User-Agent=test,Alpha=2,Zeta=3" {
+		t.Errorf("request headers %s", s)
 	}
 }

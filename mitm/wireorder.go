@@ -29,23 +29,52 @@ type wireHead struct {
 	fields         []store.Header // canonical names, values as Go's parser keeps them
 }
 
-// maxQueuedHeads bounds the heads a tap keeps for requests the server has
-// not handed to the handler yet: pipelined requests the server read ahead
-// (at most its 4 KiB buffer's worth), or junk parsed after a protocol
-// switch.
-const maxQueuedHeads = 16
+const (
+	// maxQueuedHeads bounds the heads an HTTP/1.1 tap keeps for requests
+	// the server has not handed to the handler yet: pipelined requests the
+	// server read ahead (at most its 4 KiB buffer's worth), or junk parsed
+	// after a protocol switch.
+	maxQueuedHeads = 16
+	// maxQueuedBytes bounds the fields a queue holds, whatever the count:
+	// heads the server refuses are never claimed and wait to be pushed out.
+	maxQueuedBytes = 4 << 20
+)
 
 // headQueue is the heads a tap parsed and no request has claimed yet.
 type headQueue struct {
 	mu    sync.Mutex
 	heads []wireHead
+	max   int // heads kept; 0 means maxQueuedHeads
+	bytes int // field bytes in heads
+}
+
+func headBytes(h wireHead) int {
+	n := len(h.method) + len(h.target)
+	for _, f := range h.fields {
+		n += len(f.Name) + len(f.Value)
+	}
+	return n
 }
 
 func (q *headQueue) push(h wireHead) {
-	if len(q.heads) == maxQueuedHeads {
-		q.heads = slices.Delete(q.heads, 0, 1)
+	limit := q.max
+	if limit == 0 {
+		limit = maxQueuedHeads
+	}
+	size := headBytes(h)
+	for len(q.heads) > 0 && (len(q.heads) >= limit || q.bytes+size > maxQueuedBytes) {
+		q.drop(1)
 	}
 	q.heads = append(q.heads, h)
+	q.bytes += size
+}
+
+// drop forgets the n oldest heads.
+func (q *headQueue) drop(n int) {
+	for _, h := range q.heads[:n] {
+		q.bytes -= headBytes(h)
+	}
+	q.heads = slices.Delete(q.heads, 0, n)
 }
 
 // match finds the first queued head that is this request's, drops it and
@@ -59,18 +88,19 @@ func (q *headQueue) match(method, target string, h http.Header) []store.Header {
 			continue
 		}
 		if out, ok := inWireOrder(h, hd.fields); ok {
-			q.heads = slices.Delete(q.heads, 0, i+1)
+			q.drop(i + 1)
 			return out
 		}
 	}
 	return nil
 }
 
-// consumedHeaders are the headers Go's parsers take out of http.Header into
-// fields of their own (Host into Request.Host; the framing headers into
-// ContentLength and TransferEncoding, de-duplicated or dropped). They are
-// recorded as the wire has them and not compared.
-var consumedHeaders = map[string]bool{"Host": true, "Transfer-Encoding": true, "Content-Length": true}
+// consumedHeaders are the headers Go's parsers may take out of http.Header
+// into fields of their own: Host into Request.Host; the framing headers
+// into ContentLength and TransferEncoding (de-duplicated or dropped); and,
+// in the HTTP/2 server, Expect: 100-continue and Trailer. They are recorded
+// as the wire has them and not compared.
+var consumedHeaders = map[string]bool{"Host": true, "Transfer-Encoding": true, "Content-Length": true, "Expect": true, "Trailer": true}
 
 // inWireOrder returns h's fields in the order of wire when wire is the same
 // header as h: every value of every name, in the same order per name. ok is
@@ -163,26 +193,40 @@ func addFieldLine(fields []store.Header, line []byte) ([]store.Header, bool) {
 	}), true
 }
 
-func trimOWS(b []byte) []byte { return bytes.Trim(b, " \t") }
+// trimOWS trims spaces and tabs at both ends.
+func trimOWS(b []byte) []byte {
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
+		b = b[1:]
+	}
+	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
+		b = b[:len(b)-1]
+	}
+	return b
+}
 
 // validFieldName reports whether name is an RFC 9110 token, as Go's
 // server requires of header names.
 func validFieldName(name []byte) bool {
 	for _, c := range name {
-		if !isTokenByte(c) {
+		if !tokenByte[c] {
 			return false
 		}
 	}
 	return true
 }
 
-func isTokenByte(c byte) bool {
-	switch {
-	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		return true
+var tokenByte = func() (t [256]bool) {
+	for c := range 256 {
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+			t[c] = true
+		}
 	}
-	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
-}
+	for _, c := range []byte("!#$%&'*+-.^_`|~") {
+		t[c] = true
+	}
+	return t
+}()
 
 // peekResponseFields returns the header fields of the response head at the
 // start of br, in order, without consuming anything: http.ReadResponse

@@ -274,3 +274,36 @@ func FuzzPeekResponseFields(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkH1TapRequest is the tap's cost per request: feeding a typical
+// head (an SDK's 11 header lines, 420 bytes) and claiming it.
+func BenchmarkH1TapRequest(b *testing.B) {
+	head := "POST /v1/messages HTTP/1.1\r\nHost: api.anthropic.com\r\nUser-Agent: Anthropic/JS 0.52.0\r\n" +
+		"Accept: application/json\r\nContent-Type: application/json\r\nAnthropic-Version: 2023-06-01\r\n" +
+		"X-Api-Key: sk-ant-api03-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\r\nX-Stainless-Lang: js\r\nX-Stainless-Os: Linux\r\n" +
+		"X-Stainless-Runtime: node\r\nAccept-Encoding: gzip, deflate\r\nContent-Length: 2\r\n\r\n{}"
+	req, err := http.ReadRequest(bufio.NewReader(strings.NewReader(head)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var tp h1Tap
+	b.SetBytes(int64(len(head)))
+	b.ReportAllocs()
+	for b.Loop() {
+		tp.feed([]byte(head))
+		if tp.match(req) == nil {
+			b.Fatal("no match")
+		}
+	}
+}
+
+// BenchmarkH1TapBody is the tap's cost on body bytes, which it only counts.
+func BenchmarkH1TapBody(b *testing.B) {
+	var tp h1Tap
+	tp.feed([]byte("POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 9223372036854775807\r\n\r\n"))
+	buf := make([]byte, 32<<10)
+	b.SetBytes(int64(len(buf)))
+	for b.Loop() {
+		tp.feed(buf)
+	}
+}

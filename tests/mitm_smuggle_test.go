@@ -861,8 +861,8 @@ func TestSmuggleExpectContinueBodyIsNotARequest(t *testing.T) {
 }
 
 // TestMITMRecordsHeadersInWireOrder: the schema promises headers in wire
-// order; for HTTP/1.1 requests and for responses read on the fast
-// HTTP/1.1 upstream path that is what is stored.
+// order; for requests (HTTP/1.1 and HTTP/2) and for responses read on the
+// fast HTTP/1.1 upstream path that is what is stored.
 func TestMITMRecordsHeadersInWireOrder(t *testing.T) {
 	s := startSmuggle(t)
 	out, err := s.runEnv(30*time.Second, s.trustEnv(), "curl", "-sS", "--max-time", "20", "--http1.1",
@@ -870,7 +870,23 @@ func TestMITMRecordsHeadersInWireOrder(t *testing.T) {
 	if err != nil || !strings.Contains(out, "hello from the raw upstream") {
 		t.Fatalf("curl: %v\n%s", err, out)
 	}
+	out, err = s.runEnv(30*time.Second, s.trustEnv(), "curl", "-sS", "--max-time", "20", "--http2",
+		"-H", "Zeta: 1", "-H", "Alpha: 2", "-H", "Mid: 3", "-H", "X-Dup: a", "-H", "X-Dup: b", "https://api.test/hello?h2")
+	if err != nil || !strings.Contains(out, "via HTTP/2.0") {
+		t.Fatalf("curl --http2: %v\n%s", err, out)
+	}
 	evs := s.stop()
+	if n := netEvent(evs, func(n *store.Net) bool { return n.Query == "h2" }); n == nil {
+		t.Errorf("no event for the HTTP/2 request:\n%s", dumpEvents(evs))
+	} else {
+		var got []string
+		for _, h := range n.RequestHeaders {
+			got = append(got, h.Name)
+		}
+		if want := []string{"User-Agent", "Accept", "Zeta", "Alpha", "Mid", "X-Dup", "X-Dup"}; !slices.Equal(got, want) {
+			t.Errorf("HTTP/2 request headers in order %q, want %q", got, want)
+		}
+	}
 	n := httpEvent(evs, "GET", "/order")
 	if n == nil {
 		t.Fatalf("no event:\n%s", dumpEvents(evs))

@@ -116,8 +116,8 @@ var tables = []string{
 	bytes_sent            INTEGER NOT NULL DEFAULT 0, -- guest to upstream
 	bytes_received        INTEGER NOT NULL DEFAULT 0, -- upstream to guest
 	duration_ms           REAL NOT NULL DEFAULT 0,
-	request_headers       TEXT,    -- JSON [[name, value], …]
-	response_headers      TEXT,
+	request_headers       TEXT,    -- JSON [[name, value], …], canonical names, secrets hashed; as the guest sent them in order (HTTP/1.1 with Host; HTTP/2 without pseudo-headers but :protocol, cookie crumbs joined), sorted by name where capsem lost track of the connection
+	response_headers      TEXT,    -- likewise: in the upstream's order on capsem's own HTTP/1.1 upstream path; sorted by name for HTTP/2 upstreams and for what Go's http.Transport reads (WebSocket upgrades, Expect: 100-continue)
 	request_body_preview  TEXT,
 	response_body_preview TEXT,
 	count                 INTEGER NOT NULL DEFAULT 1, -- how many events this row stands for: past 50 a second of one reason, one row stands for the rest of dropped frames and refused flows, with the last one's fields
