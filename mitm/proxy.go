@@ -47,8 +47,9 @@ const (
 	// or answered one wrongly; the guest gets a 502, not a tunnel.
 	ReasonUpstreamUpgrade = "upstream-upgrade-refused"
 	// ReasonStoreUnavailable: the event store cannot record, so nothing is
-	// forwarded (fail closed).
-	ReasonStoreUnavailable = "store-unavailable"
+	// forwarded (fail closed); the netstack refuses flows for the same
+	// reason, under the same name.
+	ReasonStoreUnavailable = netstack.ReasonStoreDown
 )
 
 // HelloTimeout bounds how long the guest may take to send its ClientHello

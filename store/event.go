@@ -102,8 +102,10 @@ type DNS struct {
 	Count int64
 }
 
-// Header is one HTTP header line. Headers are kept in wire order, duplicates
-// included; the exporter writes them as JSON.
+// Header is one HTTP header line. Headers are kept in the order the recorder
+// gives them, duplicates included — the MITM gives wire order where it knows
+// it (net_events.request_headers in store/sqliteexport/schema.go says
+// where); the exporter writes them as JSON.
 type Header struct {
 	Name, Value string
 }

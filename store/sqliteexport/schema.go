@@ -28,8 +28,9 @@ const ApplicationID = 0x4370536d
 //   - Absent values are NULL: an empty string, an unset address, port 0,
 //     status 0. Measures (bytes, durations, counts) are 0 when zero.
 //   - duration_ms is REAL: milliseconds with sub-millisecond precision.
-//   - Headers are JSON arrays of [name, value] pairs in wire order,
-//     duplicates included; sessions.command and exec_events.argv are JSON
+//   - Headers are JSON arrays of [name, value] pairs, duplicates included,
+//     in wire order where capsem knows it (net_events' column comments
+//     say where); sessions.command and exec_events.argv are JSON
 //     arrays of strings. exec_events.command is the same argv as one line,
 //     as a POSIX shell would show it: words quoted where the shell would
 //     read them otherwise (sh -c 'echo hi'), control characters as $'\n'.
