@@ -295,13 +295,14 @@ func TestRunKilledMidSession(t *testing.T) {
 	var sessions []struct {
 		ID      string  `json:"id"`
 		EndedAt *string `json:"ended_at"`
+		Crashed bool    `json:"crashed"`
 		Events  int64   `json:"events"`
 	}
 	if err := json.Unmarshal(out, &sessions); err != nil || len(sessions) != 1 {
 		t.Fatalf("sessions after the kill: %v\n%s", err, out)
 	}
-	if s := sessions[0]; s.EndedAt != nil || s.Events == 0 {
-		t.Errorf("the killed session: ended_at %v, %d events; want no end and its events", s.EndedAt, s.Events)
+	if s := sessions[0]; s.EndedAt != nil || !s.Crashed || s.Events == 0 {
+		t.Errorf("the killed session: ended_at %v, crashed %v, %d events; want no end, marked crashed, and its events", s.EndedAt, s.Crashed, s.Events)
 	}
 	db := exportRun(t, data, sessions[0].ID)
 	if got := queryStrings(t, db, `SELECT qname FROM dns_events`); !strings.Contains(strings.Join(got, " "), "api.anthropic.com") {

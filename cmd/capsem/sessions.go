@@ -29,16 +29,22 @@ func sessionsCommand() *cli.Command {
 
 // sessionSummary is one line of `capsem sessions`, and its JSON form.
 type sessionSummary struct {
-	ID         string     `json:"id"`
-	StartedAt  time.Time  `json:"started_at"`
-	EndedAt    *time.Time `json:"ended_at"`
-	DurationMS *int64     `json:"duration_ms"`
-	Command    []string   `json:"command"`
-	ExitCode   *int       `json:"exit_code"`
-	Events     int64      `json:"events"`
-	Allowed    int64      `json:"allowed"`
-	Denied     int64      `json:"denied"`
-	Lost       int64      `json:"lost"`
+	ID        string     `json:"id"`
+	StartedAt time.Time  `json:"started_at"`
+	EndedAt   *time.Time `json:"ended_at"`
+	// Crashed: the session has no end. `capsem sessions` reads the main
+	// store only when no process holds it, and a run's session enters it
+	// only once the run is over, so a session without an end there is one
+	// whose process died (SIGKILL, a crash) before recording it; its events
+	// up to the last synced batch are there.
+	Crashed    bool     `json:"crashed"`
+	DurationMS *int64   `json:"duration_ms"`
+	Command    []string `json:"command"`
+	ExitCode   *int     `json:"exit_code"`
+	Events     int64    `json:"events"`
+	Allowed    int64    `json:"allowed"`
+	Denied     int64    `json:"denied"`
+	Lost       int64    `json:"lost"`
 	// What the host saw of the guest agent (store.Agent events): it went
 	// silent, was cut off for a protocol violation, had reports dropped by
 	// the rate limit or fields truncated. A session with no guest agent
@@ -62,6 +68,8 @@ func summarize(s store.Session) sessionSummary {
 		end := s.EndedAt
 		d := end.Sub(s.StartedAt).Milliseconds()
 		out.EndedAt, out.DurationMS = &end, &d
+	} else {
+		out.Crashed = true
 	}
 	return out
 }
@@ -93,7 +101,7 @@ func runSessions(c *cli.Context) error {
 	tw := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTARTED\tDURATION\tEXIT\tALLOWED\tDENIED\tAGENT\tCOMMAND")
 	for _, s := range sums {
-		dur, exit := "running or crashed", "-"
+		dur, exit := "crashed (no end)", "-"
 		if s.DurationMS != nil {
 			dur = (time.Duration(*s.DurationMS) * time.Millisecond).String()
 		}
