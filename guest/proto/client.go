@@ -226,6 +226,7 @@ func (c *Client) Exec(ctx context.Context, ex Exec) (*Session, error) {
 		c:       c,
 		id:      ex.ID,
 		exec:    ex,
+		sent:    time.Now(), // set under c.mu, before the reader can see s
 		tty:     ex.TTY,
 		stdin:   NewCredit(stdinWin),
 		started: make(chan struct{}),
@@ -236,7 +237,6 @@ func (c *Client) Exec(ctx context.Context, ex Exec) (*Session, error) {
 	c.sessions[ex.ID] = s
 	c.mu.Unlock()
 
-	s.sent = time.Now()
 	if err := c.conn.Send(ex); err != nil {
 		c.finish(s, Exit{}, err)
 		return nil, err
