@@ -259,10 +259,10 @@ func medianSample(ss []sample) sample {
 func printIdle(w io.Writer, rs []idleResult) {
 	fmt.Fprintf(w, "Idle (DHCP, one DNS query, one allowed flow, then %s idle) and %d idle established flows; median of %d; MB = 10^6 bytes; RSS = anon + file\n\n", *flagIdle, *flagFlows, *flagReps)
 	fmt.Fprintf(w, "| peer | idle RSS MB (anon + file) | %d flows RSS MB (anon + file) | per flow KiB | after closing them MB | %[1]d flows again MB | per flow KiB | threads idle / flows | fds idle / flows | goroutines idle / flows |\n", *flagFlows)
-	fmt.Fprintf(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rs {
 		if r.err != nil {
-			fmt.Fprintf(w, "| %s | failed: %s | | | | | | | | |\n", r.peer, oneLine(r.err.Error()))
+			fmt.Fprintf(w, "| %s | failed: %s | | | | | | | | | |\n", r.peer, oneLine(r.err.Error()))
 			continue
 		}
 		g := "—"
@@ -453,11 +453,11 @@ func printSoak(w io.Writer, rs []soakResult) {
 	fmt.Fprintf(w, "Soak: %s of mixed traffic (%s), sampled every %s; \"first\" and \"last\" are the means over the first and last %s; MB = 10^6 bytes\n\n", *flagSoak, mode, *flagSample, win.Round(time.Second))
 	fmt.Fprintf(w, "Traffic per peer: %.0f allowed + %.0f denied DNS queries/s (not for passt), %.0f short flows/s (4 KiB down), %.0f denied SYNs/s, %d long transfers at a time (%d MiB at %d MiB/s, alternating down and up)\n\n",
 		*flagDNSRate, *flagDeniedDNSRate, *flagFlowRate, *flagSYNRate, *flagLong, *flagLongBytes>>20, *flagLongRate>>20)
-	fmt.Fprintf(w, "| peer | RSS first → last MB | growth | max RSS MB | anon first → last MB | Go heap in use first → last MB | goroutines first → last (max) | fds first → last (max) | threads first → last (max) | CPU cores |\n")
-	fmt.Fprintf(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(w, "| peer | RSS first → last MB | growth | RSS slope, 2nd half, MB/min | max RSS MB | anon first → last MB | Go heap in use first → last MB | goroutines first → last (max) | fds first → last (max) | threads first → last (max) | CPU cores |\n")
+	fmt.Fprintf(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rs {
 		if r.err != nil {
-			fmt.Fprintf(w, "| %s | failed: %s | | | | | | | | |\n", r.peer, oneLine(r.err.Error()))
+			fmt.Fprintf(w, "| %s | failed: %s | | | | | | | | | |\n", r.peer, oneLine(r.err.Error()))
 			continue
 		}
 		first, last := summarise(r.samples, 0, win), summarise(r.samples, *flagSoak-win, *flagSoak+time.Hour)
@@ -466,8 +466,9 @@ func printSoak(w io.Writer, rs []soakResult) {
 			heap = fmt.Sprintf("%.1f → %.1f", first.heap/1e6, last.heap/1e6)
 			g = fmt.Sprintf("%.0f → %.0f (%d)", first.goroutines, last.goroutines, max(first.maxGoroutines, last.maxGoroutines, maxOf(r.samples, func(s sample) int { return s.goroutines })))
 		}
-		fmt.Fprintf(w, "| %s | %.1f → %.1f | %+.1f %% | %.1f | %.1f → %.1f | %s | %s | %.0f → %.0f (%d) | %.0f → %.0f (%d) | %.2f |\n",
-			r.peer, first.rss/1e6, last.rss/1e6, 100*(last.rss-first.rss)/first.rss, mb(maxOf64(r.samples, func(s sample) int64 { return s.rss })),
+		fmt.Fprintf(w, "| %s | %.1f → %.1f | %+.1f %% | %+.2f | %.1f | %.1f → %.1f | %s | %s | %.0f → %.0f (%d) | %.0f → %.0f (%d) | %.2f |\n",
+			r.peer, first.rss/1e6, last.rss/1e6, 100*(last.rss-first.rss)/first.rss, slope(r.samples, *flagSoak/2)*60/1e6,
+			mb(maxOf64(r.samples, func(s sample) int64 { return s.rss })),
 			first.anon/1e6, last.anon/1e6, heap, g,
 			first.fds, last.fds, maxOf(r.samples, func(s sample) int { return s.fds }),
 			first.threads, last.threads, maxOf(r.samples, func(s sample) int { return s.threads }), r.cpu)
@@ -490,6 +491,24 @@ func printSoak(w io.Writer, rs []soakResult) {
 			fmt.Fprintf(w, "  - last %s error: %s\n", k, oneLine(v))
 		}
 	}
+}
+
+// slope is the least-squares slope of RSS over the samples from `from` on,
+// in bytes per second: growth that goes on after the warm-up, which a
+// comparison of the first and last minutes mixes with it.
+func slope(ss []sample, from time.Duration) float64 {
+	var n, sx, sy, sxx, sxy float64
+	for _, s := range ss {
+		if s.at < from {
+			continue
+		}
+		x, y := s.at.Seconds(), float64(s.rss)
+		n, sx, sy, sxx, sxy = n+1, sx+x, sy+y, sxx+x*x, sxy+x*y
+	}
+	if n < 2 || n*sxx == sx*sx {
+		return 0
+	}
+	return (n*sxy - sx*sy) / (n*sxx - sx*sx)
 }
 
 func maxOf(ss []sample, get func(sample) int) int {
