@@ -259,7 +259,7 @@ func medianSample(ss []sample) sample {
 func printIdle(w io.Writer, rs []idleResult) {
 	fmt.Fprintf(w, "Idle (DHCP, one DNS query, one allowed flow, then %s idle) and %d idle established flows; median of %d; MB = 10^6 bytes; RSS = anon + file\n\n", *flagIdle, *flagFlows, *flagReps)
 	fmt.Fprintf(w, "| peer | idle RSS MB (anon + file) | %d flows RSS MB (anon + file) | per flow KiB | after closing them MB | %[1]d flows again MB | per flow KiB | threads idle / flows | fds idle / flows | goroutines idle / flows |\n", *flagFlows)
-	fmt.Fprintf(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rs {
 		if r.err != nil {
 			fmt.Fprintf(w, "| %s | failed: %s | | | | | | | | | |\n", r.peer, oneLine(r.err.Error()))
