@@ -24,7 +24,7 @@
 //
 // It is a benchmark run by hand (go tool task bench:soak, as root, from the
 // repository root; -soak 20s for a smoke run), never a test: it takes about
-// 15 minutes, and its figures depend on what else the machine is doing,
+// 19 minutes, and its figures depend on what else the machine is doing,
 // which it reports. It must never reach anything beyond host loopback: the
 // names the guest resolves are answered by the peers themselves (passt, which
 // would forward DNS to the host's resolver, gets no DNS traffic).
