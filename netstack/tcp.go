@@ -59,6 +59,13 @@ type FlowHandler func(ctx context.Context, guest, upstream net.Conn, f *Flow) Fl
 
 var copyBufs = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
 
+// waitBufs hold the read that waits on a quiet flow (see copyStream).
+var waitBufs = sync.Pool{New: func() any { b := make([]byte, 4<<10); return &b }}
+
+// idleRelease is how long a flow may go without data before its large
+// copy buffer goes back to copyBufs.
+const idleRelease = time.Second
+
 // Splice copies bytes both ways until both directions end, propagating
 // half-closes, and resets: when one side resets its connection (or fails
 // in any other way than a clean end), the other side's connection is reset
@@ -92,10 +99,7 @@ type closeWriter interface{ CloseWrite() error }
 // with anything but a clean end, dst is reset instead, so the failure
 // reaches the other peer as a failure.
 func copyHalf(dst, src net.Conn) (int64, error) {
-	bp := copyBufs.Get().(*[]byte)
-	// Hide ReaderFrom/WriterTo so the pooled buffer is used.
-	n, err := io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, *bp)
-	copyBufs.Put(bp)
+	n, err := copyStream(dst, src)
 	if errors.Is(err, net.ErrClosed) {
 		err = nil
 	}
@@ -112,6 +116,61 @@ func copyHalf(dst, src net.Conn) (int64, error) {
 		err = nil
 	}
 	return n, err
+}
+
+// copyStream copies src to dst until reading src fails (io.EOF included).
+// A quiet flow waits for data with a 4 KiB buffer; a read that fills it
+// takes a 256 KiB buffer from copyBufs for as long as data keeps coming, and
+// gives it back after idleRelease without any. Holding the large buffer
+// across the wait cost 512 KiB of heap per idle flow, resident once Go
+// reused freed memory (it zeroes reused spans): 1,000 idle flows took
+// capsem-net from 39 to 323 MB RSS.
+func copyStream(dst io.Writer, src net.Conn) (written int64, err error) {
+	wp := waitBufs.Get().(*[]byte)
+	defer waitBufs.Put(wp)
+	var bp *[]byte
+	defer func() {
+		if bp != nil {
+			copyBufs.Put(bp)
+		}
+	}()
+	var armed time.Time // when the read deadline was last pushed out
+	for {
+		buf := *wp
+		if bp != nil {
+			buf = *bp
+			// Push the deadline out at most twice per idleRelease, not
+			// per read: a gonet deadline is a new timer.
+			if now := time.Now(); now.Sub(armed) > idleRelease/2 {
+				src.SetReadDeadline(now.Add(idleRelease))
+				armed = now
+			}
+		}
+		nr, rerr := src.Read(buf)
+		if nr > 0 {
+			nw, werr := dst.Write(buf[:nr])
+			written += int64(nw)
+			if werr == nil && nw != nr {
+				werr = io.ErrShortWrite
+			}
+			if werr != nil {
+				return written, werr
+			}
+		}
+		if rerr != nil {
+			var ne net.Error
+			if bp != nil && errors.As(rerr, &ne) && ne.Timeout() {
+				src.SetReadDeadline(time.Time{})
+				copyBufs.Put(bp)
+				bp, armed = nil, time.Time{}
+				continue
+			}
+			return written, rerr
+		}
+		if bp == nil && nr == len(buf) {
+			bp = copyBufs.Get().(*[]byte)
+		}
+	}
 }
 
 // readFailed reports whether err, from copying src onwards, came from

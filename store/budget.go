@@ -8,12 +8,13 @@ import (
 
 // A session's byte budget counts the bytes of its events as encoded, keys
 // included (Counts.Bytes): what the Writer hands pebble. On disk a
-// session's files take about that much — 0.89x measured in
-// TestBudgetOnDisk: the write-ahead log holds the same bytes until its
-// memtable is flushed, the flushed tables less, compressed. pebble also
-// preallocates 35.2 MiB for each write-ahead log (the live one and those
-// kept for reuse: 4 in that test), a fixed cost that the disk reserve's
-// floor is there to absorb. The session record, rewritten with every
+// session's files take at most about that much — 0.40x measured in
+// TestBudgetOnDisk with 4 MiB memtables (0.89x with 32 MiB ones): the
+// write-ahead log holds the same bytes until its memtable is flushed, the
+// flushed tables less, compressed. pebble also preallocates 110 % of the
+// memtable (4.4 MiB) for each write-ahead log (the live one and those kept
+// for reuse: 4 in that test), a fixed cost that the disk reserve's floor is
+// there to absorb. The session record, rewritten with every
 // batch, is not counted.
 //
 // Past the budget, Admit refuses, so what still arrives is mostly refusals

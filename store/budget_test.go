@@ -109,9 +109,10 @@ func TestBudget(t *testing.T) {
 // its budget counts. The files hold about the counted bytes (the
 // write-ahead log the same bytes until the memtable is flushed, the flushed
 // tables less, compressed); what is allocated adds pebble's preallocation
-// of each write-ahead log (110 % of the 32 MiB memtable: 35.2 MiB) for the
-// live log and the ones kept for reuse — a fixed cost, not a share of the
-// budget, which the disk reserve's floor (64 MiB) is sized to absorb.
+// of each write-ahead log (110 % of the memtable, 4.4 MiB at 4 MiB; this
+// bound allows for memtables up to 32 MiB) for the live log and the ones
+// kept for reuse — a fixed cost, not a share of the budget, which the disk
+// reserve's floor (64 MiB) is sized to absorb.
 func TestBudgetOnDisk(t *testing.T) {
 	if testing.Short() {
 		t.Skip("writes 64 MiB")

@@ -52,8 +52,9 @@ const DefaultMaxSessionBytes = 1 << 30
 // MiB. Below it new flows are refused while the refusals are still
 // recorded; below its quarter, 64 MiB, nothing more is written, which
 // leaves pebble room for what it may still write on its own: a new
-// write-ahead log, preallocated at 35.2 MiB, and a memtable flushed to a
-// table (32 MiB of memory, less once compressed). A write that meets a full
+// write-ahead log, preallocated at 110 % of the memtable (4.4 MiB), and a
+// memtable flushed to a table (4 MiB of memory, less once compressed), with
+// room to spare for memtables up to 32 MiB. A write that meets a full
 // disk regardless waits for space (diskWatch.enospc) rather than fail,
 // since pebble stops for good on a failed log or manifest write.
 const DefaultMinFreeDisk = 256 << 20

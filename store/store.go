@@ -114,8 +114,16 @@ func open(dir string, readOnly bool, opt Options) (*Store, error) {
 	s := &Store{dir: dir, lock: lock, readOnly: readOnly, opts: opt, writers: map[*Writer]struct{}{}, broken: make(chan struct{})}
 	s.disk = newDiskWatch(dir, opt.MinFreeDisk, opt.freeSpace)
 	opts := &pebble.Options{
-		Logger:       logger{s},
-		MemTableSize: 32 << 20, // fewer, larger flushes: ~1.6x the ingest rate of the 4 MiB default
+		Logger: logger{s},
+		// Small memtables and block cache: pebble allocates both outside
+		// the Go heap, and at 32 MiB (chosen for a ~1.6x ingest rate) the
+		// memtable doubled at each flush through a 10-minute soak, capsem-net
+		// climbing 2.5 MB/min; at 4 MiB and a 1 MiB cache the slope is
+		// 0.23 MB/min and flat from minute 6 (bench/soakbench), and ingest
+		// stays far above what the netstack's aggregation lets a guest
+		// send (~9 KB/s per reason).
+		MemTableSize: 4 << 20,
+		CacheSize:    1 << 20,
 		ReadOnly:     readOnly,
 	}
 	if readOnly {
