@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/capsem/capsem/guest/proto"
+	"github.com/capsem/capsem/netstack"
 	"github.com/capsem/capsem/store"
 )
 
@@ -44,7 +45,7 @@ const (
 
 // guestRecord turns the agent's reports into store events.
 type guestRecord struct {
-	rec   sessionRecorder
+	rec   netstack.Recorder
 	log   *slog.Logger
 	execs sync.WaitGroup // exec records not yet appended
 
@@ -56,7 +57,7 @@ type guestRecord struct {
 	lastFlush time.Time
 }
 
-func newGuestRecord(rec sessionRecorder, log *slog.Logger) *guestRecord {
+func newGuestRecord(rec netstack.Recorder, log *slog.Logger) *guestRecord {
 	now := time.Now()
 	return &guestRecord{rec: rec, log: log, tokens: fsEventsBurst, last: now, lastFlush: now}
 }
@@ -76,7 +77,11 @@ func (g *guestRecord) fileEvent(m proto.FileEvent) {
 	}
 	path, cut1 := capString(m.Path, maxReportedPath)
 	old, cut2 := capString(m.OldPath, maxReportedPath)
-	if ok && (cut1 || cut2) {
+	action, known := fsActions[m.Action]
+	if !known {
+		action = "unknown" // the guest's word, up to a frame long, is not kept
+	}
+	if ok && (cut1 || cut2 || !known) {
 		g.capped++
 	}
 	flush := now.Sub(g.lastFlush) >= time.Second
@@ -87,11 +92,17 @@ func (g *guestRecord) fileEvent(m proto.FileEvent) {
 	if !ok {
 		return
 	}
-	ev := &store.FS{Action: m.Action, Path: path, OldPath: old, Size: m.Size, Dir: m.Dir}
+	ev := &store.FS{Action: action, Path: path, OldPath: old, Size: m.Size, Dir: m.Dir}
 	if m.Time != 0 {
 		ev.GuestTime = time.Unix(0, m.Time)
 	}
 	g.rec.Append(store.Event{Time: now, FS: ev})
+}
+
+// fsActions are the actions a file event may report, as stored.
+var fsActions = map[string]string{
+	proto.ActionCreated: store.FSCreated, proto.ActionModified: store.FSModified, proto.ActionDeleted: store.FSDeleted,
+	proto.ActionRenamed: store.FSRenamed, proto.ActionOverflow: store.FSOverflow,
 }
 
 func capString(s string, n int) (string, bool) {
@@ -112,7 +123,7 @@ func (g *guestRecord) flush() {
 		g.agent(store.AgentRateLimited, dropped, fmt.Sprintf("file events beyond %d/s (burst %d) were not recorded", fsEventsPerSecond, fsEventsBurst))
 	}
 	if capped > 0 {
-		g.agent(store.AgentCapped, capped, fmt.Sprintf("file event paths longer than %d bytes were cut", maxReportedPath))
+		g.agent(store.AgentCapped, capped, fmt.Sprintf("file events with a path longer than %d bytes (cut) or an unknown action (stored as \"unknown\")", maxReportedPath))
 	}
 }
 

@@ -76,4 +76,12 @@ func TestGuestRecordFileEvents(t *testing.T) {
 		rec.evs[1].Agent == nil || rec.evs[1].Agent.State != store.AgentCapped || rec.evs[1].Agent.Count != 1 {
 		t.Errorf("a long path: events %+v, want it cut to %d bytes and one capped event", rec.evs, maxReportedPath)
 	}
+	// An action the agent never sends is not kept as the guest wrote it.
+	rec = &memRecorder{}
+	g = newGuestRecord(rec, slog.New(slog.DiscardHandler))
+	g.fileEvent(proto.FileEvent{Action: strings.Repeat("\x1b[8m", 1000), Path: "f"})
+	g.flush()
+	if len(rec.evs) != 2 || rec.evs[0].FS == nil || rec.evs[0].FS.Action != "unknown" || rec.evs[1].Agent == nil || rec.evs[1].Agent.State != store.AgentCapped {
+		t.Errorf("an unknown action: events %+v, want it stored as unknown and one capped event", rec.evs)
+	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/capsem/capsem/guest/proto"
 	"github.com/capsem/capsem/hypervisor"
 	"github.com/capsem/capsem/mitm/ca"
+	"github.com/capsem/capsem/netstack"
 	"github.com/capsem/capsem/policy"
 	"github.com/capsem/capsem/store"
 )
@@ -156,7 +157,7 @@ func (t eventTap) Append(ev store.Event) {
 }
 
 // tapRecorder is w, or w with see tapping its events.
-func tapRecorder(w *store.Writer, see func(store.Event)) sessionRecorder {
+func tapRecorder(w *store.Writer, see func(store.Event)) netstack.Recorder {
 	if see == nil {
 		return w
 	}

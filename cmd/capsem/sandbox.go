@@ -17,7 +17,6 @@ import (
 	"github.com/capsem/capsem/mitm/ca"
 	"github.com/capsem/capsem/netstack"
 	"github.com/capsem/capsem/policy"
-	"github.com/capsem/capsem/store"
 )
 
 // sandboxConfig is what one guest boot needs.
@@ -27,19 +26,12 @@ type sandboxConfig struct {
 	Workspace   string // host directory shared as the guest's /workspace
 	CPUs        int
 	MemoryMiB   int
-	Recorder    sessionRecorder // gets every event of the run
-	Authority   *ca.Authority   // the interception CA the guest trusts
+	Recorder    netstack.Recorder // gets every event of the run: the session's store.Writer, or a tap on it
+	Authority   *ca.Authority     // the interception CA the guest trusts
 	ConsoleLog  string
 	ConsoleMax  int64 // the console log's cap in bytes (0: hypervisor.DefaultConsoleLogMax)
 	BootTimeout time.Duration
 	Logger      *slog.Logger
-}
-
-// sessionRecorder is where a sandbox's events go: the session's
-// store.Writer, or a tap on it.
-type sessionRecorder interface {
-	Append(store.Event)
-	Admit() error
 }
 
 // sandbox is a running guest: its VM, the netstack its NIC ends in, the

@@ -328,7 +328,7 @@ func (c *Client) read() error {
 			}
 		case Error:
 			if m.ID == 0 {
-				c.agentErrs.warn(c.log, "agent error", "msg", m.Msg)
+				c.agentErrs.warn(c.log, "agent error", "msg", logText(m.Msg))
 				c.event(m)
 			} else if s := c.session(m.ID); s != nil {
 				c.finish(s, Exit{}, m)

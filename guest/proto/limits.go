@@ -27,6 +27,18 @@ import (
 // 256 KiB window, reached only by a host that starts that many commands).
 const MaxSessions = 1024
 
+// maxLogText bounds what of a peer's free text goes into one log line: an
+// Error's message may fill a frame (1 MiB).
+const maxLogText = 256
+
+// logText is s as far as a log line keeps it.
+func logText(s string) string {
+	if len(s) <= maxLogText {
+		return s
+	}
+	return s[:maxLogText] + "…"
+}
+
 // logLimit logs the 1st, 2nd, 4th, 8th, … occurrence of what a hostile peer
 // can repeat at will, so that it cannot flood the host's log.
 type logLimit struct{ n atomic.Int64 }
