@@ -33,7 +33,6 @@ type VM struct {
 	cmd      *exec.Cmd
 	control  *controlConn
 	facts    startFacts
-	console  *hypervisor.ConsoleLog
 	started  bool
 	stopping bool
 
@@ -168,16 +167,17 @@ func (v *VM) Start(ctx context.Context) error {
 	}
 
 	var hostCon net.Conn
+	var console *hypervisor.ConsoleLog
 	if v.cfg.ConsoleLog != "" {
 		// Each boot gets a fresh log, capped.
-		if v.console, err = hypervisor.CreateConsoleLog(v.cfg.ConsoleLog, v.cfg.ConsoleLogMax); err != nil {
+		if console, err = hypervisor.CreateConsoleLog(v.cfg.ConsoleLog, v.cfg.ConsoleLogMax); err != nil {
 			hostCtl.Close()
 			return fmt.Errorf("qemu: %w", err)
 		}
 		var vmCon *os.File
 		if hostCon, vmCon, err = hypervisor.SocketPair(); err != nil {
 			hostCtl.Close()
-			v.console.Close()
+			console.Close()
 			return fmt.Errorf("qemu: console: %w", err)
 		}
 		defer vmCon.Close()
@@ -202,7 +202,7 @@ func (v *VM) Start(ctx context.Context) error {
 		hostCtl.Close()
 		if hostCon != nil {
 			hostCon.Close()
-			v.console.Close()
+			console.Close()
 		}
 		return fmt.Errorf("qemu: start %s: %w", v.bin, err)
 	}
@@ -210,7 +210,7 @@ func (v *VM) Start(ctx context.Context) error {
 	if hostCon != nil {
 		go func() {
 			defer close(consoleDone)
-			v.console.Copy(hostCon) // until QEMU exits and the socket ends
+			console.Copy(hostCon) // until QEMU exits and the socket ends
 			hostCon.Close()
 		}()
 	} else {
