@@ -68,31 +68,13 @@ func needHarness(t *testing.T) {
 	}
 }
 
-// syncBuffer collects a child's output safely.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // env is one guest namespace wired to one capsem-net process.
 type env struct {
 	t          *testing.T
 	ns         *harness.Namespace
 	pump       *harness.Pump
 	cmd        *exec.Cmd
-	out        *syncBuffer
+	out        *harness.SyncBuffer
 	dataDir    string
 	policyPath string
 	caCert     string // the capsem CA certificate the guest trusts
@@ -116,7 +98,7 @@ func startEnv(t *testing.T, policy string, opt envOptions) *env {
 		opt.mtu = 1500
 	}
 	dir := t.TempDir()
-	e := &env{t: t, out: &syncBuffer{}, dataDir: filepath.Join(dir, "data"), policyPath: filepath.Join(dir, "policy.toml")}
+	e := &env{t: t, out: &harness.SyncBuffer{}, dataDir: filepath.Join(dir, "data"), policyPath: filepath.Join(dir, "policy.toml")}
 	if err := os.WriteFile(e.policyPath, []byte(policy), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/capsem/capsem/tests/harness"
 )
 
 // The `capsem run` tests boot the real default guest (the pinned Debian
@@ -429,7 +431,7 @@ func TestRunInteractiveShell(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 
-	var out syncBuffer
+	var out harness.SyncBuffer
 	go func() { _, _ = io.Copy(&out, ptm) }()
 	waitOut := func(want string, d time.Duration) {
 		t.Helper()

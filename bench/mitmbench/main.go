@@ -15,7 +15,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -158,27 +157,10 @@ func (b *bench) close() {
 // env is one guest namespace wired to one capsem-net process.
 type env struct {
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *harness.SyncBuffer
 	ns   *harness.Namespace
 	pump *harness.Pump
 	dir  string
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 const policyTemplate = `[network]
@@ -194,7 +176,7 @@ passthrough = ["pass.test"]
 `
 
 func (b *bench) startEnv(rep int) (*env, error) {
-	e := &env{out: &syncBuffer{}, dir: filepath.Join(b.dir, fmt.Sprintf("rep%d", rep))}
+	e := &env{out: &harness.SyncBuffer{}, dir: filepath.Join(b.dir, fmt.Sprintf("rep%d", rep))}
 	if err := os.MkdirAll(e.dir, 0o755); err != nil {
 		return nil, err
 	}

@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/capsem/capsem/tests/harness"
@@ -24,7 +23,7 @@ type env struct {
 	p         peer
 	dir, sock string
 	cmd       *exec.Cmd
-	out       *syncBuffer
+	out       *harness.SyncBuffer
 	done      chan struct{}
 	ns        *harness.Namespace
 	pump      *harness.Pump
@@ -35,27 +34,10 @@ type env struct {
 	start     time.Time
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // startEnv starts a fresh peer process, namespace and upstream, takes a
 // DHCP lease and runs the guest's setup (one DNS query, one allowed flow).
 func startEnv(p peer) (e *env, err error) {
-	e = &env{p: p, out: &syncBuffer{}, done: make(chan struct{})}
+	e = &env{p: p, out: &harness.SyncBuffer{}, done: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			e.stop()
@@ -166,13 +148,13 @@ func (e *env) guest(timeout time.Duration, mode string, args ...string) (string,
 type holder struct {
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
-	out   *syncBuffer
+	out   *harness.SyncBuffer
 }
 
 // hold opens n connections from the guest to the upstream and returns once
 // the upstream holds all of them.
 func (e *env) hold(n int) (*holder, error) {
-	h := &holder{out: &syncBuffer{}}
+	h := &holder{out: &harness.SyncBuffer{}}
 	h.cmd = e.guestCommand(context.Background(), "hold", strconv.Itoa(n))
 	var err error
 	if h.stdin, err = h.cmd.StdinPipe(); err != nil {
