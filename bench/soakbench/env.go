@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -128,20 +127,18 @@ func (e *env) stop() {
 
 // guestCommand returns the guest script prepared to run in the namespace.
 func (e *env) guestCommand(ctx context.Context, mode string, args ...string) *exec.Cmd {
+	return e.ns.Command(ctx, "python3", append([]string{"-c", guestScript, mode, e.cfgJSON()}, args...)...)
+}
+
+// cfgJSON is the guest script's configuration argument.
+func (e *env) cfgJSON() string {
 	cfg, _ := json.Marshal(e.cfg)
-	return e.ns.Command(ctx, "python3", append([]string{"-c", guestScript, mode, string(cfg)}, args...)...)
+	return string(cfg)
 }
 
 // guest runs the guest script to its end and returns its output.
 func (e *env) guest(timeout time.Duration, mode string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	var out bytes.Buffer
-	cmd := e.guestCommand(ctx, mode, args...)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.WaitDelay = time.Second
-	err := cmd.Run()
-	return out.String(), err
+	return e.ns.Run(timeout, "python3", append([]string{"-c", guestScript, mode, e.cfgJSON()}, args...)...)
 }
 
 // holder is a running "hold N" guest.
