@@ -204,7 +204,7 @@ func (s *Stack) serveDHCP(frame, payload []byte) {
 		s.stats.DHCPAcks.Add(1)
 	}
 	// Rate-limited like drops: a guest can send DHCP messages without end.
-	s.drops.event("dhcp "+reason, &store.Net{
+	s.drops.event("dhcp", &store.Net{
 		Transport: store.TransportUDP,
 		Decision:  decision,
 		Reason:    reason,

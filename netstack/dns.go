@@ -175,7 +175,7 @@ func (s *Stack) serveUDPDNS(dst tcpip.Address, sport uint16, payload []byte) {
 // reason, every query counted).
 func (s *Stack) answerDNS(query []byte, resolver netip.Addr, transport store.Transport) ([]byte, store.DNS) {
 	pol := s.policy.Load()
-	reply, ev, err := s.dns.answer(query, pol, s.admit)
+	reply, ev, _ := s.dns.answer(query, pol, s.admit) // reply is nil when err is set
 	ev.ResolverAsked = resolver
 	ev.Transport = transport
 	if ev.Decision == store.Allowed {
@@ -191,12 +191,7 @@ func (s *Stack) answerDNS(query []byte, resolver netip.Addr, transport store.Tra
 			"further new names get NXDOMAIN (raise [dns] max_wildcard_names in the policy if this session needs more)",
 			"max_wildcard_names", pol.MaxWildcardNames(), "qname", ev.QName)
 	}
-	// The event is recorded from a copy: the log may keep it.
-	rec := ev
-	s.dnsLog.record(&rec)
-	if err != nil {
-		return nil, ev
-	}
+	s.dnsLog.record(&ev)
 	return reply, ev
 }
 

@@ -237,7 +237,7 @@ func (s *Stack) handleTCP(r *tcp.ForwarderRequest) {
 		r.Complete(true)
 		s.stats.FlowsDenied.Add(1)
 		ev.Decision, ev.Reason, ev.Detail = store.Denied, reason, detail
-		s.drops.event("tcp "+reason, &ev)
+		s.drops.event("tcp", &ev)
 	}
 	// deny answers the SYN with a RST after a dial, recorded one by one.
 	deny := func(reason, detail string) {
