@@ -127,7 +127,7 @@ func TestDiskFullOnARealDisk(t *testing.T) {
 			t.Fatal(err)
 		}
 
-		s, err = Open(dir)
+		s, err = OpenWith(dir, Options{MinFreeDisk: 8 << 20})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -174,7 +174,7 @@ func TestDiskFullOnARealDisk(t *testing.T) {
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
 		}
-		s, err = Open(dir)
+		s, err = OpenWith(dir, Options{MinFreeDisk: -1})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -199,6 +199,24 @@ func (d *diskWatch) room(n uint64) error {
 		d.dir, bytesIEC(d.avail), bytesIEC(n), bytesIEC(d.reserve))
 }
 
+// writable reports whether the store may be opened to write: pebble's Open
+// replays the write-ahead log into a table, and a disk below the floor
+// (1 MiB when thresholds are off) would leave that write waiting on ENOSPC
+// with no session to give up for.
+func (d *diskWatch) writable() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.refreshLocked(time.Now())
+	if d.state != diskFull && d.avail >= d.floor || d.errLog {
+		return nil
+	}
+	floor := "the 1.0 MiB a store needs to open for writing"
+	if !d.off {
+		floor = fmt.Sprintf("%s (a quarter of the --min-free-disk reserve)", bytesIEC(d.floor))
+	}
+	return fmt.Errorf("the disk holding %s has %s free, less than %s: free space on that disk", d.dir, bytesIEC(d.avail), floor)
+}
+
 // enospc is pebble's disk-full callback (vfs.OnDiskFull): a write met
 // ENOSPC. Every write of the store waits while it runs, and the one that
 // failed is retried once when it returns, so it returns only once there is

@@ -204,11 +204,11 @@ func TestDiskLowAndFull(t *testing.T) {
 // TestBeginRefusedOnALowDisk: a session does not start on a disk below the
 // reserve: it could not be admitted anything.
 func TestBeginRefusedOnALowDisk(t *testing.T) {
-	d := newFakeDisk(10 * MiB)
-	s := d.open(t, 0) // the default reserve, 256 MiB
+	d := newFakeDisk(100 * MiB)
+	s := d.open(t, 0) // the default reserve, 256 MiB; its floor, 64 MiB
 	_, err := s.Begin(Session{ID: "x"})
 	if err == nil || !strings.Contains(err.Error(), "--min-free-disk") || !strings.Contains(err.Error(), s.Dir()) {
-		t.Fatalf("Begin with 10 MiB free: %v", err)
+		t.Fatalf("Begin with 100 MiB free: %v", err)
 	}
 	d.set(1 << 30)
 	s.recheckDisk()
@@ -474,4 +474,85 @@ func copyDir(t *testing.T, from, to string) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestENOSPCAtEndRecordGivesUp: with no write in flight, the disk fills and
+// the session ends: End's own write of the end record meets ENOSPC. End
+// and Close return errors after closeGrace instead of waiting for space.
+func TestENOSPCAtEndRecordGivesUp(t *testing.T) {
+	captureLog(t)
+	defer func(g time.Duration) { closeGrace = g }(closeGrace)
+	closeGrace = 300 * time.Millisecond
+	g := newGateFS()
+	d := newFakeDisk(1 << 30)
+	opt := d.opts(-1)
+	opt.fs = g
+	s, err := OpenWith(t.TempDir(), opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := beginT(t, s, Session{ID: "f"})
+	w.Append(Event{DNS: &DNS{QName: "synced"}})
+	if err := w.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	g.full.Store(true)
+	d.set(0)
+	for name, call := range map[string]func() error{
+		"End":   func() error { return w.End(nil) },
+		"Close": s.Close,
+	} {
+		done := make(chan error, 1)
+		go func() { done <- call() }()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), "no space left") {
+				t.Errorf("%s on a full disk: %v, want the ENOSPC it gave up on", name, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s waited forever on a full disk", name)
+		}
+	}
+}
+
+// TestOpenRefusedOnAFullDisk: opening to write on a disk below the floor
+// fails at once, saying what to do, rather than leave pebble's replay of
+// the write-ahead log waiting on ENOSPC; read-only opens still work.
+func TestOpenRefusedOnAFullDisk(t *testing.T) {
+	captureLog(t)
+	dir := t.TempDir()
+	d := newFakeDisk(1 << 30)
+	s, err := OpenWith(dir, d.opts(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := beginT(t, s, Session{ID: "o"})
+	w.Append(Event{DNS: &DNS{QName: "kept"}})
+	w.End(nil)
+	s.Close()
+	for _, c := range []struct {
+		minFree int64
+		free    uint64
+		why     string
+	}{
+		{0, 0, "default reserve: 0 B is below its 64 MiB floor"},
+		{0, 60 * MiB, "just below the default floor"},
+		{-1, 512 << 10, "thresholds off: below the 1 MiB pebble's replay needs"},
+	} {
+		d.set(c.free)
+		s, err := OpenWith(dir, d.opts(c.minFree))
+		if err == nil {
+			s.Close()
+			t.Errorf("%s: opened", c.why)
+			continue
+		}
+		if !strings.Contains(err.Error(), "free space on that disk") {
+			t.Errorf("%s: %v, want it to say what to do", c.why, err)
+		}
+	}
+	r, err := OpenReadOnly(dir)
+	if err != nil {
+		t.Fatalf("read-only open on a full disk: %v", err)
+	}
+	r.Close()
 }

@@ -68,7 +68,7 @@ type Store struct {
 	wmu     sync.Mutex // guards writers only: never held across a pebble call (see fatal)
 	writers map[*Writer]struct{}
 
-	ending     atomic.Int32  // writers in stop: a full disk is waited for only so long
+	ending     atomic.Int32  // End, Close or a writer's stop under way: a full disk is waited for only so long
 	broken     chan struct{} // closed by fatal
 	brokenErr  error
 	brokenOnce sync.Once
@@ -91,9 +91,10 @@ func OpenWith(dir string, opt Options) (*Store, error) { return open(dir, false,
 // as Open, so it fails with ErrInUse while a writer has the store open.
 func OpenReadOnly(dir string) (*Store, error) { return open(dir, true, Options{MinFreeDisk: -1}) }
 
-// closeGrace is how long a write that met a full disk waits for space once
-// the store is ending (End or Close) before it gives up; pebble then stops
-// writing for good (see fatal), and the session keeps its synced events.
+// closeGrace is how long a write that met a full disk waits for space when
+// no session is recording — the store is ending (End or Close), or it has
+// no writer (Open, Import) — before it gives up; pebble then stops writing
+// for good (see fatal), and the session keeps its synced events.
 var closeGrace = 10 * time.Second
 
 func open(dir string, readOnly bool, opt Options) (*Store, error) {
@@ -137,8 +138,14 @@ func open(dir string, readOnly bool, opt Options) (*Store, error) {
 			base = vfs.Default
 		}
 		opts.FS = vfs.OnDiskFull(base, func() {
-			s.disk.enospc(func() bool { return s.ending.Load() > 0 }, closeGrace, s.wakeWriters)
+			s.disk.enospc(s.recordingStopped, closeGrace, s.wakeWriters)
 		})
+	}
+	if !readOnly {
+		if err := s.disk.writable(); err != nil {
+			lock.Close()
+			return nil, fmt.Errorf("store: open %s: %w", dir, err)
+		}
 	}
 	db, err := pebble.Open(dir, opts)
 	if err != nil {
@@ -516,6 +523,19 @@ func (s *Store) openWriters() []*Writer {
 	return ws
 }
 
+// recordingStopped reports whether no session is recording: End or Close
+// is under way, or no writer is open. A write that meets a full disk then
+// waits only closeGrace for space; while a session records, it waits for
+// good, with Admit refusing and Append counting.
+func (s *Store) recordingStopped() bool {
+	if s.ending.Load() > 0 {
+		return true
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	return len(s.writers) == 0
+}
+
 // wakeWriters wakes every Append waiting for room, to look again at why it
 // waits (the disk is full: it will hold its event instead).
 func (s *Store) wakeWriters() {
@@ -533,10 +553,11 @@ func (s *Store) wakeWriters() {
 // events as lost, End and Close return without waiting for pebble), and the
 // events already synced stay in the write-ahead log for the next Open. It
 // reports whether the calling goroutine should be parked rather than panic:
-// a process that records a session (capsem run, capsem-net) must outlive
-// its store — the guest keeps running, refused, and the user is told —
-// while a process that only reads or imports had better stop with the
-// message.
+// a process that records a session (capsem run, capsem-net), or is ending
+// one, must outlive its store — the guest keeps running, refused, and the
+// user is told; End and Close return, waiting on broken rather than on the
+// parked write — while a process that only reads or imports had better
+// stop with the message.
 func (s *Store) fatal(err error) (park bool) {
 	s.brokenOnce.Do(func() {
 		s.brokenErr = err
@@ -550,7 +571,7 @@ func (s *Store) fatal(err error) (park bool) {
 		}
 		w.mu.Unlock()
 	}
-	return len(ws) > 0
+	return len(ws) > 0 || s.ending.Load() > 0
 }
 
 // brokenError returns the error fatal recorded, or nil.

@@ -389,6 +389,8 @@ func (w *Writer) End(exitCode *int) error {
 	}
 	w.ended = true
 	w.mu.Unlock()
+	w.s.ending.Add(1) // through the end record's write, not only stop's
+	defer w.s.ending.Add(-1)
 
 	werr := w.stop()
 
@@ -410,8 +412,18 @@ func (w *Writer) End(exitCode *int) error {
 		return errors.Join(werr, fmt.Errorf("store: session %s: the store was closed before End; the session is left without an end time: %w", w.id, err))
 	}
 	defer s.release()
-	if err := s.db.Set(w.sessKey, rec, pebble.Sync); err != nil {
-		return errors.Join(werr, fmt.Errorf("store: session %s: record the end of the session: %w", w.id, err))
+	// The write runs on a goroutine of its own: on a disk that stays full
+	// it fails after closeGrace, pebble calls Fatalf on the goroutine that
+	// wrote, and fatal parks that goroutine, not End.
+	done := make(chan error, 1)
+	go func() { done <- s.db.Set(w.sessKey, rec, pebble.Sync) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return errors.Join(werr, fmt.Errorf("store: session %s: record the end of the session: %w", w.id, err))
+		}
+	case <-s.broken:
+		return errors.Join(werr, fmt.Errorf("store: session %s: the store can no longer write (%v); the session is left without an end time, its synced events are kept", w.id, s.brokenErr))
 	}
 	return werr
 }
