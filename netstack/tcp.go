@@ -99,11 +99,11 @@ type closeWriter interface{ CloseWrite() error }
 // with anything but a clean end, dst is reset instead, so the failure
 // reaches the other peer as a failure.
 func copyHalf(dst, src net.Conn) (int64, error) {
-	n, err := copyStream(dst, src)
+	n, fromRead, err := copyStream(dst, src)
 	if errors.Is(err, net.ErrClosed) {
 		err = nil
 	}
-	if err != nil && !errors.Is(err, io.EOF) && readFailed(src, err) {
+	if err != nil && !errors.Is(err, io.EOF) && fromRead {
 		resetConn(dst)
 		return n, err
 	}
@@ -118,14 +118,15 @@ func copyHalf(dst, src net.Conn) (int64, error) {
 	return n, err
 }
 
-// copyStream copies src to dst until reading src fails (io.EOF included).
+// copyStream copies src to dst until reading src (fromRead) or writing dst
+// fails; a read's error includes io.EOF.
 // A quiet flow waits for data with a 4 KiB buffer; a read that fills it
 // takes a 256 KiB buffer from copyBufs for as long as data keeps coming, and
 // gives it back after idleRelease without any. Holding the large buffer
 // across the wait cost 512 KiB of heap per idle flow, resident once Go
 // reused freed memory (it zeroes reused spans): 1,000 idle flows took
 // capsem-net from 39 to 323 MB RSS.
-func copyStream(dst io.Writer, src net.Conn) (written int64, err error) {
+func copyStream(dst io.Writer, src net.Conn) (written int64, fromRead bool, err error) {
 	wp := waitBufs.Get().(*[]byte)
 	defer waitBufs.Put(wp)
 	var bp *[]byte
@@ -154,7 +155,7 @@ func copyStream(dst io.Writer, src net.Conn) (written int64, err error) {
 				werr = io.ErrShortWrite
 			}
 			if werr != nil {
-				return written, werr
+				return written, false, werr
 			}
 		}
 		if rerr != nil {
@@ -165,23 +166,12 @@ func copyStream(dst io.Writer, src net.Conn) (written int64, err error) {
 				bp, armed = nil, time.Time{}
 				continue
 			}
-			return written, rerr
+			return written, true, rerr
 		}
 		if bp == nil && nr == len(buf) {
 			bp = copyBufs.Get().(*[]byte)
 		}
 	}
-}
-
-// readFailed reports whether err, from copying src onwards, came from
-// reading src (a reset, a timeout) rather than from writing: io.CopyBuffer
-// does not say which, the error's Op does.
-func readFailed(src net.Conn, err error) bool {
-	var op *net.OpError
-	if errors.As(err, &op) {
-		return op.Op == "read"
-	}
-	return false
 }
 
 // resetConn ends c with a RST rather than a FIN: SO_LINGER 0 on a host
