@@ -226,7 +226,7 @@ const (
 // the host received the report (the caller sets it); GuestTime is the time
 // the guest claimed. It maps to the fs_events table.
 type FS struct {
-	Action    string    // action: created, modified, deleted, renamed, overflow
+	Action    string    // action: created, modified, deleted, renamed, overflow, or unknown (capsem run stores any other word the agent sent as "unknown")
 	Path      string    // path: relative to the workspace, slash-separated; for renamed the new name
 	OldPath   string    // old_path: the name before a rename
 	Size      int64     // size, in bytes, when the guest reported one

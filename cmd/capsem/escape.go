@@ -25,11 +25,20 @@ import (
 // of invalid UTF-8 as \xNN, and the backslash doubled, so that the escaped
 // text reads back unambiguously. Spaces and printable text of any script
 // are kept.
-func display(s string) string {
+func display(s string) string { return escapeText(s, false) }
+
+// displayMessage is display for an error message of capsem's own that may
+// quote guest text (an agent's error, the guest console's last lines): its
+// newlines and backslashes (from %q) are kept, so that it reads as written,
+// while everything else that could drive the terminal is escaped.
+func displayMessage(s string) string { return escapeText(s, true) }
+
+func escapeText(s string, message bool) string {
+	shown := func(r rune, n int) bool { return safe(r, n) || message && (r == '\n' || r == '\\') }
 	i := 0
 	for i < len(s) {
 		r, n := utf8.DecodeRuneInString(s[i:])
-		if !safe(r, n) {
+		if !shown(r, n) {
 			break
 		}
 		i += n
@@ -43,7 +52,7 @@ func display(s string) string {
 	for i < len(s) {
 		r, n := utf8.DecodeRuneInString(s[i:])
 		switch {
-		case safe(r, n):
+		case shown(r, n):
 			b.WriteString(s[i : i+n])
 		case r == utf8.RuneError && n == 1:
 			fmt.Fprintf(&b, `\x%02x`, s[i])

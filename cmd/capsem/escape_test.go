@@ -36,6 +36,22 @@ func TestDisplay(t *testing.T) {
 	}
 }
 
+func TestDisplayMessage(t *testing.T) {
+	for _, c := range []struct {
+		in, want, why string
+	}{
+		{"boot the guest: x\nlast lines:\n  a", "boot the guest: x\nlast lines:\n  a", "the message's own lines are kept"},
+		{`start ["sh" "-c" "echo \"hi\""]`, `start ["sh" "-c" "echo \"hi\""]`, "%q's backslashes are kept, not doubled"},
+		{"agent: \x1b]0;pwned\x07", `agent: \x1b]0;pwned\x07`, "an escape sequence from the guest is shown, not obeyed"},
+		{"row\rFORGED", `row\rFORGED`, "a CR would overwrite the line"},
+		{"evil\u202etxt", `evil\u202etxt`, "bidi override"},
+	} {
+		if got := displayMessage(c.in); got != c.want {
+			t.Errorf("displayMessage(%q) = %q, want %q: %s", c.in, got, c.want, c.why)
+		}
+	}
+}
+
 // hostile strings a guest could get into the store, each the same length
 // class as its benign twin.
 var hostile = []string{

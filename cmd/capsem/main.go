@@ -38,7 +38,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if errors.As(err, &es) {
 		return int(es)
 	}
-	fmt.Fprintln(stderr, "capsem:", err)
+	// An error may quote the guest (an agent's message, its console).
+	fmt.Fprintln(stderr, "capsem:", displayMessage(err.Error()))
 	var ue usageError
 	if errors.As(err, &ue) {
 		return exitUsage

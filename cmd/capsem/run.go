@@ -358,7 +358,7 @@ func execute(sb *sandbox, o *runOptions, sigs <-chan os.Signal, stdin io.Reader,
 	if err != nil {
 		var perr proto.Error
 		if errors.As(err, &perr) && perr.Code != 0 {
-			fmt.Fprintf(stderr, "capsem: %s\n", perr.Msg)
+			fmt.Fprintf(stderr, "capsem: %s\n", display(perr.Msg))
 			return perr.Code, nil
 		}
 		return 0, fmt.Errorf("start %q in the guest: %w", o.argv, err)
@@ -423,7 +423,7 @@ wait:
 	if werr != nil {
 		var perr proto.Error
 		if errors.As(werr, &perr) && perr.Code != 0 {
-			fmt.Fprintf(stderr, "capsem: %s\n", perr.Msg)
+			fmt.Fprintf(stderr, "capsem: %s\n", display(perr.Msg))
 			return perr.Code, nil
 		}
 		return 0, fmt.Errorf("the guest ended the command abnormally: %w", werr)

@@ -225,7 +225,7 @@ var tables = []string{
 	seq           INTEGER NOT NULL,
 	timestamp     TEXT NOT NULL,
 	timestamp_ms  INTEGER NOT NULL,
-	action        TEXT,    -- created, modified, deleted, renamed, overflow (the guest dropped events under path)
+	action        TEXT,    -- created, modified, deleted, renamed, overflow (the guest dropped events under path), unknown (the agent sent another word)
 	path          TEXT,    -- relative to the workspace, slash-separated; for renamed the new name
 	size          INTEGER NOT NULL DEFAULT 0, -- bytes, as the guest reported them
 	old_path      TEXT,    -- renamed: the name before
