@@ -498,10 +498,14 @@ func TestENOSPCAtEndRecordGivesUp(t *testing.T) {
 	}
 	g.full.Store(true)
 	d.set(0)
-	for name, call := range map[string]func() error{
-		"End":   func() error { return w.End(nil) },
-		"Close": s.Close,
+	for _, c := range []struct {
+		name string
+		call func() error
+	}{
+		{"End", func() error { return w.End(nil) }},
+		{"Close", s.Close},
 	} {
+		name, call := c.name, c.call
 		done := make(chan error, 1)
 		go func() { done <- call() }()
 		select {
