@@ -1,0 +1,22 @@
+package store
+
+// intern returns the element of common equal to s, so that decoding a
+// common value does not allocate, or else a copy of s. Each list holds a
+// field's usual values; one used by a single kind sits in that kind's
+// codec file.
+func intern[T ~string](s []byte, common []T) T {
+	for _, c := range common {
+		if string(c) == string(s) {
+			return c
+		}
+	}
+	return T(s)
+}
+
+// The common values of fields that more than one kind has.
+var (
+	kinds      = []Kind{KindDNS, KindNet, KindModelCall, KindExec, KindFS, KindAgent, KindRecording}
+	decisions  = []Decision{Allowed, Denied}
+	transports = []Transport{TransportTCP, TransportUDP, TransportICMP, TransportARP, TransportIPv6, TransportOther}
+	methods    = []string{"GET", "POST", "PUT", "DELETE", "HEAD", "PATCH", "OPTIONS", "CONNECT"}
+)
