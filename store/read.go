@@ -1,0 +1,115 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Session returns the record of session id, or an error wrapping ErrNotFound.
+func (s *Store) Session(id string) (Session, error) {
+	if err := s.acquire(); err != nil {
+		return Session{}, err
+	}
+	defer s.release()
+	v, closer, err := s.db.Get(sessionKey(id))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return Session{}, fmt.Errorf("store: session %q: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Session{}, fmt.Errorf("store: read session %q: %w", id, err)
+	}
+	defer closer.Close()
+	sess, err := decodeSession(v)
+	if err != nil {
+		return Session{}, fmt.Errorf("store: session record %q: %w", id, err)
+	}
+	return sess, nil
+}
+
+// Sessions returns every session in the store, newest (latest StartedAt)
+// first.
+func (s *Store) Sessions() ([]Session, error) {
+	if err := s.acquire(); err != nil {
+		return nil, err
+	}
+	defer s.release()
+	lo := []byte(sessionPrefix)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
+	if err != nil {
+		return nil, fmt.Errorf("store: list sessions: %w", err)
+	}
+	defer it.Close()
+	var out []Session
+	for it.First(); it.Valid(); it.Next() {
+		id := string(it.Key()[len(sessionPrefix):])
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return nil, fmt.Errorf("store: read session %q: %w", id, err)
+		}
+		sess, err := decodeSession(v)
+		if err != nil {
+			return nil, fmt.Errorf("store: session record %q: %w", id, err)
+		}
+		out = append(out, sess)
+	}
+	if err := it.Error(); err != nil {
+		return nil, fmt.Errorf("store: list sessions: %w", err)
+	}
+	slices.SortStableFunc(out, func(a, b Session) int {
+		if c := b.StartedAt.Compare(a.StartedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(b.ID, a.ID)
+	})
+	return out, nil
+}
+
+// Events calls fn with each event of session id, in sequence order. It stops
+// at the first error fn returns and returns it. An event that cannot be
+// decoded (garbage, or a version from a newer capsem) stops the walk with an
+// error naming the session and sequence number. A session whose writer
+// crashed is read up to its last synced event.
+//
+// The Event passed to fn, and its payload, are fn's to keep.
+func (s *Store) Events(id string, fn func(Event) error) error {
+	if _, err := s.Session(id); err != nil {
+		return err
+	}
+	if err := s.acquire(); err != nil {
+		return err
+	}
+	defer s.release()
+	lo := eventKeyPrefix(id)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
+	if err != nil {
+		return fmt.Errorf("store: read events of %q: %w", id, err)
+	}
+	defer it.Close()
+	for it.First(); it.Valid(); it.Next() {
+		k := it.Key()
+		if len(k) != len(lo)+8 {
+			return fmt.Errorf("store: session %q: event key %q: %w: key is not prefix + 8-byte sequence", id, k, ErrCorrupt)
+		}
+		seq := binary.BigEndian.Uint64(k[len(lo):])
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return fmt.Errorf("store: session %q event %d: %w", id, seq, err)
+		}
+		ev := Event{Session: id, Seq: seq}
+		if err := decodeEvent(v, &ev); err != nil {
+			return fmt.Errorf("store: session %q event %d: %w", id, seq, err)
+		}
+		if err := fn(ev); err != nil {
+			return err
+		}
+	}
+	if err := it.Error(); err != nil {
+		return fmt.Errorf("store: read events of %q: %w", id, err)
+	}
+	return nil
+}

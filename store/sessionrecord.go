@@ -1,0 +1,90 @@
+package store
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Session records: a version byte, then JSON. They are written a few times
+// per batch at most, so JSON's cost does not matter and unknown fields are
+// ignored by older readers. This is an on-disk format, in every store:
+// add fields, never rename, retype or reuse one, or older records read
+// wrong.
+
+const sessionVersion = 1
+
+type sessionRecord struct {
+	ID           string           `json:"id"`
+	StartedAt    time.Time        `json:"started_at"`
+	EndedAt      *time.Time       `json:"ended_at,omitempty"`
+	Command      []string         `json:"command,omitempty"`
+	ExitCode     *int             `json:"exit_code,omitempty"`
+	PolicySHA256 string           `json:"policy_sha256,omitempty"`
+	Image        string           `json:"image,omitempty"`
+	Host         string           `json:"host,omitempty"`
+	Events       int64            `json:"events"`
+	Kinds        map[Kind]int64   `json:"kinds,omitempty"`
+	Allowed      int64            `json:"allowed,omitempty"`
+	Denied       int64            `json:"denied,omitempty"`
+	Lost         int64            `json:"lost,omitempty"`
+	Agent        map[string]int64 `json:"agent,omitempty"`
+	Bytes        int64            `json:"bytes,omitempty"`
+}
+
+func encodeSession(s *Session) []byte {
+	r := sessionRecord{
+		ID:           s.ID,
+		StartedAt:    s.StartedAt.UTC(),
+		Command:      s.Command,
+		ExitCode:     s.ExitCode,
+		PolicySHA256: s.PolicySHA256,
+		Image:        s.Image,
+		Host:         s.Host,
+		Events:       s.Counts.Events,
+		Kinds:        s.Counts.Kinds,
+		Allowed:      s.Counts.Allowed,
+		Denied:       s.Counts.Denied,
+		Lost:         s.Counts.Lost,
+		Agent:        s.Counts.Agent,
+		Bytes:        s.Counts.Bytes,
+	}
+	if !s.EndedAt.IsZero() {
+		t := s.EndedAt.UTC()
+		r.EndedAt = &t
+	}
+	b, err := json.Marshal(&r)
+	if err != nil {
+		// Only strings, ints, times and maps of those: cannot happen.
+		panic(fmt.Sprintf("store: encoding a session record: %v", err))
+	}
+	return append([]byte{sessionVersion}, b...)
+}
+
+func decodeSession(v []byte) (Session, error) {
+	if len(v) == 0 {
+		return Session{}, fmt.Errorf("%w: empty value", ErrCorrupt)
+	}
+	if v[0] != sessionVersion {
+		return Session{}, fmt.Errorf("%w %d (this build reads version %d; the store was written by a newer capsem, or is damaged)",
+			ErrUnknownVersion, v[0], sessionVersion)
+	}
+	var r sessionRecord
+	if err := json.Unmarshal(v[1:], &r); err != nil {
+		return Session{}, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	s := Session{
+		ID:           r.ID,
+		StartedAt:    r.StartedAt,
+		Command:      r.Command,
+		ExitCode:     r.ExitCode,
+		PolicySHA256: r.PolicySHA256,
+		Image:        r.Image,
+		Host:         r.Host,
+		Counts:       Counts{Events: r.Events, Kinds: r.Kinds, Allowed: r.Allowed, Denied: r.Denied, Lost: r.Lost, Agent: r.Agent, Bytes: r.Bytes},
+	}
+	if r.EndedAt != nil {
+		s.EndedAt = *r.EndedAt
+	}
+	return s, nil
+}
