@@ -344,7 +344,15 @@ func TestDHCPAnswersAreAggregated(t *testing.T) {
 		g.send(udpFrame(guestMAC, [4]byte{}, [4]byte{255, 255, 255, 255}, 68, 67, dhcpMessage(dhcpDiscover)))
 		g.recv(time.Second)
 	}
-	g.s.drops.flush()
+	// The reply goes to the guest before its event is recorded, so the last
+	// offer's event may come after the last recv: flush until it is in (or
+	// the deadline passes and the assertion below says what is missing).
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		g.s.drops.flush()
+		if g.rec.netReasons()["dhcp-offer"] == n || time.Now().After(deadline) {
+			break
+		}
+	}
 	rows := 0
 	g.rec.mu.Lock()
 	for _, ev := range g.rec.evs {
