@@ -16,6 +16,7 @@ import (
 
 	"github.com/capsem/capsem/mitm/contentcoding"
 	"github.com/capsem/capsem/mitm/provider"
+	"github.com/capsem/capsem/policy"
 	"github.com/capsem/capsem/store"
 )
 
@@ -25,8 +26,12 @@ const MaxDecodedForParsing = 64 << 20
 
 // exchange is one request and its response.
 type exchange struct {
-	p     *Proxy
-	fs    *flowState
+	p  *Proxy
+	fs *flowState
+	// pol is the policy in force when the request arrived, taken once: the
+	// request's decisions and the response's preview follow the same
+	// policy, even when a reload lands between the two.
+	pol   *policy.Policy
 	start time.Time
 	ev    store.Net
 	call  *provider.Call
@@ -51,7 +56,7 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	f := fs.flow
 	pol := f.Current()
-	ex := &exchange{p: p, fs: fs, start: time.Now()}
+	ex := &exchange{p: p, fs: fs, pol: pol, start: time.Now()}
 	ex.ev = store.Net{
 		Domain:         fs.sni,
 		IP:             f.Dst.Addr(),
@@ -229,7 +234,7 @@ func (p *Proxy) reverseProxy(fs *flowState) *httputil.ReverseProxy {
 			if ex.call != nil {
 				parser = ex.call.ResponseWriter(resp.StatusCode, resp.Header.Get("Content-Type"))
 			}
-			ex.resp = newTap(resp.Body, resp.Header.Get("Content-Encoding"), ex.fs.flow.Current().PreviewBytes(), parser)
+			ex.resp = newTap(resp.Body, resp.Header.Get("Content-Encoding"), ex.pol.PreviewBytes(), parser)
 			resp.Body = ex.resp
 			return nil
 		},

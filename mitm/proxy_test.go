@@ -66,8 +66,8 @@ type testProxy struct {
 	p        *Proxy
 	guestCA  *x509.CertPool
 	upstream string
-	pol      *policy.Policy
-	hits     atomic.Int64 // requests the upstream served
+	pol      atomic.Pointer[policy.Policy] // what the flow's Current returns
+	hits     atomic.Int64                  // requests the upstream served
 }
 
 func startTestProxy(t *testing.T, rec netstack.Recorder, h http.Handler) *testProxy {
@@ -112,7 +112,7 @@ func startTestProxy(t *testing.T, rec netstack.Recorder, h http.Handler) *testPr
 	}
 	tp.guestCA = x509.NewCertPool()
 	tp.guestCA.AddCert(authority.Certificate())
-	tp.pol, err = policy.Parse("test.toml", []byte(`
+	pol, err := policy.Parse("test.toml", []byte(`
 [network]
 default = "deny"
 allow = ["api.test:443"]
@@ -125,6 +125,7 @@ action = "deny"
 	if err != nil {
 		t.Fatal(err)
 	}
+	tp.pol.Store(pol)
 	tp.p, err = New(Config{CA: authority, Recorder: rec, SystemRoots: roots})
 	if err != nil {
 		t.Fatal(err)
@@ -154,8 +155,8 @@ func (tp *testProxy) dial(alpn string) *tls.Conn {
 		tp.t.Fatal(err)
 	}
 	f := &netstack.Flow{
-		Name: "api.test", Port: 443, Policy: tp.pol,
-		Current: func() *policy.Policy { return tp.pol },
+		Name: "api.test", Port: 443,
+		Current: tp.pol.Load,
 		Redial: func(ctx context.Context) (net.Conn, error) {
 			var d net.Dialer
 			return d.DialContext(ctx, "tcp", tp.upstream)
@@ -340,5 +341,42 @@ func TestH2RequestHeadersInWireOrder(t *testing.T) {
 	}
 	if s := strings.Join(got, ","); s != "Zeta=1,User-Agent=test,Alpha=2,Zeta=3" {
 		t.Errorf("request headers %s", s)
+	}
+}
+
+// TestReloadMidExchangeKeepsTheRequestsPolicy: a reload that lands while
+// the upstream answers does not change the policy the exchange follows —
+// the response's preview is kept under the policy the request was decided
+// by, not the one in force when the response came.
+func TestReloadMidExchangeKeepsTheRequestsPolicy(t *testing.T) {
+	noPreview, err := policy.Parse("reloaded.toml", []byte(`
+[network]
+default = "deny"
+allow = ["api.test:443"]
+
+[mitm]
+preview_bytes = 0
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &memRecorder{}
+	var tp *testProxy
+	tp = startTestProxy(t, rec, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tp.pol.Store(noPreview) // the reload, between the request and its response
+		hello(w, r)
+	}))
+	first := tp.pol.Load()
+	for _, alpn := range []string{"http/1.1", "h2"} {
+		tp.pol.Store(first)
+		c := tp.dial(alpn)
+		path := "/reload-" + alpn
+		if resp, _ := guestGet(t, c, alpn, path); resp.StatusCode != 200 {
+			t.Fatalf("%s: status %d", alpn, resp.StatusCode)
+		}
+		n := waitNet(t, rec, path)
+		if !strings.Contains(n.ResponseBodyPreview, "hello from the upstream") {
+			t.Errorf("%s: response preview %q: the reload's preview_bytes = 0 was applied to a request decided before it", alpn, n.ResponseBodyPreview)
+		}
 	}
 }

@@ -22,16 +22,17 @@ import (
 // Flow is an allowed TCP connection, handed to a FlowHandler once both ends
 // are connected.
 type Flow struct {
-	Name     string         // the allowed name the guest resolved
-	Port     uint16         // the port the guest dialled
-	Guest    netip.AddrPort // the guest's end
-	Dst      netip.AddrPort // the synthetic address the guest dialled
-	Upstream netip.AddrPort // where capsem really connected
-	Decision policy.Decision
-	Policy   *policy.Policy // the policy that allowed the flow
+	Name  string         // the allowed name the guest resolved
+	Port  uint16         // the port the guest dialled
+	Guest netip.AddrPort // the guest's end
+	Dst   netip.AddrPort // the synthetic address the guest dialled
 
 	// Current returns the policy in force now (it changes on reload), for
 	// handlers that decide again on every request of a long connection.
+	// There is no snapshot of the policy that allowed the flow beside it:
+	// a handler that kept one would ignore a reload. A handler takes
+	// Current() once per decision it makes as a whole (one HTTP exchange,
+	// say), so that one decision never mixes two policies.
 	Current func() *policy.Policy
 	// Redial opens another upstream connection for this flow's name and
 	// port, under the current policy, with the same rebinding checks and
@@ -312,7 +313,7 @@ func (s *Stack) handleTCP(r *tcp.ForwarderRequest) {
 	}
 	s.stats.FlowsAllowed.Add(1)
 	guest := &guestConn{TCPConn: gonet.NewTCPConn(&wq, ep), ep: ep}
-	flow := &Flow{Name: name, Port: dst.Port(), Guest: src, Dst: dst, Upstream: upAddr, Decision: dec, Policy: pol,
+	flow := &Flow{Name: name, Port: dst.Port(), Guest: src, Dst: dst,
 		Current: s.policy.Load,
 		Redial: func(ctx context.Context) (net.Conn, error) {
 			now := s.policy.Load()
