@@ -19,8 +19,7 @@ type anthropicRequest struct {
 	info *requestInfo
 	opts Options
 
-	role    string
-	msgOpen bool
+	msg     turn
 	blkOpen bool
 	blk     struct {
 		typ     string
@@ -33,31 +32,13 @@ type anthropicRequest struct {
 func (a *anthropicRequest) tok(s *scanner, k tokKind) {
 	switch s.depth() {
 	case 1:
-		switch {
-		case s.at(0, "model"):
-			if k == tokString {
-				a.info.model = string(s.str)
-			}
-		case s.at(0, "stream"):
-			a.info.stream = k == tokTrue
-		case s.at(0, "system"):
-			if k == tokString {
-				a.info.system.add(s.str)
-			}
+		if !a.info.top(s, k) && s.at(0, "system") && k == tokString {
+			a.info.system.add(s.str)
 		}
 	case 2:
 		switch {
 		case s.at(0, "messages", "#"):
-			if isValueStart(k) {
-				a.info.messages++
-			}
-			switch k {
-			case tokObjStart:
-				a.role, a.msgOpen = "", true
-			case tokObjEnd:
-				a.msgOpen = false
-				a.info.endMessage(a.role == "assistant")
-			}
+			a.msg.tok(a.info, k, "assistant")
 		case s.at(0, "tools", "#"):
 			if isValueStart(k) {
 				a.info.tools++
@@ -71,9 +52,7 @@ func (a *anthropicRequest) tok(s *scanner, k tokKind) {
 				a.info.system.add(s.str)
 			}
 		case s.at(0, "messages", "#", "role"):
-			if k == tokString {
-				a.role = string(s.str)
-			}
+			s.setString(k, &a.msg.role)
 		}
 	case 4:
 		if s.at(0, "messages", "#", "content", "#") {
@@ -91,13 +70,9 @@ func (a *anthropicRequest) tok(s *scanner, k tokKind) {
 	case 5:
 		switch {
 		case s.at(0, "messages", "#", "content", "#", "type"):
-			if k == tokString {
-				a.blk.typ = string(s.str)
-			}
+			s.setString(k, &a.blk.typ)
 		case s.at(0, "messages", "#", "content", "#", "tool_use_id"):
-			if k == tokString {
-				a.blk.id = string(s.str)
-			}
+			s.setString(k, &a.blk.id)
 		case s.at(0, "messages", "#", "content", "#", "is_error"):
 			a.blk.isErr = k == tokTrue
 		case s.at(0, "messages", "#", "content", "#", "content"):
@@ -125,9 +100,7 @@ func (a *anthropicRequest) done() {
 	if a.blkOpen {
 		a.endBlock()
 	}
-	if a.msgOpen {
-		a.info.endMessage(a.role == "assistant")
-	}
+	a.msg.done(a.info, "assistant")
 }
 
 // anthropicResponse reads a Messages response: a JSON message, or the event
@@ -280,25 +253,8 @@ func (a *anthropicResponse) tok(s *scanner, k tokKind) {
 	info := a.info
 	switch s.depth() {
 	case 1:
-		switch {
-		case s.at(0, "id"):
-			if k == tokString {
-				info.id = string(s.str)
-			}
-		case s.at(0, "model"):
-			if k == tokString {
-				info.model = string(s.str)
-			}
-		case s.at(0, "stop_reason"):
-			if k == tokString {
-				info.stop = string(s.str)
-			}
-		case s.at(0, "usage"):
-			if k == tokObjStart {
-				s.capture(maxUsageBytes)
-			} else if k == tokObjEnd {
-				info.setUsage(s.captured())
-			}
+		if !info.top(s, k, 0, anthropicOpenAITop) && s.at(0, "stop_reason") {
+			s.setString(k, &info.stop)
 		}
 	case 2:
 		switch {
@@ -310,25 +266,17 @@ func (a *anthropicResponse) tok(s *scanner, k tokKind) {
 				a.commitBlock()
 			}
 		case s.at(0, "error", "type"):
-			if k == tokString {
-				info.errType = string(s.str)
-			}
+			s.setString(k, &info.errType)
 		}
 	case 3:
 		b := &a.blk
 		switch {
 		case s.at(0, "content", "#", "type"):
-			if k == tokString {
-				b.typ = string(s.str)
-			}
+			s.setString(k, &b.typ)
 		case s.at(0, "content", "#", "id"):
-			if k == tokString {
-				b.id = string(s.str)
-			}
+			s.setString(k, &b.id)
 		case s.at(0, "content", "#", "name"):
-			if k == tokString {
-				b.name = string(s.str)
-			}
+			s.setString(k, &b.name)
 		case s.at(0, "content", "#", "text"), s.at(0, "content", "#", "thinking"):
 			if k == tokString {
 				b.text.add(s.str)

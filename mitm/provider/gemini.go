@@ -23,13 +23,12 @@ type geminiRequest struct {
 	info *requestInfo
 	opts Options
 
-	role string
-	fr   struct {
+	msg turn
+	fr  struct {
 		name, preview string
 		isErr         bool
 	}
 	hasDecls bool
-	msgOpen  bool
 	frOpen   bool
 }
 
@@ -38,16 +37,7 @@ func (g *geminiRequest) tok(s *scanner, k tokKind) {
 	case 2:
 		switch {
 		case s.at(0, "contents", "#"):
-			if isValueStart(k) {
-				g.info.messages++
-			}
-			switch k {
-			case tokObjStart:
-				g.role, g.msgOpen = "", true
-			case tokObjEnd:
-				g.msgOpen = false
-				g.info.endMessage(g.role == "model")
-			}
+			g.msg.tok(g.info, k, "model")
 		case s.at(0, "tools", "#"):
 			switch k {
 			case tokObjStart:
@@ -59,11 +49,8 @@ func (g *geminiRequest) tok(s *scanner, k tokKind) {
 			}
 		}
 	case 3:
-		switch {
-		case s.at(0, "contents", "#", "role"):
-			if k == tokString {
-				g.role = string(s.str)
-			}
+		if s.at(0, "contents", "#", "role") {
+			s.setString(k, &g.msg.role)
 		}
 	case 4:
 		switch {
@@ -92,9 +79,7 @@ func (g *geminiRequest) tok(s *scanner, k tokKind) {
 	case 6:
 		switch {
 		case s.at(0, "contents", "#", "parts", "#", "functionResponse", "name"):
-			if k == tokString {
-				g.fr.name = string(s.str)
-			}
+			s.setString(k, &g.fr.name)
 		case s.at(0, "contents", "#", "parts", "#", "functionResponse", "response"):
 			switch k {
 			case tokObjStart, tokArrStart:
@@ -116,9 +101,7 @@ func (g *geminiRequest) done() {
 	if g.frOpen {
 		g.info.addResult(store.ToolResult{CallID: g.fr.name, ContentPreview: g.fr.preview, IsError: g.fr.isErr})
 	}
-	if g.msgOpen {
-		g.info.endMessage(g.role == "model")
-	}
+	g.msg.done(g.info, "model")
 }
 
 // geminiResponse reads GenerateContentResponse objects: the body of
@@ -169,22 +152,7 @@ func (g *geminiResponse) tok(s *scanner, k tokKind) {
 	}
 	info := g.info
 	if s.depth() == b+1 {
-		switch {
-		case s.at(b, "responseId"):
-			if k == tokString {
-				info.id = string(s.str)
-			}
-		case s.at(b, "modelVersion"):
-			if k == tokString {
-				info.model = string(s.str)
-			}
-		case s.at(b, "usageMetadata"):
-			if k == tokObjStart {
-				s.capture(maxUsageBytes)
-			} else if k == tokObjEnd {
-				info.setUsage(s.captured())
-			}
-		}
+		info.top(s, k, b, geminiTop)
 		return
 	}
 	if s.at(b, "error", "status") || s.at(b, "error", "code") {
@@ -204,9 +172,7 @@ func (g *geminiResponse) tok(s *scanner, k tokKind) {
 	p := &g.part
 	switch {
 	case s.at(b, "candidates", "#", "finishReason"):
-		if k == tokString {
-			info.stop = string(s.str)
-		}
+		s.setString(k, &info.stop)
 	case s.at(b, "candidates", "#", "content", "parts", "#"):
 		switch k {
 		case tokObjStart:
@@ -227,9 +193,7 @@ func (g *geminiResponse) tok(s *scanner, k tokKind) {
 			p.call = true
 		}
 	case s.at(b, "candidates", "#", "content", "parts", "#", "functionCall", "name"):
-		if k == tokString {
-			p.name = string(s.str)
-		}
+		s.setString(k, &p.name)
 	case s.at(b, "candidates", "#", "content", "parts", "#", "functionCall", "args"):
 		switch k {
 		case tokObjStart, tokArrStart:

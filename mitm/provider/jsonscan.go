@@ -131,28 +131,14 @@ func (s *scanner) openByte() byte { return s.pendingOpen }
 func (s *scanner) depth() int { return len(s.stack) }
 
 // at reports whether the path to the current token, from depth base on, is
-// pat: "#" matches any array index, any other string an object key.
+// pat (matched as in hasPrefix).
 func (s *scanner) at(base int, pat ...string) bool {
-	if len(s.stack) != base+len(pat) {
-		return false
-	}
-	for i, p := range pat {
-		f := &s.stack[base+i]
-		if p == "#" {
-			if !f.arr {
-				return false
-			}
-			continue
-		}
-		if f.arr || string(f.key) != p {
-			return false
-		}
-	}
-	return true
+	return len(s.stack) == base+len(pat) && s.hasPrefix(base, pat...)
 }
 
 // hasPrefix reports whether the path to the current token, from depth base
-// on, starts with pat (matched as in at).
+// on, starts with pat: "#" matches any array index, any other string an
+// object key.
 func (s *scanner) hasPrefix(base int, pat ...string) bool {
 	if len(s.stack) < base+len(pat) {
 		return false
@@ -170,6 +156,14 @@ func (s *scanner) hasPrefix(base int, pat ...string) bool {
 		}
 	}
 	return true
+}
+
+// setString stores the string being reported in *dst; any other token
+// leaves it as it is.
+func (s *scanner) setString(k tokKind, dst *string) {
+	if k == tokString {
+		*dst = string(s.str)
+	}
 }
 
 // index returns the array index at depth i of the path, or -1.

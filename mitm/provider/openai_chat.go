@@ -29,14 +29,7 @@ type chatRequest struct {
 func (c *chatRequest) tok(s *scanner, k tokKind) {
 	switch s.depth() {
 	case 1:
-		switch {
-		case s.at(0, "model"):
-			if k == tokString {
-				c.info.model = string(s.str)
-			}
-		case s.at(0, "stream"):
-			c.info.stream = k == tokTrue
-		}
+		c.info.top(s, k)
 	case 2:
 		switch {
 		case s.at(0, "messages", "#"):
@@ -167,9 +160,7 @@ func (c *chatResponse) event(ev sse.Event) {
 	if e.Model != "" {
 		info.model = e.Model
 	}
-	if len(e.Usage) > 0 && string(e.Usage) != "null" {
-		info.setUsage(e.Usage, false)
-	}
+	info.setUsageJSON(e.Usage)
 	if e.Error != nil {
 		info.errType = e.Error.kind()
 	}
@@ -216,22 +207,7 @@ func (c *chatResponse) event(ev sse.Event) {
 func (c *chatResponse) tok(s *scanner, k tokKind) {
 	info := c.info
 	if s.depth() == 1 {
-		switch {
-		case s.at(0, "id"):
-			if k == tokString {
-				info.id = string(s.str)
-			}
-		case s.at(0, "model"):
-			if k == tokString {
-				info.model = string(s.str)
-			}
-		case s.at(0, "usage"):
-			if k == tokObjStart {
-				s.capture(maxUsageBytes)
-			} else if k == tokObjEnd {
-				info.setUsage(s.captured())
-			}
-		}
+		info.top(s, k, 0, anthropicOpenAITop)
 		return
 	}
 	if s.at(0, "error", "type") || s.at(0, "error", "code") {
@@ -249,9 +225,7 @@ func (c *chatResponse) tok(s *scanner, k tokKind) {
 	}
 	switch {
 	case s.at(0, "choices", "#", "finish_reason"):
-		if k == tokString {
-			info.stop = string(s.str)
-		}
+		s.setString(k, &info.stop)
 	case s.at(0, "choices", "#", "message", "content"), s.at(0, "choices", "#", "message", "refusal"):
 		if k == tokString {
 			info.text.add(s.str)
@@ -272,14 +246,10 @@ func (c *chatResponse) tok(s *scanner, k tokKind) {
 		}
 	case c.cur == nil:
 	case s.at(0, "choices", "#", "message", "tool_calls", "#", "id"):
-		if k == tokString {
-			c.cur.id = string(s.str)
-		}
+		s.setString(k, &c.cur.id)
 	case s.at(0, "choices", "#", "message", "tool_calls", "#", "function", "name"),
 		s.at(0, "choices", "#", "message", "tool_calls", "#", "custom", "name"):
-		if k == tokString {
-			c.cur.name = string(s.str)
-		}
+		s.setString(k, &c.cur.name)
 	case s.at(0, "choices", "#", "message", "tool_calls", "#", "function", "arguments"),
 		s.at(0, "choices", "#", "message", "tool_calls", "#", "custom", "input"):
 		switch k {

@@ -51,13 +51,10 @@ type responsesRequest struct {
 func (r *responsesRequest) tok(s *scanner, k tokKind) {
 	switch s.depth() {
 	case 1:
+		if r.info.top(s, k) {
+			return
+		}
 		switch {
-		case s.at(0, "model"):
-			if k == tokString {
-				r.info.model = string(s.str)
-			}
-		case s.at(0, "stream"):
-			r.info.stream = k == tokTrue
 		case s.at(0, "instructions"):
 			if k == tokString {
 				r.info.system.sep()
@@ -269,9 +266,7 @@ func (r *responsesResponse) object(o *responsesObject) {
 	if o.IncompleteDetails != nil && o.IncompleteDetails.Reason != "" {
 		info.stop = o.IncompleteDetails.Reason
 	}
-	if len(o.Usage) > 0 && string(o.Usage) != "null" {
-		info.setUsage(o.Usage, false)
-	}
+	info.setUsageJSON(o.Usage)
 	if o.Error != nil && o.Error.Code != "" {
 		info.errType = o.Error.Code
 	}
@@ -281,33 +276,14 @@ func (r *responsesResponse) tok(s *scanner, k tokKind) {
 	info := r.info
 	switch s.depth() {
 	case 1:
-		switch {
-		case s.at(0, "id"):
-			if k == tokString {
-				info.id = string(s.str)
-			}
-		case s.at(0, "model"):
-			if k == tokString {
-				info.model = string(s.str)
-			}
-		case s.at(0, "status"):
-			if k == tokString {
-				r.status = string(s.str)
-			}
-		case s.at(0, "usage"):
-			if k == tokObjStart {
-				s.capture(maxUsageBytes)
-			} else if k == tokObjEnd {
-				info.setUsage(s.captured())
-			}
+		if !info.top(s, k, 0, anthropicOpenAITop) && s.at(0, "status") {
+			s.setString(k, &r.status)
 		}
 		return
 	case 2:
 		switch {
 		case s.at(0, "incomplete_details", "reason"):
-			if k == tokString {
-				r.incomplete = string(s.str)
-			}
+			s.setString(k, &r.incomplete)
 		case s.at(0, "error", "code"), s.at(0, "error", "type"):
 			if k == tokString && info.errType == "" {
 				info.errType = string(s.str)
@@ -333,21 +309,13 @@ func (r *responsesResponse) tok(s *scanner, k tokKind) {
 	it := &r.item
 	switch {
 	case s.at(0, "output", "#", "type"):
-		if k == tokString {
-			it.typ = string(s.str)
-		}
+		s.setString(k, &it.typ)
 	case s.at(0, "output", "#", "id"):
-		if k == tokString {
-			it.id = string(s.str)
-		}
+		s.setString(k, &it.id)
 	case s.at(0, "output", "#", "call_id"):
-		if k == tokString {
-			it.callID = string(s.str)
-		}
+		s.setString(k, &it.callID)
 	case s.at(0, "output", "#", "name"):
-		if k == tokString {
-			it.name = string(s.str)
-		}
+		s.setString(k, &it.name)
 	case s.at(0, "output", "#", "arguments"), s.at(0, "output", "#", "input"):
 		switch k {
 		case tokStrStart:

@@ -335,6 +335,51 @@ type requestInfo struct {
 	inMsg   []store.ToolResult
 }
 
+// top reads the fields that the request of each API that has them names at
+// its top level: model and stream. It reports whether the token was one of
+// them.
+func (r *requestInfo) top(s *scanner, k tokKind) bool {
+	switch {
+	case s.at(0, "model"):
+		s.setString(k, &r.model)
+	case s.at(0, "stream"):
+		r.stream = k == tokTrue
+	default:
+		return false
+	}
+	return true
+}
+
+// turn is the message being read by a request handler whose messages say
+// who wrote them by their role alone (Anthropic's messages, Gemini's
+// contents).
+type turn struct {
+	role string
+	open bool
+}
+
+// tok counts a message of the array and ends it at its close; modelRole is
+// the role of the messages the model wrote.
+func (t *turn) tok(info *requestInfo, k tokKind, modelRole string) {
+	if isValueStart(k) {
+		info.messages++
+	}
+	switch k {
+	case tokObjStart:
+		t.role, t.open = "", true
+	case tokObjEnd:
+		t.open = false
+		info.endMessage(t.role == modelRole)
+	}
+}
+
+// done ends a message that a body cut short had begun.
+func (t *turn) done(info *requestInfo, modelRole string) {
+	if t.open {
+		info.endMessage(t.role == modelRole)
+	}
+}
+
 // addResult records a tool result of the message being read.
 func (r *requestInfo) addResult(t store.ToolResult) {
 	if len(r.pending)+len(r.inMsg) < maxToolResults {
@@ -442,6 +487,42 @@ func (r *responseInfo) newCall(id, name string, mcp bool) *toolAcc {
 		r.calls = append(r.calls, t)
 	}
 	return t
+}
+
+// topKeys names the fields of a response object that every API has at its
+// top level: the response's id, the model that answered, the usage object.
+type topKeys struct{ id, model, usage string }
+
+var (
+	anthropicOpenAITop = topKeys{"id", "model", "usage"}
+	geminiTop          = topKeys{"responseId", "modelVersion", "usageMetadata"}
+)
+
+// top reads the fields keys names in a JSON response object at depth base.
+// It reports whether the token was one of them.
+func (r *responseInfo) top(s *scanner, k tokKind, base int, keys topKeys) bool {
+	switch {
+	case s.at(base, keys.id):
+		s.setString(k, &r.id)
+	case s.at(base, keys.model):
+		s.setString(k, &r.model)
+	case s.at(base, keys.usage):
+		if k == tokObjStart {
+			s.capture(maxUsageBytes)
+		} else if k == tokObjEnd {
+			r.setUsage(s.captured())
+		}
+	default:
+		return false
+	}
+	return true
+}
+
+// setUsageJSON keeps the usage object of an event, unless it has none.
+func (r *responseInfo) setUsageJSON(raw json.RawMessage) {
+	if len(raw) > 0 && string(raw) != "null" {
+		r.setUsage(raw, false)
+	}
 }
 
 func (r *responseInfo) setUsage(b []byte, truncated bool) {

@@ -10,18 +10,11 @@ type capText struct {
 	pndSep bool // a block ended: the next text starts on a new line
 }
 
-func (c *capText) add(s []byte) {
-	if c.trunc || len(s) == 0 {
-		return
-	}
-	if c.pndSep {
-		c.pndSep = false
-		put(c, "\n")
-	}
-	put(c, s)
-}
+func (c *capText) add(s []byte) { addText(c, s) }
 
-func (c *capText) addString(s string) {
+func (c *capText) addString(s string) { addText(c, s) }
+
+func addText[T string | []byte](c *capText, s T) {
 	if c.trunc || len(s) == 0 {
 		return
 	}
