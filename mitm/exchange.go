@@ -244,7 +244,7 @@ func (p *Proxy) reverseProxy(fs *flowState) *httputil.ReverseProxy {
 			switched := errors.As(err, &sw)
 			if ex != nil {
 				ex.ev.StatusCode = http.StatusBadGateway
-				ex.ev.Reason = ReasonUpstreamTLS
+				ex.ev.Reason = ReasonUpstreamError
 				if switched {
 					ex.ev.Decision, ex.ev.Reason = store.Denied, ReasonUpstreamUpgrade
 				}

@@ -31,27 +31,6 @@ import (
 	"github.com/capsem/capsem/store"
 )
 
-// Reasons a flow or request is refused, as recorded in events.
-const (
-	ReasonBadHello    = "tls-bad-client-hello"
-	ReasonNoSNI       = "tls-no-sni"
-	ReasonSNIMismatch = "tls-sni-mismatch"
-	ReasonHostNotSNI  = "http-host-not-sni"
-	ReasonHTTPDenied  = "http-denied"
-	ReasonUpstreamTLS = "upstream-error"
-	// ReasonTunnelRefused: CONNECT, extended CONNECT (:protocol) or PRI,
-	// which would make the connection a tunnel capsem cannot inspect.
-	ReasonTunnelRefused = "http-tunnel-refused"
-	// ReasonUpstreamUpgrade: the upstream answered 101 Switching Protocols
-	// to a request that was not a WebSocket handshake capsem let through,
-	// or answered one wrongly; the guest gets a 502, not a tunnel.
-	ReasonUpstreamUpgrade = "upstream-upgrade-refused"
-	// ReasonStoreUnavailable: the event store cannot record, so nothing is
-	// forwarded (fail closed); the netstack refuses flows for the same
-	// reason, under the same name.
-	ReasonStoreUnavailable = netstack.ReasonStoreDown
-)
-
 // HelloTimeout bounds how long the guest may take to send its ClientHello
 // and finish the TLS handshake.
 const HelloTimeout = 15 * time.Second

@@ -217,9 +217,9 @@ func (s *Stack) serveDHCP(frame, payload []byte) {
 func dhcpReplyReason(t byte) string {
 	switch t {
 	case dhcpOffer:
-		return "dhcp-offer"
+		return ReasonDHCPOffer
 	case dhcpAck:
-		return "dhcp-ack"
+		return ReasonDHCPAck
 	}
-	return "dhcp-nak"
+	return ReasonDHCPNak
 }

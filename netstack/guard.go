@@ -12,50 +12,6 @@ import (
 	"github.com/capsem/capsem/store"
 )
 
-// Drop reasons recorded in events. They are stable strings: tests, the
-// SQLite export and users' queries match on them.
-const (
-	ReasonRuntFrame       = "runt-frame"
-	ReasonOversizeFrame   = "oversize-frame"
-	ReasonBadSourceMAC    = "bad-source-mac"
-	ReasonSpoofedMAC      = "spoofed-source-mac"
-	ReasonNotForGateway   = "frame-not-for-gateway"
-	ReasonIPv6            = "ipv6"
-	ReasonEtherType       = "ethertype-not-allowed"
-	ReasonMalformedARP    = "malformed-arp"
-	ReasonARPNotGateway   = "arp-not-for-gateway"
-	ReasonMalformedIPv4   = "malformed-ipv4"
-	ReasonSpoofedIP       = "spoofed-source-ip"
-	ReasonFragment        = "ip-fragment"
-	ReasonUDPNotAllowed   = "udp-not-allowed"
-	ReasonDoT             = "dns-over-tls"
-	ReasonICMPOutside     = "icmp-outside"
-	ReasonICMPType        = "icmp-type-not-allowed"
-	ReasonICMPEchoGateway = "icmp-echo-gateway"
-	ReasonIPProtocol      = "ip-protocol-not-allowed"
-	ReasonMalformedDHCP   = "malformed-dhcp"
-	ReasonMalformedUDP    = "malformed-udp"
-	ReasonDirectIP        = "direct-ip"
-	ReasonGatewayPort     = "gateway-port-closed"
-	ReasonUpstreamPrivate = "upstream-private-address"
-	ReasonUpstreamFailed  = "upstream-unreachable"
-	ReasonUpstreamNoAddr  = "upstream-no-address"
-	ReasonHandshakeFailed = "guest-handshake-failed"
-	ReasonPoolExhausted   = "dns-pool-exhausted"
-	ReasonMalformedDNS    = "malformed-dns"
-	ReasonDNSNotSupported = "dns-opcode-not-supported"
-	ReasonDNSClassNotIN   = "dns-class-not-in"
-	ReasonDNSDeniedName   = "denied-name"
-	ReasonDNSInvalidName  = "invalid-name" // not a valid host name (escaped in the event)
-	ReasonDNSAllowedName  = "allowed-name"
-	ReasonDNSEmptyAnswer  = "allowed-name-no-records"
-	ReasonWildcardCap     = "wildcard-name-cap" // beyond [dns] max_wildcard_names
-	ReasonSYNCap          = "syn-cap"           // a SYN dropped: MaxInFlightSYN handshakes pending
-	ReasonFlowCap         = "flow-cap"          // a SYN refused: MaxFlows flows open
-	ReasonDNSTCPCap       = "dns-tcp-cap"       // a SYN to port 53 refused: MaxDNSTCPConns open
-	ReasonStoreDown       = "store-unavailable" // refused because its event could not be recorded
-)
-
 const (
 	udpPortDNS        = 53
 	udpPortDHCPServer = 67

@@ -1,0 +1,63 @@
+package mitm
+
+import (
+	"github.com/capsem/capsem/netstack"
+	"github.com/capsem/capsem/policy"
+)
+
+// The reasons the MITM gives: for a flow it refuses after reading the
+// ClientHello (netstack records the flow with FlowResult.Refused), and for
+// a request, in its event (store.Net.Reason) and in the X-Capsem-Blocked
+// header of the answer the guest gets.
+//
+// Stability: these strings are the vocabulary users query (the SQLite
+// export's reason column, `capsem inspect`), and tests outside this
+// repository match on them. A value never changes; a new one is added here,
+// to Reasons, and to the README's table of event reasons (reasons_test.go
+// checks that the three agree).
+const (
+	// Flows: the ClientHello is read before anything is decrypted.
+
+	ReasonBadHello    = "tls-bad-client-hello" // no TLS ClientHello within HelloTimeout, or one that does not parse: the flow is cut
+	ReasonNoSNI       = "tls-no-sni"           // a ClientHello that names no server: the flow is cut
+	ReasonSNIMismatch = "tls-sni-mismatch"     // a ClientHello naming another server than the name the guest resolved: the flow is cut
+
+	// Requests.
+
+	ReasonHostNotSNI = "http-host-not-sni" // a Host other than the connection's server name (domain fronting): 421
+	// ReasonHTTPDenied: an [[http]] rule denied the request, or the policy
+	// refused it as invalid or ambiguous; the event's detail says which
+	// (policy's denied-by-rule, invalid-request, ambiguous-path): 403.
+	ReasonHTTPDenied = "http-denied"
+	// ReasonTunnelRefused: CONNECT, extended CONNECT (:protocol) or PRI,
+	// which would make the connection a tunnel capsem cannot inspect: 405.
+	ReasonTunnelRefused = "http-tunnel-refused"
+	// ReasonUpstreamError: the request was allowed but the upstream failed
+	// (TLS, connection, protocol): the guest gets a 502 and the event stays
+	// allowed.
+	ReasonUpstreamError = "upstream-error"
+	// ReasonUpstreamUpgrade: the upstream answered 101 Switching Protocols
+	// to a request that was not a WebSocket handshake capsem let through,
+	// or answered one wrongly; the guest gets a 502, not a tunnel.
+	ReasonUpstreamUpgrade = "upstream-upgrade-refused"
+	// ReasonStoreUnavailable: the event store cannot record, so nothing is
+	// forwarded (fail closed): 503. The netstack refuses flows for the same
+	// reason, under the same name, which is its constant.
+	ReasonStoreUnavailable = netstack.ReasonStoreDown
+)
+
+// Reasons is every reason the MITM records: its own, and the policy's
+// decisions it records as they are (a request allowed, or refused because
+// a reload no longer allows its flow's name and port: 403). It exists for
+// reasons_test.go, which checks it against the constants above and the
+// README; nothing else reads it.
+func Reasons() []string {
+	return []string{
+		ReasonBadHello, ReasonNoSNI, ReasonSNIMismatch,
+		ReasonHostNotSNI, ReasonHTTPDenied, ReasonTunnelRefused, ReasonUpstreamError, ReasonUpstreamUpgrade,
+		ReasonStoreUnavailable,
+
+		policy.ReasonAllowed, policy.ReasonDeniedByRule, policy.ReasonNoMatchingRule, policy.ReasonPortNotAllowed,
+		policy.ReasonInvalidName,
+	}
+}

@@ -1,0 +1,96 @@
+package netstack
+
+import "github.com/capsem/capsem/policy"
+
+// The reasons netstack records in events (store.Net.Reason, store.DNS.Reason).
+//
+// Stability: these strings are the vocabulary users query (the SQLite
+// export's reason column, `capsem inspect`), and tests outside this
+// repository match on them. A value never changes; a new one is added here,
+// to Reasons, and to the README's table of event reasons (mitm's
+// reasons_test.go checks that the three agree).
+const (
+	// Frames: the guard (guard.go) drops anything it does not expect.
+
+	ReasonRuntFrame     = "runt-frame"              // a frame shorter than an Ethernet header
+	ReasonOversizeFrame = "oversize-frame"          // a frame longer than the MTU plus the Ethernet header
+	ReasonBadSourceMAC  = "bad-source-mac"          // a source MAC that is multicast, broadcast or all zeros
+	ReasonSpoofedMAC    = "spoofed-source-mac"      // a source MAC (or ARP sender, DHCP chaddr) other than the guest's
+	ReasonNotForGateway = "frame-not-for-gateway"   // a destination MAC neither the gateway's nor broadcast
+	ReasonIPv6          = "ipv6"                    // any IPv6 packet: the guest link is IPv4 only
+	ReasonEtherType     = "ethertype-not-allowed"   // an EtherType other than ARP, IPv4 and IPv6
+	ReasonMalformedARP  = "malformed-arp"           // an ARP packet that does not parse
+	ReasonARPNotGateway = "arp-not-for-gateway"     // an ARP request for an address other than the gateway's
+	ReasonMalformedIPv4 = "malformed-ipv4"          // an IPv4 header that does not parse or whose checksum is wrong
+	ReasonSpoofedIP     = "spoofed-source-ip"       // a source IP other than the guest's (0.0.0.0 only for DHCP and ARP probes)
+	ReasonFragment      = "ip-fragment"             // a fragment of a UDP or ICMP packet (only TCP is reassembled)
+	ReasonIPProtocol    = "ip-protocol-not-allowed" // an IP protocol other than TCP, UDP and ICMP
+
+	// UDP and ICMP: only DNS and DHCP are answered, and echo to the gateway.
+
+	ReasonMalformedUDP    = "malformed-udp"         // a UDP header whose length does not fit the packet
+	ReasonUDPNotAllowed   = "udp-not-allowed"       // UDP to a port other than 53 (DNS) and 67 (DHCP)
+	ReasonDoT             = "dns-over-tls"          // TCP or UDP to port 853: capsem answers DNS itself
+	ReasonICMPOutside     = "icmp-outside"          // ICMP to an address other than the gateway
+	ReasonICMPType        = "icmp-type-not-allowed" // ICMP to the gateway that is not an echo request
+	ReasonICMPEchoGateway = "icmp-echo-gateway"     // allowed: an echo request to the gateway, answered
+	ReasonMalformedDHCP   = "malformed-dhcp"        // a DHCP message that does not parse, or of an unknown type
+	ReasonDHCPOffer       = "dhcp-offer"            // allowed: a DISCOVER answered with an OFFER
+	ReasonDHCPAck         = "dhcp-ack"              // allowed: a REQUEST for the guest's address (or an INFORM) acknowledged
+	ReasonDHCPNak         = "dhcp-nak"              // denied: a REQUEST for another address, answered NAK
+
+	// DNS (dns.go): every query gets an answer, and an event.
+
+	ReasonDNSAllowedName  = "allowed-name"             // allowed: an A query for an allowed name, answered with a 198.19.x.y address
+	ReasonDNSEmptyAnswer  = "allowed-name-no-records"  // allowed: another type (AAAA, …) for an allowed name, answered empty (NOERROR)
+	ReasonDNSDeniedName   = "denied-name"              // a name the policy does not allow: NXDOMAIN
+	ReasonDNSInvalidName  = policy.ReasonInvalidName   // a name that is no valid host name: NXDOMAIN (stored escaped)
+	ReasonWildcardCap     = "wildcard-name-cap"        // a new name under a "*.x" entry beyond [dns] max_wildcard_names: NXDOMAIN
+	ReasonPoolExhausted   = "dns-pool-exhausted"       // no fake-DNS address is free for a new name: SERVFAIL
+	ReasonMalformedDNS    = "malformed-dns"            // a query that does not parse or is a response (no answer), or asks not exactly one question (FORMERR)
+	ReasonDNSNotSupported = "dns-opcode-not-supported" // an opcode other than QUERY: NOTIMP
+	ReasonDNSClassNotIN   = "dns-class-not-in"         // a class other than IN: REFUSED
+
+	// TCP (tcp.go, limits.go): decided on the SYN, before the guest's
+	// handshake completes.
+
+	ReasonDirectIP        = "direct-ip"                // a SYN to an address capsem's DNS did not hand out: RST
+	ReasonGatewayPort     = "gateway-port-closed"      // a SYN to the gateway on a port other than 53: RST
+	ReasonSYNCap          = "syn-cap"                  // a SYN dropped: MaxInFlightSYN handshakes pending
+	ReasonFlowCap         = "flow-cap"                 // a SYN refused: MaxFlows flows open
+	ReasonDNSTCPCap       = "dns-tcp-cap"              // a SYN to port 53 refused: MaxDNSTCPConns open
+	ReasonUpstreamPrivate = "upstream-private-address" // the host resolved the allowed name to a private address (DNS rebinding): RST
+	ReasonUpstreamNoAddr  = "upstream-no-address"      // the host could not resolve the allowed name (or its [upstream] resolve target): RST
+	ReasonUpstreamFailed  = "upstream-unreachable"     // no address of the allowed name accepted the connection: RST
+	ReasonHandshakeFailed = "guest-handshake-failed"   // allowed and dialled, but the guest's side of the handshake failed
+
+	// The store.
+
+	ReasonStoreDown = "store-unavailable" // refused because its event could not be recorded (fail closed)
+)
+
+// Reasons is every reason netstack records: its own, and the policy's
+// decisions it records as they are (a flow refused or allowed by
+// [network]). It exists for mitm's reasons_test.go, which checks it against
+// the constants above and the README; nothing else reads it.
+func Reasons() []string {
+	return []string{
+		ReasonRuntFrame, ReasonOversizeFrame, ReasonBadSourceMAC, ReasonSpoofedMAC, ReasonNotForGateway,
+		ReasonIPv6, ReasonEtherType, ReasonMalformedARP, ReasonARPNotGateway, ReasonMalformedIPv4,
+		ReasonSpoofedIP, ReasonFragment, ReasonIPProtocol,
+
+		ReasonMalformedUDP, ReasonUDPNotAllowed, ReasonDoT, ReasonICMPOutside, ReasonICMPType,
+		ReasonICMPEchoGateway, ReasonMalformedDHCP, ReasonDHCPOffer, ReasonDHCPAck, ReasonDHCPNak,
+
+		ReasonDNSAllowedName, ReasonDNSEmptyAnswer, ReasonDNSDeniedName, ReasonDNSInvalidName,
+		ReasonWildcardCap, ReasonPoolExhausted, ReasonMalformedDNS, ReasonDNSNotSupported, ReasonDNSClassNotIN,
+
+		ReasonDirectIP, ReasonGatewayPort, ReasonSYNCap, ReasonFlowCap, ReasonDNSTCPCap,
+		ReasonUpstreamPrivate, ReasonUpstreamNoAddr, ReasonUpstreamFailed, ReasonHandshakeFailed,
+
+		ReasonStoreDown,
+
+		// A flow's [network] decision (tcp.go), recorded as policy words it.
+		policy.ReasonAllowed, policy.ReasonDeniedByRule, policy.ReasonNoMatchingRule, policy.ReasonPortNotAllowed,
+	}
+}
