@@ -282,6 +282,30 @@ func (Ping) Type() Type       { return TypePing }
 func (Pong) Type() Type       { return TypePong }
 func (u Unknown) Type() Type  { return u.Frame.Type }
 
+// The messages of one session whose body is JSON: the session ID is left
+// out of the body, the frame header carries it (Encode, decodeSession).
+func (m Exec) sessionID() uint32      { return m.ID }
+func (m Started) sessionID() uint32   { return m.ID }
+func (m Signal) sessionID() uint32    { return m.ID }
+func (m Resize) sessionID() uint32    { return m.ID }
+func (m Exit) sessionID() uint32      { return m.ID }
+func (m Error) sessionID() uint32     { return m.ID }
+func (m ExecEvent) sessionID() uint32 { return m.ID }
+
+func (m *Exec) setID(id uint32)      { m.ID = id }
+func (m *Started) setID(id uint32)   { m.ID = id }
+func (m *Signal) setID(id uint32)    { m.ID = id }
+func (m *Resize) setID(id uint32)    { m.ID = id }
+func (m *Exit) setID(id uint32)      { m.ID = id }
+func (m *Error) setID(id uint32)     { m.ID = id }
+func (m *ExecEvent) setID(id uint32) { m.ID = id }
+
+// sessionJSON is a message of one session whose body is JSON.
+type sessionJSON interface {
+	Message
+	sessionID() uint32
+}
+
 // ErrMalformed wraps every decoding error of a frame's body.
 var ErrMalformed = errors.New("proto: malformed message")
 
@@ -303,20 +327,8 @@ func Encode(m Message) (Frame, error) {
 		return Frame{Type: TypeWindow, ID: m.ID, Body: b}, nil
 	case Unknown:
 		return m.Frame, nil
-	case Exec:
-		return jsonFrame(TypeExec, m.ID, m)
-	case Started:
-		return jsonFrame(TypeStarted, m.ID, m)
-	case Signal:
-		return jsonFrame(TypeSignal, m.ID, m)
-	case Resize:
-		return jsonFrame(TypeResize, m.ID, m)
-	case Exit:
-		return jsonFrame(TypeExit, m.ID, m)
-	case Error:
-		return jsonFrame(TypeError, m.ID, m)
-	case ExecEvent:
-		return jsonFrame(TypeExecEvent, m.ID, m)
+	case Exec, Started, Signal, Resize, Exit, Error, ExecEvent: // values, not pointers, like every arm
+		return jsonFrame(m.Type(), m.(sessionJSON).sessionID(), m)
 	case Hello, Ready, Shutdown, FileEvent, Ping, Pong:
 		return jsonFrame(m.Type(), 0, m)
 	case nil:
@@ -365,75 +377,58 @@ func Decode(f Frame) (Message, error) {
 		}
 		return Window{ID: f.ID, Stream: f.Body[0], N: binary.BigEndian.Uint32(f.Body[1:])}, nil
 	case TypeHello:
-		var m Hello
-		return decodeJSON(f, &m)
+		return decodeJSON[Hello](f)
 	case TypeReady:
-		var m Ready
-		return decodeJSON(f, &m)
+		return decodeJSON[Ready](f)
 	case TypeShutdown:
-		var m Shutdown
-		return decodeJSON(f, &m)
+		return decodeJSON[Shutdown](f)
 	case TypeExec:
-		var m Exec
-		err := unmarshal(f, &m)
-		m.ID = f.ID
-		return orNil(m, err)
+		return decodeSession[Exec](f)
 	case TypeStarted:
-		var m Started
-		err := unmarshal(f, &m)
-		m.ID = f.ID
-		return orNil(m, err)
+		return decodeSession[Started](f)
 	case TypeSignal:
-		var m Signal
-		err := unmarshal(f, &m)
-		m.ID = f.ID
-		return orNil(m, err)
+		return decodeSession[Signal](f)
 	case TypeResize:
-		var m Resize
-		err := unmarshal(f, &m)
-		m.ID = f.ID
-		return orNil(m, err)
+		return decodeSession[Resize](f)
 	case TypeExit:
-		var m Exit
-		err := unmarshal(f, &m)
-		m.ID = f.ID
-		return orNil(m, err)
+		return decodeSession[Exit](f)
 	case TypeError:
-		var m Error
-		err := unmarshal(f, &m)
-		m.ID = f.ID
-		return orNil(m, err)
+		return decodeSession[Error](f)
 	case TypeExecEvent:
-		var m ExecEvent
-		err := unmarshal(f, &m)
-		m.ID = f.ID
-		return orNil(m, err)
+		return decodeSession[ExecEvent](f)
 	case TypeFileEvent:
-		var m FileEvent
-		return decodeJSON(f, &m)
+		return decodeJSON[FileEvent](f)
 	case TypePing:
-		var m Ping
-		return decodeJSON(f, &m)
+		return decodeJSON[Ping](f)
 	case TypePong:
-		var m Pong
-		return decodeJSON(f, &m)
+		return decodeJSON[Pong](f)
 	}
 	return Unknown{Frame: f}, nil
 }
 
-// decodeJSON decodes a frame of a session-less type into *p and returns the
-// value.
-func decodeJSON[T Message](f Frame, p *T) (Message, error) {
-	if err := unmarshal(f, p); err != nil {
+// decodeJSON decodes the JSON body of a frame of a session-less type.
+func decodeJSON[T Message](f Frame) (Message, error) {
+	var m T
+	if err := unmarshal(f, &m); err != nil {
 		return nil, err
 	}
-	return *p, nil
+	return m, nil
 }
 
-func orNil(m Message, err error) (Message, error) {
-	if err != nil {
+// sessionMessage is a pointer to a sessionJSON message.
+type sessionMessage[T sessionJSON] interface {
+	*T
+	setID(id uint32)
+}
+
+// decodeSession decodes the JSON body of a frame of a session's message and
+// gives it the frame's session ID.
+func decodeSession[T sessionJSON, P sessionMessage[T]](f Frame) (Message, error) {
+	var m T
+	if err := unmarshal(f, &m); err != nil {
 		return nil, err
 	}
+	P(&m).setID(f.ID)
 	return m, nil
 }
 
