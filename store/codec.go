@@ -133,9 +133,9 @@ func decodeEvent(v []byte, ev *Event) error {
 	}
 	ev.Kind, ev.DNS, ev.Net, ev.ModelCall, ev.Exec, ev.FS, ev.Agent, ev.Recording = "", nil, nil, nil, nil, nil, nil, nil
 	d := decoder{b: v[headerLen:]}
+	var f field
 	for len(d.b) > 0 {
-		f, err := d.field()
-		if err != nil {
+		if err := d.field(&f); err != nil {
 			return err
 		}
 		if err := ev.setField(f); err != nil {
@@ -168,7 +168,7 @@ func decodeEvent(v []byte, ev *Event) error {
 func (ev *Event) setField(f field) error {
 	switch n := f.num; {
 	case n == fKind:
-		return setIntern(f, &ev.Kind, kinds)
+		return setIntern(&f, &ev.Kind, kinds)
 	case n >= dnsLo && n <= dnsKnown:
 		if ev.DNS == nil {
 			ev.DNS = &DNS{}

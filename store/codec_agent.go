@@ -25,11 +25,11 @@ func (a *Agent) appendTo(b []byte) []byte {
 func (a *Agent) setField(f field) error {
 	switch f.num {
 	case fAgentState:
-		return setIntern(f, &a.State, agentStates)
+		return setIntern(&f, &a.State, agentStates)
 	case fAgentDetail:
-		return setString(f, &a.Detail)
+		return setString(&f, &a.Detail)
 	case fAgentCount:
-		return setInt(f, &a.Count)
+		return setInt(&f, &a.Count)
 	}
 	return nil
 }

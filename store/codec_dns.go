@@ -35,23 +35,23 @@ func (d *DNS) appendTo(b []byte) []byte {
 func (d *DNS) setField(f field) error {
 	switch f.num {
 	case fDNSQName:
-		return setString(f, &d.QName)
+		return setString(&f, &d.QName)
 	case fDNSQType:
-		return setString(f, &d.QType)
+		return setString(&f, &d.QType)
 	case fDNSTransport:
-		return setIntern(f, &d.Transport, transports)
+		return setIntern(&f, &d.Transport, transports)
 	case fDNSDecision:
-		return setIntern(f, &d.Decision, decisions)
+		return setIntern(&f, &d.Decision, decisions)
 	case fDNSReason:
-		return setString(f, &d.Reason)
+		return setString(&f, &d.Reason)
 	case fDNSMatchedRule:
-		return setString(f, &d.MatchedRule)
+		return setString(&f, &d.MatchedRule)
 	case fDNSAnswer:
-		return setString(f, &d.Answer)
+		return setString(&f, &d.Answer)
 	case fDNSResolverAsked:
-		return setAddr(f, &d.ResolverAsked)
+		return setAddr(&f, &d.ResolverAsked)
 	case fDNSCount:
-		return setInt(f, &d.Count)
+		return setInt(&f, &d.Count)
 	}
 	return nil
 }

@@ -35,21 +35,21 @@ func (x *Exec) appendTo(b []byte) []byte {
 func (x *Exec) setField(f field) error {
 	switch f.num {
 	case fExecArgv:
-		return addString(f, &x.Argv)
+		return addString(&f, &x.Argv)
 	case fExecDir:
-		return setString(f, &x.Dir)
+		return setString(&f, &x.Dir)
 	case fExecTTY:
-		return setBool(f, &x.TTY)
+		return setBool(&f, &x.TTY)
 	case fExecPID:
-		return setInt(f, &x.PID)
+		return setInt(&f, &x.PID)
 	case fExecStart:
-		return setTime(f, &x.Start)
+		return setTime(&f, &x.Start)
 	case fExecDuration:
-		return setInt(f, &x.Duration)
+		return setInt(&f, &x.Duration)
 	case fExecExitCode:
-		return setInt(f, &x.ExitCode)
+		return setInt(&f, &x.ExitCode)
 	case fExecSignal:
-		return setIntern(f, &x.Signal, signals)
+		return setIntern(&f, &x.Signal, signals)
 	}
 	return nil
 }

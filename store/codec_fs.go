@@ -31,17 +31,17 @@ func (fs *FS) appendTo(b []byte) []byte {
 func (fs *FS) setField(f field) error {
 	switch f.num {
 	case fFSAction:
-		return setIntern(f, &fs.Action, fsActions)
+		return setIntern(&f, &fs.Action, fsActions)
 	case fFSPath:
-		return setString(f, &fs.Path)
+		return setString(&f, &fs.Path)
 	case fFSOldPath:
-		return setString(f, &fs.OldPath)
+		return setString(&f, &fs.OldPath)
 	case fFSSize:
-		return setInt(f, &fs.Size)
+		return setInt(&f, &fs.Size)
 	case fFSDir:
-		return setBool(f, &fs.Dir)
+		return setBool(&f, &fs.Dir)
 	case fFSGuestTime:
-		return setTime(f, &fs.GuestTime)
+		return setTime(&f, &fs.GuestTime)
 	}
 	return nil
 }

@@ -86,67 +86,75 @@ func (m *ModelCall) appendTo(b []byte) []byte {
 	b = appendFloat(b, fMCCostUSD, m.CostUSD)
 	b = appendString(b, fMCTraceID, m.TraceID)
 	b = appendString(b, fMCUsageDetails, m.UsageDetails)
-	b = appendElements(b, fMCToolCall, m.ToolCalls)
-	b = appendElements(b, fMCToolResult, m.ToolResults)
+	for i := range m.ToolCalls {
+		b = appendTag(b, fMCToolCall, wireBytes)
+		start := len(b)
+		b = prefixLength(m.ToolCalls[i].appendTo(b), start)
+	}
+	for i := range m.ToolResults {
+		b = appendTag(b, fMCToolResult, wireBytes)
+		start := len(b)
+		b = prefixLength(m.ToolResults[i].appendTo(b), start)
+	}
 	return b
 }
 
 func (m *ModelCall) setField(f field) error {
 	switch f.num {
 	case fMCProvider:
-		return setIntern(f, &m.Provider, providers)
+		return setIntern(&f, &m.Provider, providers)
 	case fMCDomain:
-		return setIntern(f, &m.Domain, providerDomains)
+		return setIntern(&f, &m.Domain, providerDomains)
 	case fMCModel:
-		return setString(f, &m.Model)
+		return setString(&f, &m.Model)
 	case fMCMethod:
-		return setIntern(f, &m.Method, methods)
+		return setIntern(&f, &m.Method, methods)
 	case fMCPath:
-		return setString(f, &m.Path)
+		return setString(&f, &m.Path)
 	case fMCStream:
-		return setBool(f, &m.Stream)
+		return setBool(&f, &m.Stream)
 	case fMCSystemPromptPreview:
-		return setString(f, &m.SystemPromptPreview)
+		return setString(&f, &m.SystemPromptPreview)
 	case fMCMessagesCount:
-		return setInt(f, &m.MessagesCount)
+		return setInt(&f, &m.MessagesCount)
 	case fMCToolsCount:
-		return setInt(f, &m.ToolsCount)
+		return setInt(&f, &m.ToolsCount)
 	case fMCRequestBytes:
-		return setInt(f, &m.RequestBytes)
+		return setInt(&f, &m.RequestBytes)
 	case fMCRequestBodyPreview:
-		return setString(f, &m.RequestBodyPreview)
+		return setString(&f, &m.RequestBodyPreview)
 	case fMCMessageID:
-		return setString(f, &m.MessageID)
+		return setString(&f, &m.MessageID)
 	case fMCStatusCode:
-		return setInt(f, &m.StatusCode)
+		return setInt(&f, &m.StatusCode)
 	case fMCTextContent:
-		return setString(f, &m.TextContent)
+		return setString(&f, &m.TextContent)
 	case fMCThinkingContent:
-		return setString(f, &m.ThinkingContent)
+		return setString(&f, &m.ThinkingContent)
 	case fMCStopReason:
-		return setString(f, &m.StopReason)
+		return setString(&f, &m.StopReason)
 	case fMCInputTokens:
-		return setInt(f, &m.InputTokens)
+		return setInt(&f, &m.InputTokens)
 	case fMCOutputTokens:
-		return setInt(f, &m.OutputTokens)
+		return setInt(&f, &m.OutputTokens)
 	case fMCCacheReadTokens:
-		return setInt(f, &m.CacheReadTokens)
+		return setInt(&f, &m.CacheReadTokens)
 	case fMCCacheWriteTokens:
-		return setInt(f, &m.CacheWriteTokens)
+		return setInt(&f, &m.CacheWriteTokens)
 	case fMCDuration:
-		return setInt(f, &m.Duration)
+		return setInt(&f, &m.Duration)
 	case fMCResponseBytes:
-		return setInt(f, &m.ResponseBytes)
+		return setInt(&f, &m.ResponseBytes)
 	case fMCCostUSD:
-		return setFloat(f, &m.CostUSD)
+		return setFloat(&f, &m.CostUSD)
 	case fMCTraceID:
-		return setString(f, &m.TraceID)
+		return setString(&f, &m.TraceID)
 	case fMCUsageDetails:
-		return setString(f, &m.UsageDetails)
+		return setString(&f, &m.UsageDetails)
 	case fMCToolCall:
-		return addElement(f, "tool call", &m.ToolCalls)
+		return addElement(&f, "tool call", &m.ToolCalls)
 	case fMCToolResult:
-		return addElement(f, "tool result", &m.ToolResults)
+		return addElement(&f, "tool result", &m.ToolResults)
 	}
 	return nil
 }
@@ -163,15 +171,15 @@ func (tc *ToolCall) appendTo(b []byte) []byte {
 func (tc *ToolCall) setField(f field) error {
 	switch f.num {
 	case fToolIndex:
-		return setInt(f, &tc.Index)
+		return setInt(&f, &tc.Index)
 	case fToolCallID:
-		return setString(f, &tc.CallID)
+		return setString(&f, &tc.CallID)
 	case fToolName:
-		return setString(f, &tc.Name)
+		return setString(&f, &tc.Name)
 	case fToolArguments:
-		return setString(f, &tc.Arguments)
+		return setString(&f, &tc.Arguments)
 	case fToolOrigin:
-		return setIntern(f, &tc.Origin, toolOrigins)
+		return setIntern(&f, &tc.Origin, toolOrigins)
 	}
 	return nil // a field from a newer writer: skip it
 }
@@ -186,11 +194,11 @@ func (tr *ToolResult) appendTo(b []byte) []byte {
 func (tr *ToolResult) setField(f field) error {
 	switch f.num {
 	case fResultCallID:
-		return setString(f, &tr.CallID)
+		return setString(&f, &tr.CallID)
 	case fResultContentPreview:
-		return setString(f, &tr.ContentPreview)
+		return setString(&f, &tr.ContentPreview)
 	case fResultIsError:
-		return setBool(f, &tr.IsError)
+		return setBool(&f, &tr.IsError)
 	}
 	return nil // a field from a newer writer: skip it
 }

@@ -65,51 +65,51 @@ func (n *Net) appendTo(b []byte) []byte {
 func (n *Net) setField(f field) error {
 	switch f.num {
 	case fNetDomain:
-		return setString(f, &n.Domain)
+		return setString(&f, &n.Domain)
 	case fNetIP:
-		return setAddr(f, &n.IP)
+		return setAddr(&f, &n.IP)
 	case fNetPort:
-		return setPort(f, &n.Port)
+		return setPort(&f, &n.Port)
 	case fNetSrcIP:
-		return setAddr(f, &n.SrcIP)
+		return setAddr(&f, &n.SrcIP)
 	case fNetSrcPort:
-		return setPort(f, &n.SrcPort)
+		return setPort(&f, &n.SrcPort)
 	case fNetTransport:
-		return setIntern(f, &n.Transport, transports)
+		return setIntern(&f, &n.Transport, transports)
 	case fNetConnType:
-		return setIntern(f, &n.ConnType, connTypes)
+		return setIntern(&f, &n.ConnType, connTypes)
 	case fNetDecision:
-		return setIntern(f, &n.Decision, decisions)
+		return setIntern(&f, &n.Decision, decisions)
 	case fNetReason:
-		return setString(f, &n.Reason)
+		return setString(&f, &n.Reason)
 	case fNetMatchedRule:
-		return setString(f, &n.MatchedRule)
+		return setString(&f, &n.MatchedRule)
 	case fNetMethod:
-		return setIntern(f, &n.Method, methods)
+		return setIntern(&f, &n.Method, methods)
 	case fNetPath:
-		return setString(f, &n.Path)
+		return setString(&f, &n.Path)
 	case fNetQuery:
-		return setString(f, &n.Query)
+		return setString(&f, &n.Query)
 	case fNetStatusCode:
-		return setInt(f, &n.StatusCode)
+		return setInt(&f, &n.StatusCode)
 	case fNetBytesSent:
-		return setInt(f, &n.BytesSent)
+		return setInt(&f, &n.BytesSent)
 	case fNetBytesReceived:
-		return setInt(f, &n.BytesReceived)
+		return setInt(&f, &n.BytesReceived)
 	case fNetDuration:
-		return setInt(f, &n.Duration)
+		return setInt(&f, &n.Duration)
 	case fNetRequestHeader:
-		return addHeader(f, &n.RequestHeaders)
+		return addHeader(&f, &n.RequestHeaders)
 	case fNetResponseHeader:
-		return addHeader(f, &n.ResponseHeaders)
+		return addHeader(&f, &n.ResponseHeaders)
 	case fNetRequestBodyPreview:
-		return setString(f, &n.RequestBodyPreview)
+		return setString(&f, &n.RequestBodyPreview)
 	case fNetResponseBodyPreview:
-		return setString(f, &n.ResponseBodyPreview)
+		return setString(&f, &n.ResponseBodyPreview)
 	case fNetCount:
-		return setInt(f, &n.Count)
+		return setInt(&f, &n.Count)
 	case fNetDetail:
-		return setString(f, &n.Detail)
+		return setString(&f, &n.Detail)
 	}
 	return nil
 }

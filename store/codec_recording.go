@@ -25,11 +25,11 @@ func (r *Recording) appendTo(b []byte) []byte {
 func (r *Recording) setField(f field) error {
 	switch f.num {
 	case fRecState:
-		return setIntern(f, &r.State, recordingStates)
+		return setIntern(&f, &r.State, recordingStates)
 	case fRecDetail:
-		return setString(f, &r.Detail)
+		return setString(&f, &r.Detail)
 	case fRecCount:
-		return setInt(f, &r.Count)
+		return setInt(&f, &r.Count)
 	}
 	return nil
 }

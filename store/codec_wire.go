@@ -12,8 +12,10 @@ import (
 // How each Go type is written as a field value, and read back, in the
 // format drawn in codec.go (an on-disk format: see the warning there). Each
 // type has an appendX that writes a tag and a value, zero values left out,
-// and a setX that checks a decoded field's wire type and sets *p; a kind's
-// appendTo and setField (codec_dns.go, …) use the pair of each field's type.
+// and a setX (addX for one element of a repeated field) that checks a
+// decoded field's wire type and sets *p; a kind's appendTo and setField
+// (codec_dns.go, …) use the pair of each field's type, so a field's wire
+// type is chosen in one place on each side.
 
 func appendTag(b []byte, num, wire int) []byte {
 	return binary.AppendUvarint(b, uint64(num)<<3|uint64(wire))
@@ -28,7 +30,7 @@ func appendString(b []byte, num int, s string) []byte {
 	return append(b, s...)
 }
 
-func setString(f field, p *string) error {
+func setString(f *field, p *string) error {
 	if err := f.want(wireBytes); err != nil {
 		return err
 	}
@@ -38,7 +40,7 @@ func setString(f field, p *string) error {
 
 // setIntern is setString for a field whose common values are listed: see
 // intern.
-func setIntern[T ~string](f field, p *T, common []T) error {
+func setIntern[T ~string](f *field, p *T, common []T) error {
 	if err := f.want(wireBytes); err != nil {
 		return err
 	}
@@ -58,7 +60,7 @@ func appendStrings(b []byte, num int, ss []string) []byte {
 }
 
 // addString reads one element of a repeated string.
-func addString(f field, p *[]string) error {
+func addString(f *field, p *[]string) error {
 	if err := f.want(wireBytes); err != nil {
 		return err
 	}
@@ -80,7 +82,7 @@ func appendInt(b []byte, num int, v int64) []byte {
 
 // setInt reads what appendInt wrote, into an int, an int64 or a
 // time.Duration (nanoseconds).
-func setInt[T ~int | ~int64](f field, p *T) error {
+func setInt[T ~int | ~int64](f *field, p *T) error {
 	if err := f.want(wireVarint); err != nil {
 		return err
 	}
@@ -93,7 +95,7 @@ func zigzag(v int64) uint64 { return uint64(v<<1) ^ uint64(v>>63) }
 func unzigzag(u uint64) int64 { return int64(u>>1) ^ -int64(u&1) }
 
 // setPort reads a port written with appendUint.
-func setPort(f field, p *uint16) error {
+func setPort(f *field, p *uint16) error {
 	if err := f.want(wireVarint); err != nil {
 		return err
 	}
@@ -111,7 +113,7 @@ func appendBool(b []byte, num int, v bool) []byte {
 	return appendUint(b, num, 1)
 }
 
-func setBool(f field, p *bool) error {
+func setBool(f *field, p *bool) error {
 	if err := f.want(wireVarint); err != nil {
 		return err
 	}
@@ -128,7 +130,7 @@ func appendTime(b []byte, num int, t time.Time) []byte {
 	return binary.AppendUvarint(b, zigzag(t.UnixNano()))
 }
 
-func setTime(f field, p *time.Time) error {
+func setTime(f *field, p *time.Time) error {
 	if err := f.want(wireVarint); err != nil {
 		return err
 	}
@@ -144,7 +146,7 @@ func appendFloat(b []byte, num int, v float64) []byte {
 	return appendUint(b, num, bits.ReverseBytes64(math.Float64bits(v)))
 }
 
-func setFloat(f field, p *float64) error {
+func setFloat(f *field, p *float64) error {
 	if err := f.want(wireVarint); err != nil {
 		return err
 	}
@@ -172,7 +174,7 @@ func appendAddr(b []byte, num int, a netip.Addr) []byte {
 	return b // the zero Addr is not written
 }
 
-func setAddr(f field, a *netip.Addr) error {
+func setAddr(f *field, a *netip.Addr) error {
 	if err := f.want(wireBytes); err != nil {
 		return err
 	}
@@ -201,7 +203,7 @@ func appendHeaders(b []byte, num int, hs []Header) []byte {
 }
 
 // addHeader reads one field written by appendHeaders.
-func addHeader(f field, hs *[]Header) error {
+func addHeader(f *field, hs *[]Header) error {
 	if err := f.want(wireBytes); err != nil {
 		return err
 	}
@@ -215,23 +217,13 @@ func addHeader(f field, hs *[]Header) error {
 	return nil
 }
 
-// An element of a repeated message is a type with an appendTo, which writes
-// its fields (with numbers local to it), and a setField, which reads one.
+// An element of a repeated message (a tool call, a tool result) is a type
+// whose setField reads one of its fields, numbered locally to it. Its
+// appendTo writes them after the element's tag; prefixLength then makes
+// them the tag's value.
 type element[T any] interface {
 	*T
-	appendTo(b []byte) []byte
 	setField(f field) error
-}
-
-// appendElements writes one wire-type-2 field per element of es.
-func appendElements[T any, P element[T]](b []byte, num int, es []T) []byte {
-	for i := range es {
-		b = appendTag(b, num, wireBytes)
-		start := len(b)
-		b = P(&es[i]).appendTo(b)
-		b = prefixLength(b, start)
-	}
-	return b
 }
 
 // prefixLength turns the bytes b[start:] into a wire-type-2 value by
@@ -257,102 +249,25 @@ func uvarintLen(v uint64) int {
 
 // addElement reads one element of a repeated message (what names it in
 // errors: "tool call") and appends it to *out.
-func addElement[T any, P element[T]](f field, what string, out *[]T) error {
+func addElement[T any, P element[T]](f *field, what string, out *[]T) error {
 	if err := f.want(wireBytes); err != nil {
 		return err
 	}
-	var e T
+	var zero T
+	*out = append(*out, zero)
+	// Set in place: a local handed to setField through the type parameter
+	// escapes, one allocation per element (7 more for fullModelCall).
+	e := P(&(*out)[len(*out)-1])
 	d := decoder{b: f.s, element: true}
+	var ef field
 	for len(d.b) > 0 {
-		f, err := d.field()
+		err := d.field(&ef)
 		if err == nil {
-			err = P(&e).setField(f)
+			err = e.setField(ef)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
 	}
-	*out = append(*out, e)
 	return nil
-}
-
-// A field is one tag and its value, as the decoder read it.
-type field struct {
-	num, wire int
-	u         uint64 // the value of wire type 0
-	s         []byte // the value of wire type 2
-	element   bool   // inside an element of a repeated message
-}
-
-// want checks that f has the wire type its number has. At the top level
-// decodeEvent names the field in front of the error; inside an element the
-// error names it itself, after ErrCorrupt.
-func (f field) want(wire int) error {
-	switch {
-	case f.wire == wire:
-		return nil
-	case f.element:
-		return fmt.Errorf("%w: field %d: wire type %d, want %d", ErrCorrupt, f.num, f.wire, wire)
-	}
-	return fmt.Errorf("%w: wire type %d, want %d", ErrCorrupt, f.wire, wire)
-}
-
-type decoder struct {
-	b       []byte
-	element bool // decoding an element of a repeated message
-}
-
-func (d *decoder) uvarint() (uint64, error) {
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		return 0, fmt.Errorf("%w: truncated or overlong varint", ErrCorrupt)
-	}
-	d.b = d.b[n:]
-	return v, nil
-}
-
-func (d *decoder) tag() (num, wire int, err error) {
-	t, err := d.uvarint()
-	if err != nil {
-		return 0, 0, err
-	}
-	if t>>3 == 0 || t>>3 > 1<<20 {
-		return 0, 0, fmt.Errorf("%w: field number %d out of range", ErrCorrupt, t>>3)
-	}
-	return int(t >> 3), int(t & 7), nil
-}
-
-// field reads one tag and its value: u for wire type 0, s for wire type 2.
-func (d *decoder) field() (field, error) {
-	f := field{element: d.element}
-	var err error
-	f.num, f.wire, err = d.tag()
-	if err != nil {
-		return field{}, err
-	}
-	switch f.wire {
-	case wireVarint:
-		f.u, err = d.uvarint()
-	case wireBytes:
-		f.s, err = d.bytes()
-	default:
-		return field{}, fmt.Errorf("%w: field %d has unknown wire type %d", ErrCorrupt, f.num, f.wire)
-	}
-	if err != nil {
-		return field{}, fmt.Errorf("field %d: %w", f.num, err)
-	}
-	return f, nil
-}
-
-func (d *decoder) bytes() ([]byte, error) {
-	n, err := d.uvarint()
-	if err != nil {
-		return nil, err
-	}
-	if n > uint64(len(d.b)) {
-		return nil, fmt.Errorf("%w: length %d runs past the end of the value (%d bytes left)", ErrCorrupt, n, len(d.b))
-	}
-	s := d.b[:n:n]
-	d.b = d.b[n:]
-	return s, nil
 }
