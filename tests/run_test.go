@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/capsem/capsem/guest/image"
 	"github.com/capsem/capsem/tests/harness"
 )
 
@@ -329,7 +330,7 @@ ca_files = [%q]
 		t.Fatalf("exit %d\nstderr:\n%s", r.code, r.stderr)
 	}
 	for _, want := range []string{
-		"6.1.0-56-amd64",
+		image.DefaultKernel.Release,
 		"hello from allowed.test via HTTP/2.0 path=/hello\ncurl-allowed=0",
 		"hello from allowed.test via HTTP/1.1 path=/hello",
 		"status: NXDOMAIN",

@@ -30,7 +30,9 @@ type KernelPackage struct {
 //
 // Bump it with: apt-get update; apt-cache policy linux-image-amd64 (the
 // candidate's Depends names the ABI package); apt-cache show
-// <package>=<version> | grep SHA256.
+// <package>=<version> | grep SHA256. This is the pin's one home: the
+// Taskfile's deps task reads it through tools/kernelpin, the boot tests
+// through this variable.
 var DefaultKernel = KernelPackage{
 	Package: "linux-image-6.1.0-56-amd64",
 	Version: "6.1.192-2",
@@ -60,6 +62,7 @@ func (k KernelPackage) DebFile() string {
 	return k.Package + "_" + strings.ReplaceAll(k.Version, ":", "%3a") + "_amd64.deb"
 }
 
+// String is the package as apt-get names it: package=version.
 func (k KernelPackage) String() string { return k.Package + "=" + k.Version }
 
 // FetchKernelDeb returns the path of the pinned kernel package in the

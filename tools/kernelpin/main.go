@@ -1,0 +1,9 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/capsem/capsem/guest/image"
+)
+
+func main() { fmt.Println(image.DefaultKernel) }
