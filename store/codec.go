@@ -11,7 +11,8 @@ import (
 // each kind's fields are in a file of their own (codec_dns.go, codec_net.go,
 // codec_modelcall.go, codec_exec.go, codec_fs.go, codec_agent.go,
 // codec_recording.go), how each Go type is written as a field value in
-// codec_wire.go.
+// codec_wire.go, and how a value is read field by field, bounds checked,
+// in codec_decoder.go.
 //
 // STABILITY: this is an on-disk format. Every store any capsem has written
 // holds it, and a change that an older capsem cannot read, or that reads

@@ -86,15 +86,27 @@ func (m *ModelCall) appendTo(b []byte) []byte {
 	b = appendFloat(b, fMCCostUSD, m.CostUSD)
 	b = appendString(b, fMCTraceID, m.TraceID)
 	b = appendString(b, fMCUsageDetails, m.UsageDetails)
+	// Each element written out here rather than by a method of its own:
+	// its seven calls made encoding fullModelCall about 5% slower.
 	for i := range m.ToolCalls {
+		tc := &m.ToolCalls[i]
 		b = appendTag(b, fMCToolCall, wireBytes)
 		start := len(b)
-		b = prefixLength(m.ToolCalls[i].appendTo(b), start)
+		b = appendInt(b, fToolIndex, int64(tc.Index))
+		b = appendString(b, fToolCallID, tc.CallID)
+		b = appendString(b, fToolName, tc.Name)
+		b = appendString(b, fToolArguments, tc.Arguments)
+		b = appendString(b, fToolOrigin, tc.Origin)
+		b = prefixLength(b, start)
 	}
 	for i := range m.ToolResults {
+		tr := &m.ToolResults[i]
 		b = appendTag(b, fMCToolResult, wireBytes)
 		start := len(b)
-		b = prefixLength(m.ToolResults[i].appendTo(b), start)
+		b = appendString(b, fResultCallID, tr.CallID)
+		b = appendString(b, fResultContentPreview, tr.ContentPreview)
+		b = appendBool(b, fResultIsError, tr.IsError)
+		b = prefixLength(b, start)
 	}
 	return b
 }
@@ -159,15 +171,6 @@ func (m *ModelCall) setField(f field) error {
 	return nil
 }
 
-func (tc *ToolCall) appendTo(b []byte) []byte {
-	b = appendInt(b, fToolIndex, int64(tc.Index))
-	b = appendString(b, fToolCallID, tc.CallID)
-	b = appendString(b, fToolName, tc.Name)
-	b = appendString(b, fToolArguments, tc.Arguments)
-	b = appendString(b, fToolOrigin, tc.Origin)
-	return b
-}
-
 func (tc *ToolCall) setField(f field) error {
 	switch f.num {
 	case fToolIndex:
@@ -182,13 +185,6 @@ func (tc *ToolCall) setField(f field) error {
 		return setIntern(&f, &tc.Origin, toolOrigins)
 	}
 	return nil // a field from a newer writer: skip it
-}
-
-func (tr *ToolResult) appendTo(b []byte) []byte {
-	b = appendString(b, fResultCallID, tr.CallID)
-	b = appendString(b, fResultContentPreview, tr.ContentPreview)
-	b = appendBool(b, fResultIsError, tr.IsError)
-	return b
 }
 
 func (tr *ToolResult) setField(f field) error {

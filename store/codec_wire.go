@@ -219,7 +219,7 @@ func addHeader(f *field, hs *[]Header) error {
 
 // An element of a repeated message (a tool call, a tool result) is a type
 // whose setField reads one of its fields, numbered locally to it. Its
-// appendTo writes them after the element's tag; prefixLength then makes
+// fields are written after the element's tag; prefixLength then makes
 // them the tag's value.
 type element[T any] interface {
 	*T

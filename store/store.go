@@ -288,7 +288,7 @@ func (s *Store) recordingStopped() bool {
 }
 
 // wakeWriters wakes every Append waiting for room, to look again at why it
-// waits (the disk is full: it will hold its event instead).
+// waits (the disk is full: it holds its event instead).
 func (s *Store) wakeWriters() {
 	for _, w := range s.openWriters() {
 		w.mu.Lock()
