@@ -154,6 +154,14 @@ func geminiPath(p string) (model string, stream, ok bool) {
 	return "", false, false
 }
 
+// bodyScanner returns a scanner that reports a JSON body's tokens to h,
+// with Gemini's keys made lowerCamelCase.
+func (c *Call) bodyScanner(h handler) *scanner {
+	sc := newScanner(c.opts.PreviewBytes, h.tok)
+	sc.camelKeys = c.api == apiGemini
+	return sc
+}
+
 // Provider returns the call's provider: anthropic, openai or google.
 func (c *Call) Provider() string { return c.provider }
 

@@ -122,8 +122,7 @@ func newRequestParser(c *Call) *requestParser {
 	case apiGemini:
 		r.h = &geminiRequest{info: &r.info, opts: c.opts}
 	}
-	r.sc = newScanner(c.opts.PreviewBytes, func(s *scanner, k tokKind) { r.h.tok(s, k) })
-	r.sc.camelKeys = c.api == apiGemini
+	r.sc = c.bodyScanner(r.h)
 	return r
 }
 

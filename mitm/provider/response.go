@@ -109,8 +109,7 @@ func newResponseParser(c *Call, contentType string) *responseParser {
 		r.sse = sse.NewParser(sseMaxEvent, r.h.event)
 	} else {
 		r.info.streamed = c.pathStream
-		r.sc = newScanner(c.opts.PreviewBytes, func(s *scanner, k tokKind) { r.h.tok(s, k) })
-		r.sc.camelKeys = c.api == apiGemini
+		r.sc = c.bodyScanner(r.h)
 	}
 	return r
 }
