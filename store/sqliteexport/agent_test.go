@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/capsem/capsem/store"
-	"github.com/capsem/capsem/store/sqliteexport/schemacheck"
 )
 
 // TestAgentEventsAndDNSCount: agent events become agent_events rows,
@@ -39,7 +38,7 @@ func TestAgentEventsAndDNSCount(t *testing.T) {
 		t.Errorf("result = %+v, want %+v", res, want)
 	}
 	db := openExport(t, out)
-	for _, err := range schemacheck.Verify(db, SchemaVersion) {
+	for _, err := range VerifySchema(db, SchemaVersion) {
 		t.Error(err)
 	}
 	dns := queryRows(t, db, "SELECT qname, count FROM dns_events ORDER BY id")

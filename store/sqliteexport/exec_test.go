@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/capsem/capsem/store"
-	"github.com/capsem/capsem/store/sqliteexport/schemacheck"
 )
 
 var guestT0 = time.Date(2026, 5, 1, 11, 59, 59, 987654321, time.UTC) // the guest's clock, a little behind
@@ -68,7 +67,7 @@ func TestExecAndFSEvents(t *testing.T) {
 		t.Errorf("result = %+v, want %+v", res, want)
 	}
 	db := openExport(t, out)
-	for _, err := range schemacheck.Verify(db, SchemaVersion) {
+	for _, err := range VerifySchema(db, SchemaVersion) {
 		t.Error(err)
 	}
 	if bad := pragmaRows(t, db, "foreign_key_check"); len(bad) != 0 {

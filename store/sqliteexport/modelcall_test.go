@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/capsem/capsem/store"
-	"github.com/capsem/capsem/store/sqliteexport/schemacheck"
 )
 
 // modelCallStore holds two sessions. s1: a DNS answer, a streamed model
@@ -79,7 +78,7 @@ func TestModelCalls(t *testing.T) {
 		t.Errorf("result = %+v, want %+v", res, want)
 	}
 	db := openExport(t, out)
-	for _, err := range schemacheck.Verify(db, SchemaVersion) {
+	for _, err := range VerifySchema(db, SchemaVersion) {
 		t.Error(err)
 	}
 	if bad := pragmaRows(t, db, "foreign_key_check"); len(bad) != 0 {

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/capsem/capsem/store"
-	"github.com/capsem/capsem/store/sqliteexport/schemacheck"
 )
 
 // TestRecordingEvents: a session that went past its byte budget exports
@@ -30,7 +29,7 @@ func TestRecordingEvents(t *testing.T) {
 		t.Errorf("result %+v, want 2 recording events", res)
 	}
 	db := openExport(t, out)
-	for _, err := range schemacheck.Verify(db, SchemaVersion) {
+	for _, err := range VerifySchema(db, SchemaVersion) {
 		t.Error(err)
 	}
 	rows := queryRows(t, db, "SELECT state, count, detail FROM recording_events ORDER BY id")

@@ -67,310 +67,409 @@ const ApplicationID = 0x4370536d
 //   - Paths (fs_events.path, old_path) are relative to the workspace and
 //     slash-separated.
 
-// tables is the DDL of every table, in creation order.
-var tables = []string{
-	`CREATE TABLE sessions (
-	id            TEXT PRIMARY KEY,
-	started_at    TEXT NOT NULL,
-	started_at_ms INTEGER NOT NULL,
-	ended_at      TEXT,             -- NULL while running or when the writer crashed
-	ended_at_ms   INTEGER,
-	command       TEXT,             -- JSON array of the argv
-	exit_code     INTEGER,          -- NULL until the session ended with a code
-	policy_sha256 TEXT,
-	image         TEXT,
-	host          TEXT,
-	events        INTEGER NOT NULL DEFAULT 0, -- stored events exported, all kinds
-	allowed       INTEGER NOT NULL DEFAULT 0, -- allowed decisions: dns_events and net_events, each weighted by count
-	denied        INTEGER NOT NULL DEFAULT 0, -- denied decisions, likewise
-	dns           INTEGER NOT NULL DEFAULT 0, -- rows in dns_events
-	net           INTEGER NOT NULL DEFAULT 0, -- rows in net_events
-	model_calls   INTEGER NOT NULL DEFAULT 0, -- rows in model_calls
-	input_tokens  INTEGER NOT NULL DEFAULT 0, -- sum of model_calls.input_tokens
-	output_tokens INTEGER NOT NULL DEFAULT 0, -- sum of model_calls.output_tokens
-	cost_usd      REAL NOT NULL DEFAULT 0,    -- sum of model_calls.estimated_cost_usd
-	lost          INTEGER NOT NULL DEFAULT 0, -- events the writer could not record (store Counts.Lost), the unstored counts of recording_events included
-	exec          INTEGER NOT NULL DEFAULT 0, -- rows in exec_events
-	fs            INTEGER NOT NULL DEFAULT 0, -- rows in fs_events
-	agent         INTEGER NOT NULL DEFAULT 0  -- rows in agent_events
-)`,
-	`CREATE TABLE net_events (
-	id                    INTEGER PRIMARY KEY,
-	session_id            TEXT NOT NULL REFERENCES sessions(id),
-	seq                   INTEGER NOT NULL,
-	timestamp             TEXT NOT NULL,
-	timestamp_ms          INTEGER NOT NULL,
-	domain                TEXT,
-	ip                    TEXT,
-	port                  INTEGER,
-	src_ip                TEXT,
-	src_port              INTEGER,
-	transport             TEXT,    -- tcp, udp, icmp, arp, ipv6, other
-	conn_type             TEXT,    -- tcp, tls, https, http, quic
-	decision              TEXT,    -- allowed, denied
-	reason                TEXT,
-	matched_rule          TEXT,
-	method                TEXT,
-	path                  TEXT,
-	query                 TEXT,
-	status_code           INTEGER,
-	bytes_sent            INTEGER NOT NULL DEFAULT 0, -- guest to upstream
-	bytes_received        INTEGER NOT NULL DEFAULT 0, -- upstream to guest
-	duration_ms           REAL NOT NULL DEFAULT 0,
-	request_headers       TEXT,    -- JSON [[name, value], …], canonical names, secrets hashed; as the guest sent them in order (HTTP/1.1 with Host; HTTP/2 without pseudo-headers but :protocol, cookie crumbs joined), sorted by name where capsem lost track of the connection
-	response_headers      TEXT,    -- likewise: in the upstream's order on capsem's own HTTP/1.1 upstream path; sorted by name for HTTP/2 upstreams and for what Go's http.Transport reads (WebSocket upgrades, Expect: 100-continue)
-	request_body_preview  TEXT,
-	response_body_preview TEXT,
-	count                 INTEGER NOT NULL DEFAULT 1, -- how many events this row stands for: past 50 a second of one reason, one row stands for the rest of dropped frames and refused flows, with the last one's fields
-	detail                TEXT
-)`,
-	`CREATE TABLE dns_events (
-	id             INTEGER PRIMARY KEY,
-	session_id     TEXT NOT NULL REFERENCES sessions(id),
-	seq            INTEGER NOT NULL,
-	timestamp      TEXT NOT NULL,
-	timestamp_ms   INTEGER NOT NULL,
-	qname          TEXT,    -- the name asked, lower-cased, no trailing dot; a byte outside printable ASCII as \DDD, a backslash as \\
-	qtype          TEXT,
-	transport      TEXT,    -- udp, tcp
-	decision       TEXT,    -- allowed, denied
-	reason         TEXT,
-	matched_rule   TEXT,
-	answer         TEXT,    -- what the guest got: the synthetic address of an A answer, else the response code (NOERROR for an allowed name without records of the type, NXDOMAIN, SERVFAIL, REFUSED, FORMERR, NOTIMP); NULL when no reply was sent
-	resolver_asked TEXT,    -- the IP the guest sent the query to
-	count          INTEGER NOT NULL DEFAULT 1 -- how many queries this row stands for: past 50 a second of one reason and transport, one row stands for the rest, with the last one's name
-)`,
-	`CREATE TABLE model_calls (
-	id                    INTEGER PRIMARY KEY,
-	session_id            TEXT NOT NULL REFERENCES sessions(id),
-	seq                   INTEGER NOT NULL,
-	timestamp             TEXT NOT NULL,
-	timestamp_ms          INTEGER NOT NULL,
-	provider              TEXT,
-	domain                TEXT,    -- the API host the call was seen on (for the provider check)
-	model                 TEXT,
-	method                TEXT,
-	path                  TEXT,
-	stream                INTEGER,  -- 0 or 1
-	system_prompt_preview TEXT,
-	messages_count        INTEGER,
-	tools_count           INTEGER,
-	request_bytes         INTEGER NOT NULL DEFAULT 0,
-	request_body_preview  TEXT,
-	message_id            TEXT,
-	status_code           INTEGER,
-	text_content          TEXT,
-	thinking_content      TEXT,
-	stop_reason           TEXT,
-	input_tokens          INTEGER NOT NULL DEFAULT 0,
-	output_tokens         INTEGER NOT NULL DEFAULT 0,
-	cache_read_tokens     INTEGER NOT NULL DEFAULT 0,
-	cache_write_tokens    INTEGER NOT NULL DEFAULT 0,
-	duration_ms           REAL NOT NULL DEFAULT 0,
-	response_bytes        INTEGER NOT NULL DEFAULT 0,
-	estimated_cost_usd    REAL NOT NULL DEFAULT 0,
-	trace_id              TEXT,
-	usage_details         TEXT      -- JSON, as the provider reported it
-)`,
-	`CREATE TABLE mcp_calls (
-	id               INTEGER PRIMARY KEY,
-	session_id       TEXT NOT NULL REFERENCES sessions(id),
-	seq              INTEGER NOT NULL,
-	timestamp        TEXT NOT NULL,
-	timestamp_ms     INTEGER NOT NULL,
-	server_name      TEXT,
-	method           TEXT,
-	tool_name        TEXT,
-	request_id       TEXT,
-	request_preview  TEXT,
-	response_preview TEXT,
-	decision         TEXT,
-	duration_ms      REAL NOT NULL DEFAULT 0,
-	error_message    TEXT,
-	bytes_sent       INTEGER NOT NULL DEFAULT 0,
-	bytes_received   INTEGER NOT NULL DEFAULT 0
-)`,
-	`CREATE TABLE tool_calls (
-	id            INTEGER PRIMARY KEY,
-	session_id    TEXT NOT NULL REFERENCES sessions(id),
-	seq           INTEGER NOT NULL,
-	timestamp     TEXT NOT NULL,
-	timestamp_ms  INTEGER NOT NULL,
-	model_call_id INTEGER REFERENCES model_calls(id),
-	call_index    INTEGER,
-	call_id       TEXT,
-	tool_name     TEXT,
-	arguments     TEXT,    -- JSON
-	origin        TEXT,    -- native, mcp
-	mcp_call_id   INTEGER REFERENCES mcp_calls(id)
-)`,
-	`CREATE TABLE tool_responses (
-	id              INTEGER PRIMARY KEY,
-	session_id      TEXT NOT NULL REFERENCES sessions(id),
-	seq             INTEGER NOT NULL,
-	timestamp       TEXT NOT NULL,
-	timestamp_ms    INTEGER NOT NULL,
-	model_call_id   INTEGER REFERENCES model_calls(id),
-	call_id         TEXT,
-	content_preview TEXT,
-	is_error        INTEGER  -- 0 or 1
-)`,
-	// Guest-reported: what the guest agent said happened (see the
-	// conventions above). timestamp is when the host received the report.
-	// An event recorded by a capsem older than guest_time has guest_time
-	// NULL and the guest's claim in timestamp.
-	`CREATE TABLE fs_events (
-	id            INTEGER PRIMARY KEY,
-	session_id    TEXT NOT NULL REFERENCES sessions(id),
-	seq           INTEGER NOT NULL,
-	timestamp     TEXT NOT NULL,
-	timestamp_ms  INTEGER NOT NULL,
-	action        TEXT,    -- created, modified, deleted, renamed, overflow (the guest dropped events under path), unknown (the agent sent another word)
-	path          TEXT,    -- relative to the workspace, slash-separated; for renamed the new name
-	size          INTEGER NOT NULL DEFAULT 0, -- bytes, as the guest reported them
-	old_path      TEXT,    -- renamed: the name before
-	is_dir        INTEGER, -- 0 or 1: path is a directory
-	guest_time    TEXT,    -- when it happened by the guest's clock, as the guest claimed; NULL when not reported
-	guest_time_ms INTEGER
-)`,
-	// Built by the host from the command it sent and the exit it received.
-	`CREATE TABLE exec_events (
-	id            INTEGER PRIMARY KEY,
-	session_id    TEXT NOT NULL REFERENCES sessions(id),
-	seq           INTEGER NOT NULL,
-	timestamp     TEXT NOT NULL,
-	timestamp_ms  INTEGER NOT NULL,
-	command       TEXT,    -- the argv as a shell shows it; NULL for the guest's interactive shell
-	exit_code     INTEGER, -- the exit status, or 128+N when killed by signal N; -1 when the guest went away before saying
-	duration_ms   REAL NOT NULL DEFAULT 0, -- from sending the command to seeing it end, by the host's clock
-	argv          TEXT,    -- JSON array of the words
-	dir           TEXT,    -- the working directory asked for; NULL: the workspace
-	tty           INTEGER, -- 0 or 1: it ran on a pseudo-terminal
-	pid           INTEGER, -- in the guest, as the agent reported it
-	signal        TEXT,    -- the signal that killed it (KILL, TERM, …); NULL when it exited
-	started_at    TEXT,    -- when the host sent the command, by the host's clock (in records made before capsem built exec events on the host, the guest's)
-	started_at_ms INTEGER
-)`,
-	// The host's record of the guest agent: what it saw of the agent, not
-	// what the agent reported.
-	`CREATE TABLE agent_events (
-	id           INTEGER PRIMARY KEY,
-	session_id   TEXT NOT NULL REFERENCES sessions(id),
-	seq          INTEGER NOT NULL,
-	timestamp    TEXT NOT NULL,
-	timestamp_ms INTEGER NOT NULL,
-	state        TEXT,    -- silent (stopped answering pings), resumed, protocol-violation (cut off), rate-limited (guest-reported events dropped), capped (a guest-reported field truncated)
-	detail       TEXT,
-	count        INTEGER NOT NULL DEFAULT 1 -- rate-limited: events dropped; capped: fields truncated; otherwise 1
-)`,
-	// The store's record of itself: where the record has a gap and why.
-	// sessions.lost is the total of unstored counts (and of any other
-	// event the writer could not record).
-	`CREATE TABLE recording_events (
-	id           INTEGER PRIMARY KEY,
-	session_id   TEXT NOT NULL REFERENCES sessions(id),
-	seq          INTEGER NOT NULL,
-	timestamp    TEXT NOT NULL,
-	timestamp_ms INTEGER NOT NULL,
-	state        TEXT,    -- over-budget (new flows refused), disk-low (new flows refused), resumed, unstored (count events not stored)
-	detail       TEXT,    -- what happened and what to do; for unstored the span, the kinds and why
-	count        INTEGER NOT NULL DEFAULT 0 -- unstored: events not stored; otherwise 0
-)`,
-	// Events of a kind this build of capsem cannot decode (written by a
-	// newer one): kept as a row so that every stored event appears once.
-	`CREATE TABLE other_events (
-	id           INTEGER PRIMARY KEY,
-	session_id   TEXT NOT NULL REFERENCES sessions(id),
-	seq          INTEGER NOT NULL,
-	timestamp    TEXT NOT NULL,
-	timestamp_ms INTEGER NOT NULL,
-	kind         TEXT NOT NULL
-)`,
+// schema is every table of the export, in creation order. Each is defined
+// below, column by column: the name, the SQL type and constraints, the
+// comment the DDL carries, and the value a row gives it (see table.go).
+var schema = []*table{
+	sessionsTable, netEvents, dnsEvents, modelCalls, mcpCalls, toolCalls, toolResponses,
+	fsEvents, execEvents, agentEvents, recordingEvents, otherEvents,
 }
 
-// eventTables are the tables with one row per stored event: (session_id,
-// seq) is unique in them.
-var eventTables = []string{
-	"net_events", "dns_events", "model_calls", "mcp_calls",
-	"fs_events", "exec_events", "agent_events", "recording_events", "other_events",
-}
-
-// sharedSeqTables hold rows that come several to a stored event (the tool
-// calls and tool results of one model call) and share its seq.
-var sharedSeqTables = []string{"tool_calls", "tool_responses"}
-
-// indexes are created after the rows are in (building an index once is
-// faster than maintaining it row by row).
-func indexes() []string {
-	var out []string
-	for _, t := range eventTables {
-		out = append(out,
-			"CREATE UNIQUE INDEX "+t+"_session_seq ON "+t+"(session_id, seq)",
-			"CREATE INDEX "+t+"_session_time ON "+t+"(session_id, timestamp)")
+func init() {
+	for i, t := range schema {
+		t.pos = i
 	}
-	for _, t := range sharedSeqTables {
-		out = append(out,
-			"CREATE INDEX "+t+"_session_seq ON "+t+"(session_id, seq)",
-			"CREATE INDEX "+t+"_session_time ON "+t+"(session_id, timestamp)")
-	}
-	return append(out,
-		"CREATE INDEX sessions_started_at ON sessions(started_at)",
-		"CREATE INDEX net_events_domain ON net_events(domain)",
-		"CREATE INDEX net_events_path ON net_events(path)",
-		"CREATE INDEX dns_events_qname ON dns_events(qname)",
-		"CREATE INDEX model_calls_trace_id ON model_calls(trace_id)",
-		"CREATE INDEX model_calls_path ON model_calls(path)",
-		"CREATE INDEX tool_calls_model_call_id ON tool_calls(model_call_id)",
-		"CREATE INDEX tool_calls_call_id ON tool_calls(call_id)",
-		"CREATE INDEX tool_calls_mcp_call_id ON tool_calls(mcp_call_id)",
-		"CREATE INDEX tool_responses_model_call_id ON tool_responses(model_call_id)",
-		"CREATE INDEX tool_responses_call_id ON tool_responses(call_id)",
-		"CREATE INDEX fs_events_path ON fs_events(path)",
-	)
 }
 
-// sessionCounts fills the count columns of sessions from the exported
-// tables, so that they agree with the rows whatever kinds the store grows.
-var sessionCounts = []string{
-	`UPDATE sessions SET
-	net     = a.n,
-	allowed = sessions.allowed + a.allowed,
-	denied  = sessions.denied + a.denied
-FROM (SELECT session_id,
-	count(*) AS n,
-	sum(CASE WHEN decision = 'allowed' THEN count ELSE 0 END) AS allowed,
-	sum(CASE WHEN decision = 'denied' THEN count ELSE 0 END) AS denied
-	FROM net_events GROUP BY session_id) AS a
-WHERE a.session_id = sessions.id`,
-	`UPDATE sessions SET
-	dns     = a.n,
-	allowed = sessions.allowed + a.allowed,
-	denied  = sessions.denied + a.denied
-FROM (SELECT session_id,
-	count(*) AS n,
-	sum(CASE WHEN decision = 'allowed' THEN count ELSE 0 END) AS allowed,
-	sum(CASE WHEN decision = 'denied' THEN count ELSE 0 END) AS denied
-	FROM dns_events GROUP BY session_id) AS a
-WHERE a.session_id = sessions.id`,
-	`UPDATE sessions SET
-	model_calls   = a.n,
-	input_tokens  = a.input_tokens,
-	output_tokens = a.output_tokens,
-	cost_usd      = a.cost
-FROM (SELECT session_id,
-	count(*) AS n,
-	sum(input_tokens) AS input_tokens,
-	sum(output_tokens) AS output_tokens,
-	total(estimated_cost_usd) AS cost
-	FROM model_calls GROUP BY session_id) AS a
-WHERE a.session_id = sessions.id`,
-	`UPDATE sessions SET exec = a.n
-FROM (SELECT session_id, count(*) AS n FROM exec_events GROUP BY session_id) AS a
-WHERE a.session_id = sessions.id`,
-	`UPDATE sessions SET fs = a.n
-FROM (SELECT session_id, count(*) AS n FROM fs_events GROUP BY session_id) AS a
-WHERE a.session_id = sessions.id`,
-	`UPDATE sessions SET agent = a.n
-FROM (SELECT session_id, count(*) AS n FROM agent_events GROUP BY session_id) AS a
-WHERE a.session_id = sessions.id`,
+// sessionsTable has one row per exported session. The count columns have
+// no value in the INSERT: sessionCounts fills them from the exported
+// tables, and the events column is set as each session's events are read.
+var sessionsTable = &table{
+	name:    "sessions",
+	seq:     noSeq,
+	indexes: []string{"started_at"},
+	tabs:    []int{18, 28},
+	columns: []column{
+		{name: "id", decl: "TEXT PRIMARY KEY",
+			value: func(_ *converter, s *source) any { return s.session }},
+		{name: "started_at", decl: "TEXT NOT NULL",
+			value: func(_ *converter, s *source) any { return timeText(s.sess.StartedAt) }},
+		{name: "started_at_ms", decl: "INTEGER NOT NULL",
+			value: func(_ *converter, s *source) any { return timeMS(s.sess.StartedAt) }},
+		{name: "ended_at", decl: "TEXT", doc: "NULL while running or when the writer crashed",
+			value: func(_ *converter, s *source) any { return timeText(s.sess.EndedAt) }},
+		{name: "ended_at_ms", decl: "INTEGER",
+			value: func(_ *converter, s *source) any { return timeMS(s.sess.EndedAt) }},
+		{name: "command", decl: "TEXT", doc: "JSON array of the argv",
+			value: func(c *converter, s *source) any {
+				if len(s.sess.Command) == 0 {
+					return nil
+				}
+				return c.json(c.argv(s.sess.Command))
+			}},
+		{name: "exit_code", decl: "INTEGER", doc: "NULL until the session ended with a code",
+			value: func(_ *converter, s *source) any {
+				if s.sess.ExitCode == nil {
+					return nil
+				}
+				return int64(*s.sess.ExitCode)
+			}},
+		{name: "policy_sha256", decl: "TEXT",
+			value: func(c *converter, s *source) any { return c.text(s.sess.PolicySHA256) }},
+		{name: "image", decl: "TEXT",
+			value: func(c *converter, s *source) any { return c.text(s.sess.Image) }},
+		{name: "host", decl: "TEXT",
+			value: func(c *converter, s *source) any { return c.text(s.sess.Host) }},
+		{name: "events", decl: "INTEGER NOT NULL DEFAULT 0", doc: "stored events exported, all kinds"},
+		{name: "allowed", decl: "INTEGER NOT NULL DEFAULT 0", doc: "allowed decisions: dns_events and net_events, each weighted by count"},
+		{name: "denied", decl: "INTEGER NOT NULL DEFAULT 0", doc: "denied decisions, likewise"},
+		{name: "dns", decl: "INTEGER NOT NULL DEFAULT 0", doc: "rows in dns_events"},
+		{name: "net", decl: "INTEGER NOT NULL DEFAULT 0", doc: "rows in net_events"},
+		{name: "model_calls", decl: "INTEGER NOT NULL DEFAULT 0", doc: "rows in model_calls"},
+		{name: "input_tokens", decl: "INTEGER NOT NULL DEFAULT 0", doc: "sum of model_calls.input_tokens"},
+		{name: "output_tokens", decl: "INTEGER NOT NULL DEFAULT 0", doc: "sum of model_calls.output_tokens"},
+		{name: "cost_usd", decl: "REAL NOT NULL DEFAULT 0", doc: "sum of model_calls.estimated_cost_usd"},
+		{name: "lost", decl: "INTEGER NOT NULL DEFAULT 0", doc: "events the writer could not record (store Counts.Lost), the unstored counts of recording_events included",
+			value: func(_ *converter, s *source) any { return s.sess.Counts.Lost }},
+		{name: "exec", decl: "INTEGER NOT NULL DEFAULT 0", doc: "rows in exec_events"},
+		{name: "fs", decl: "INTEGER NOT NULL DEFAULT 0", doc: "rows in fs_events"},
+		{name: "agent", decl: "INTEGER NOT NULL DEFAULT 0", doc: "rows in agent_events"},
+	},
+}
+
+// eventColumns are the columns every event table starts with (see the
+// conventions), then its own.
+func eventColumns(own []column) []column {
+	return append([]column{
+		{name: "id", decl: "INTEGER PRIMARY KEY",
+			value: func(_ *converter, s *source) any { return s.id }},
+		{name: "session_id", decl: "TEXT NOT NULL", ref: "sessions(id)",
+			value: func(_ *converter, s *source) any { return s.session }},
+		{name: "seq", decl: "INTEGER NOT NULL",
+			value: func(_ *converter, s *source) any { return int64(s.ev.Seq) }},
+		{name: "timestamp", decl: "TEXT NOT NULL",
+			value: func(_ *converter, s *source) any { return eventTimeText(s.ev.Time) }},
+		{name: "timestamp_ms", decl: "INTEGER NOT NULL",
+			value: func(_ *converter, s *source) any { return s.ev.Time.UnixMilli() }},
+	}, own...)
+}
+
+var netEvents = &table{
+	name:    "net_events",
+	indexes: []string{"domain", "path"},
+	columns: eventColumns([]column{
+		{name: "domain", decl: "TEXT",
+			value: func(c *converter, s *source) any { return c.text(s.ev.Net.Domain) }},
+		{name: "ip", decl: "TEXT",
+			value: func(_ *converter, s *source) any { return addr(s.ev.Net.IP) }},
+		{name: "port", decl: "INTEGER",
+			value: func(_ *converter, s *source) any { return nonZero(s.ev.Net.Port) }},
+		{name: "src_ip", decl: "TEXT",
+			value: func(_ *converter, s *source) any { return addr(s.ev.Net.SrcIP) }},
+		{name: "src_port", decl: "INTEGER",
+			value: func(_ *converter, s *source) any { return nonZero(s.ev.Net.SrcPort) }},
+		{name: "transport", decl: "TEXT", doc: "tcp, udp, icmp, arp, ipv6, other",
+			value: func(c *converter, s *source) any { return c.text(string(s.ev.Net.Transport)) }},
+		{name: "conn_type", decl: "TEXT", doc: "tcp, tls, https, http, quic",
+			value: func(c *converter, s *source) any { return c.text(string(s.ev.Net.ConnType)) }},
+		{name: "decision", decl: "TEXT", doc: "allowed, denied",
+			value: func(c *converter, s *source) any { return c.text(string(s.ev.Net.Decision)) }},
+		{name: "reason", decl: "TEXT",
+			value: func(c *converter, s *source) any { return c.text(s.ev.Net.Reason) }},
+		{name: "matched_rule", decl: "TEXT",
+			value: func(c *converter, s *source) any { return c.text(s.ev.Net.MatchedRule) }},
+		{name: "method", decl: "TEXT",
+			value: func(c *converter, s *source) any { return c.text(s.ev.Net.Method) }},
+		{name: "path", decl: "TEXT",
+			value: func(c *converter, s *source) any { return c.text(s.ev.Net.Path) }},
+		{name: "query", decl: "TEXT",
+			value: func(c *converter, s *source) any { return c.text(s.ev.Net.Query) }},
+		{name: "status_code", decl: "INTEGER",
+			value: func(_ *converter, s *source) any { return nonZero(s.ev.Net.StatusCode) }},
+		{name: "bytes_sent", decl: "INTEGER NOT NULL DEFAULT 0", doc: "guest to upstream",
+			value: func(_ *converter, s *source) any { return s.ev.Net.BytesSent }},
+		{name: "bytes_received", decl: "INTEGER NOT NULL DEFAULT 0", doc: "upstream to guest",
+			value: func(_ *converter, s *source) any { return s.ev.Net.BytesReceived }},
+		{name: "duration_ms", decl: "REAL NOT NULL DEFAULT 0",
+			value: func(_ *converter, s *source) any { return ms(s.ev.Net.Duration) }},
+		{name: "request_headers", decl: "TEXT",
+			doc:   "JSON [[name, value], …], canonical names, secrets hashed; as the guest sent them in order (HTTP/1.1 with Host; HTTP/2 without pseudo-headers but :protocol, cookie crumbs joined), sorted by name where capsem lost track of the connection",
+			value: func(c *converter, s *source) any { return c.headers(s.ev.Net.RequestHeaders) }},
+		{name: "response_headers", decl: "TEXT",
+			doc:   "likewise: in the upstream's order on capsem's own HTTP/1.1 upstream path; sorted by name for HTTP/2 upstreams and for what Go's http.Transport reads (WebSocket upgrades, Expect: 100-continue)",
+			value: func(c *converter, s *source) any { return c.headers(s.ev.Net.ResponseHeaders) }},
+		{name: "request_body_preview", decl: "TEXT",
+			value: func(c *converter, s *source) any { return c.text(s.ev.Net.RequestBodyPreview) }},
+		{name: "response_body_preview", decl: "TEXT",
+			value: func(c *converter, s *source) any { return c.text(s.ev.Net.ResponseBodyPreview) }},
+		{name: "count", decl: "INTEGER NOT NULL DEFAULT 1",
+			doc:   "how many events this row stands for: past 50 a second of one reason, one row stands for the rest of dropped frames and refused flows, with the last one's fields",
+			value: func(_ *converter, s *source) any { return max(s.ev.Net.Count, 1) }},
+		{name: "detail", decl: "TEXT",
+			value: func(c *converter, s *source) any { return c.text(s.ev.Net.Detail) }},
+	}),
+}
+
+var dnsEvents = &table{
+	name:    "dns_events",
+	indexes: []string{"qname"},
+	columns: eventColumns([]column{
+		{name: "qname", decl: "TEXT",
+			doc:   `the name asked, lower-cased, no trailing dot; a byte outside printable ASCII as \DDD, a backslash as \\`,
+			value: func(c *converter, s *source) any { return c.text(s.ev.DNS.QName) }},
+		{name: "qtype", decl: "TEXT",
+			value: func(c *converter, s *source) any { return c.text(s.ev.DNS.QType) }},
+		{name: "transport", decl: "TEXT", doc: "udp, tcp",
+			value: func(c *converter, s *source) any { return c.text(string(s.ev.DNS.Transport)) }},
+		{name: "decision", decl: "TEXT", doc: "allowed, denied",
+			value: func(c *converter, s *source) any { return c.text(string(s.ev.DNS.Decision)) }},
+		{name: "reason", decl: "TEXT",
+			value: func(c *converter, s *source) any { return c.text(s.ev.DNS.Reason) }},
+		{name: "matched_rule", decl: "TEXT",
+			value: func(c *converter, s *source) any { return c.text(s.ev.DNS.MatchedRule) }},
+		{name: "answer", decl: "TEXT",
+			doc:   "what the guest got: the synthetic address of an A answer, else the response code (NOERROR for an allowed name without records of the type, NXDOMAIN, SERVFAIL, REFUSED, FORMERR, NOTIMP); NULL when no reply was sent",
+			value: func(c *converter, s *source) any { return c.text(s.ev.DNS.Answer) }},
+		{name: "resolver_asked", decl: "TEXT", doc: "the IP the guest sent the query to",
+			value: func(_ *converter, s *source) any { return addr(s.ev.DNS.ResolverAsked) }},
+		{name: "count", decl: "INTEGER NOT NULL DEFAULT 1",
+			doc:   "how many queries this row stands for: past 50 a second of one reason and transport, one row stands for the rest, with the last one's name",
+			value: func(_ *converter, s *source) any { return max(s.ev.DNS.Count, 1) }},
+	}),
+}
+
+// modelCalls has one row per model call; its tool calls and the tool
+// results its request carried go to toolCalls and toolResponses.
+var modelCalls = &table{
+	name:    "model_calls",
+	indexes: []string{"trace_id", "path"},
+	tabs:    []int{10},
+	columns: eventColumns([]column{
+		{name: "provider", decl: "TEXT",
+			value: func(c *converter, s *source) any { return c.text(s.ev.ModelCall.Provider) }},
+		{name: "domain", decl: "TEXT", doc: "the API host the call was seen on (for the provider check)", tab: 9,
+			value: func(c *converter, s *source) any { return c.text(s.ev.ModelCall.Domain) }},
+		{name: "model", decl: "TEXT",
+			value: func(c *converter, s *source) any { return c.text(s.ev.ModelCall.Model) }},
+		{name: "method", decl: "TEXT",
+			value: func(c *converter, s *source) any { return c.text(s.ev.ModelCall.Method) }},
+		{name: "path", decl: "TEXT",
+			value: func(c *converter, s *source) any { return c.text(s.ev.ModelCall.Path) }},
+		{name: "stream", decl: "INTEGER", doc: "0 or 1",
+			value: func(_ *converter, s *source) any { return bit(s.ev.ModelCall.Stream) }},
+		{name: "system_prompt_preview", decl: "TEXT",
+			value: func(c *converter, s *source) any { return c.text(s.ev.ModelCall.SystemPromptPreview) }},
+		{name: "messages_count", decl: "INTEGER",
+			value: func(_ *converter, s *source) any { return int64(s.ev.ModelCall.MessagesCount) }},
+		{name: "tools_count", decl: "INTEGER",
+			value: func(_ *converter, s *source) any { return int64(s.ev.ModelCall.ToolsCount) }},
+		{name: "request_bytes", decl: "INTEGER NOT NULL DEFAULT 0",
+			value: func(_ *converter, s *source) any { return s.ev.ModelCall.RequestBytes }},
+		{name: "request_body_preview", decl: "TEXT",
+			value: func(c *converter, s *source) any { return c.text(s.ev.ModelCall.RequestBodyPreview) }},
+		{name: "message_id", decl: "TEXT",
+			value: func(c *converter, s *source) any { return c.text(s.ev.ModelCall.MessageID) }},
+		{name: "status_code", decl: "INTEGER",
+			value: func(_ *converter, s *source) any { return nonZero(s.ev.ModelCall.StatusCode) }},
+		{name: "text_content", decl: "TEXT",
+			value: func(c *converter, s *source) any { return c.text(s.ev.ModelCall.TextContent) }},
+		{name: "thinking_content", decl: "TEXT",
+			value: func(c *converter, s *source) any { return c.text(s.ev.ModelCall.ThinkingContent) }},
+		{name: "stop_reason", decl: "TEXT",
+			value: func(c *converter, s *source) any { return c.text(s.ev.ModelCall.StopReason) }},
+		{name: "input_tokens", decl: "INTEGER NOT NULL DEFAULT 0",
+			value: func(_ *converter, s *source) any { return s.ev.ModelCall.InputTokens }},
+		{name: "output_tokens", decl: "INTEGER NOT NULL DEFAULT 0",
+			value: func(_ *converter, s *source) any { return s.ev.ModelCall.OutputTokens }},
+		{name: "cache_read_tokens", decl: "INTEGER NOT NULL DEFAULT 0",
+			value: func(_ *converter, s *source) any { return s.ev.ModelCall.CacheReadTokens }},
+		{name: "cache_write_tokens", decl: "INTEGER NOT NULL DEFAULT 0",
+			value: func(_ *converter, s *source) any { return s.ev.ModelCall.CacheWriteTokens }},
+		{name: "duration_ms", decl: "REAL NOT NULL DEFAULT 0",
+			value: func(_ *converter, s *source) any { return ms(s.ev.ModelCall.Duration) }},
+		{name: "response_bytes", decl: "INTEGER NOT NULL DEFAULT 0",
+			value: func(_ *converter, s *source) any { return s.ev.ModelCall.ResponseBytes }},
+		{name: "estimated_cost_usd", decl: "REAL NOT NULL DEFAULT 0",
+			value: func(_ *converter, s *source) any { return finite(s.ev.ModelCall.CostUSD) }},
+		{name: "trace_id", decl: "TEXT",
+			value: func(c *converter, s *source) any { return c.text(s.ev.ModelCall.TraceID) }},
+		{name: "usage_details", decl: "TEXT", doc: "JSON, as the provider reported it",
+			value: func(c *converter, s *source) any { return c.text(s.ev.ModelCall.UsageDetails) }},
+	}),
+}
+
+// mcpCalls is for the MCP calls the store does not record yet: the table
+// exists so that readers (and tool_calls.mcp_call_id) can name it; no row
+// is written to it, and its own columns have no value.
+var mcpCalls = &table{
+	name: "mcp_calls",
+	columns: eventColumns([]column{
+		{name: "server_name", decl: "TEXT"},
+		{name: "method", decl: "TEXT"},
+		{name: "tool_name", decl: "TEXT"},
+		{name: "request_id", decl: "TEXT"},
+		{name: "request_preview", decl: "TEXT"},
+		{name: "response_preview", decl: "TEXT"},
+		{name: "decision", decl: "TEXT"},
+		{name: "duration_ms", decl: "REAL NOT NULL DEFAULT 0"},
+		{name: "error_message", decl: "TEXT"},
+		{name: "bytes_sent", decl: "INTEGER NOT NULL DEFAULT 0"},
+		{name: "bytes_received", decl: "INTEGER NOT NULL DEFAULT 0"},
+	}),
+}
+
+// toolCalls has a row per tool call the model made in the response of the
+// model call whose row is model_call_id. mcp_call_id has no value: it
+// stays NULL until the store records MCP calls.
+var toolCalls = &table{
+	name:    "tool_calls",
+	seq:     sharedSeq,
+	indexes: []string{"model_call_id", "call_id", "mcp_call_id"},
+	columns: eventColumns([]column{
+		{name: "model_call_id", decl: "INTEGER", ref: "model_calls(id)",
+			value: func(_ *converter, s *source) any { return s.modelCall }},
+		{name: "call_index", decl: "INTEGER",
+			value: func(_ *converter, s *source) any { return int64(s.toolCall.Index) }},
+		{name: "call_id", decl: "TEXT",
+			value: func(c *converter, s *source) any { return c.text(s.toolCall.CallID) }},
+		{name: "tool_name", decl: "TEXT",
+			value: func(c *converter, s *source) any { return c.text(s.toolCall.Name) }},
+		{name: "arguments", decl: "TEXT", doc: "JSON",
+			value: func(c *converter, s *source) any { return c.text(s.toolCall.Arguments) }},
+		{name: "origin", decl: "TEXT", doc: "native, mcp",
+			value: func(c *converter, s *source) any { return c.text(s.toolCall.Origin) }},
+		{name: "mcp_call_id", decl: "INTEGER", ref: "mcp_calls(id)"},
+	}),
+}
+
+// toolResponses has a row per tool result sent back in the request of the
+// model call whose row is model_call_id; call_id names the tool_calls row
+// it answers (made by an earlier model call).
+var toolResponses = &table{
+	name:    "tool_responses",
+	seq:     sharedSeq,
+	indexes: []string{"model_call_id", "call_id"},
+	columns: eventColumns([]column{
+		{name: "model_call_id", decl: "INTEGER", ref: "model_calls(id)",
+			value: func(_ *converter, s *source) any { return s.modelCall }},
+		{name: "call_id", decl: "TEXT",
+			value: func(c *converter, s *source) any { return c.text(s.toolResult.CallID) }},
+		{name: "content_preview", decl: "TEXT",
+			value: func(c *converter, s *source) any { return c.text(s.toolResult.ContentPreview) }},
+		{name: "is_error", decl: "INTEGER", doc: "0 or 1",
+			value: func(_ *converter, s *source) any { return bit(s.toolResult.IsError) }},
+	}),
+}
+
+// fsEvents are guest-reported: what the guest agent said happened (see the
+// conventions above). timestamp is when the host received the report.
+// An event recorded by a capsem older than guest_time has guest_time
+// NULL and the guest's claim in timestamp.
+var fsEvents = &table{
+	name:    "fs_events",
+	indexes: []string{"path"},
+	columns: eventColumns([]column{
+		{name: "action", decl: "TEXT",
+			doc:   "created, modified, deleted, renamed, overflow (the guest dropped events under path), unknown (the agent sent another word)",
+			value: func(c *converter, s *source) any { return c.text(s.ev.FS.Action) }},
+		{name: "path", decl: "TEXT", doc: "relative to the workspace, slash-separated; for renamed the new name",
+			value: func(c *converter, s *source) any { return c.text(s.ev.FS.Path) }},
+		{name: "size", decl: "INTEGER NOT NULL DEFAULT 0", doc: "bytes, as the guest reported them",
+			value: func(_ *converter, s *source) any { return s.ev.FS.Size }},
+		{name: "old_path", decl: "TEXT", doc: "renamed: the name before",
+			value: func(c *converter, s *source) any { return c.text(s.ev.FS.OldPath) }},
+		{name: "is_dir", decl: "INTEGER", doc: "0 or 1: path is a directory",
+			value: func(_ *converter, s *source) any { return bit(s.ev.FS.Dir) }},
+		{name: "guest_time", decl: "TEXT", doc: "when it happened by the guest's clock, as the guest claimed; NULL when not reported",
+			value: func(_ *converter, s *source) any { return timeText(s.ev.FS.GuestTime) }},
+		{name: "guest_time_ms", decl: "INTEGER",
+			value: func(_ *converter, s *source) any { return timeMS(s.ev.FS.GuestTime) }},
+	}),
+}
+
+// execEvents are built by the host from the command it sent and the exit
+// it received. command and argv are NULL for an empty argv (the guest's
+// interactive shell); command is built from the words argv holds, so it
+// is scrubbed as they are.
+var execEvents = &table{
+	name: "exec_events",
+	columns: eventColumns([]column{
+		{name: "command", decl: "TEXT", doc: "the argv as a shell shows it; NULL for the guest's interactive shell",
+			value: func(c *converter, s *source) any {
+				if len(s.ev.Exec.Argv) == 0 {
+					return nil
+				}
+				return shellJoin(c.argv(s.ev.Exec.Argv))
+			}},
+		{name: "exit_code", decl: "INTEGER", doc: "the exit status, or 128+N when killed by signal N; -1 when the guest went away before saying",
+			value: func(_ *converter, s *source) any { return int64(s.ev.Exec.ExitCode) }},
+		{name: "duration_ms", decl: "REAL NOT NULL DEFAULT 0", doc: "from sending the command to seeing it end, by the host's clock",
+			value: func(_ *converter, s *source) any { return ms(s.ev.Exec.Duration) }},
+		{name: "argv", decl: "TEXT", doc: "JSON array of the words",
+			value: func(c *converter, s *source) any {
+				if len(s.ev.Exec.Argv) == 0 {
+					return nil
+				}
+				return c.json(c.argv(s.ev.Exec.Argv))
+			}},
+		{name: "dir", decl: "TEXT", doc: "the working directory asked for; NULL: the workspace",
+			value: func(c *converter, s *source) any { return c.text(s.ev.Exec.Dir) }},
+		{name: "tty", decl: "INTEGER", doc: "0 or 1: it ran on a pseudo-terminal",
+			value: func(_ *converter, s *source) any { return bit(s.ev.Exec.TTY) }},
+		{name: "pid", decl: "INTEGER", doc: "in the guest, as the agent reported it",
+			value: func(_ *converter, s *source) any { return nonZero(s.ev.Exec.PID) }},
+		{name: "signal", decl: "TEXT", doc: "the signal that killed it (KILL, TERM, …); NULL when it exited",
+			value: func(c *converter, s *source) any { return c.text(s.ev.Exec.Signal) }},
+		{name: "started_at", decl: "TEXT",
+			doc:   "when the host sent the command, by the host's clock (in records made before capsem built exec events on the host, the guest's)",
+			value: func(_ *converter, s *source) any { return timeText(s.ev.Exec.Start) }},
+		{name: "started_at_ms", decl: "INTEGER",
+			value: func(_ *converter, s *source) any { return timeMS(s.ev.Exec.Start) }},
+	}),
+}
+
+// agentEvents are the host's record of the guest agent: what it saw of the
+// agent, not what the agent reported.
+var agentEvents = &table{
+	name: "agent_events",
+	columns: eventColumns([]column{
+		{name: "state", decl: "TEXT",
+			doc:   "silent (stopped answering pings), resumed, protocol-violation (cut off), rate-limited (guest-reported events dropped), capped (a guest-reported field truncated)",
+			value: func(c *converter, s *source) any { return c.text(s.ev.Agent.State) }},
+		{name: "detail", decl: "TEXT",
+			value: func(c *converter, s *source) any { return c.text(s.ev.Agent.Detail) }},
+		{name: "count", decl: "INTEGER NOT NULL DEFAULT 1", doc: "rate-limited: events dropped; capped: fields truncated; otherwise 1",
+			value: func(_ *converter, s *source) any { return max(s.ev.Agent.Count, 1) }},
+	}),
+}
+
+// recordingEvents are the store's record of itself: where the record has a
+// gap and why. sessions.lost is the total of unstored counts (and of any
+// other event the writer could not record).
+var recordingEvents = &table{
+	name: "recording_events",
+	columns: eventColumns([]column{
+		{name: "state", decl: "TEXT", doc: "over-budget (new flows refused), disk-low (new flows refused), resumed, unstored (count events not stored)",
+			value: func(c *converter, s *source) any { return c.text(s.ev.Recording.State) }},
+		{name: "detail", decl: "TEXT", doc: "what happened and what to do; for unstored the span, the kinds and why",
+			value: func(c *converter, s *source) any { return c.text(s.ev.Recording.Detail) }},
+		{name: "count", decl: "INTEGER NOT NULL DEFAULT 0", doc: "unstored: events not stored; otherwise 0",
+			value: func(_ *converter, s *source) any { return s.ev.Recording.Count }},
+	}),
+}
+
+// otherEvents are events of a kind this build of capsem cannot decode
+// (written by a newer one): kept as a row so that every stored event
+// appears once.
+var otherEvents = &table{
+	name: "other_events",
+	columns: eventColumns([]column{
+		{name: "kind", decl: "TEXT NOT NULL",
+			value: func(c *converter, s *source) any {
+				if kind := c.text(string(s.ev.Kind)); kind != nil {
+					return kind
+				}
+				return "unknown"
+			}},
+	}),
 }
