@@ -98,7 +98,7 @@ func BenchmarkAppendParallel(b *testing.B) {
 	}
 }
 
-// BenchmarkEvents reads a session back, as the SQLite export will.
+// BenchmarkEvents reads a session back, as the SQLite export does.
 func BenchmarkEvents(b *testing.B) {
 	s, err := Open(b.TempDir())
 	if err != nil {

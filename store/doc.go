@@ -1,8 +1,8 @@
 // Package store is capsem's event log: an append-only, crash-safe record of
 // everything a sandboxed run did: on the network, DNS answers, flows and
-// HTTP requests, model calls with their tool calls and tool results (and,
-// later, MCP calls); in the guest, the commands the host had it run (exec)
-// and the changes in its workspace as the guest reported them (fs); and
+// HTTP requests, model calls with their tool calls and tool results; in the
+// guest, the commands the host had it run (exec) and the changes in its
+// workspace as the guest reported them (fs); and
 // what the host saw of the guest agent (agent: it went silent, was cut off,
 // had reports dropped or truncated).
 //

@@ -23,6 +23,9 @@ func eventKeyPrefix(id string) []byte {
 	return append(b, '/')
 }
 
+// eventKeyLen is the length of every event key of session id.
+func eventKeyLen(id string) int { return len(eventPrefix) + len(id) + 1 + 8 }
+
 func appendEventKey(b []byte, id string, seq uint64) []byte {
 	b = append(b, eventPrefix...)
 	b = append(b, id...)

@@ -168,7 +168,7 @@ func (w *Writer) batchFullLocked() bool {
 	return w.curN > 0 && (w.curN >= maxBatchEvents || w.cur.Len() >= maxBatchBytes)
 }
 
-func (w *Writer) keyLen() int { return len(eventPrefix) + len(w.id) + 1 + 8 }
+func (w *Writer) keyLen() int { return eventKeyLen(w.id) }
 
 // putLocked gives the encoded event v the next sequence number and adds it
 // to the batch being filled.
