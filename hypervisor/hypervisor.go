@@ -4,19 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/capsem/capsem/guest/bootparam"
 	"io"
 	"os"
 	"strings"
 	"time"
 )
-
-// ControlPortName is the name of the virtio-serial port the guest agent
-// talks to the host over (/sys/class/virtio-ports/vportNpM/name in the guest).
-const ControlPortName = "capsem.control"
-
-// WorkspaceTag is the 9p mount tag of Config.Workspace
-// (mount -t 9p -o trans=virtio,version=9p2000.L workspace /mnt).
-const WorkspaceTag = "workspace"
 
 // RootDevice is the guest device the read-only root image appears as: the
 // backends attach Config.RootImage as the first (and only) virtio block
@@ -62,8 +55,14 @@ type Config struct {
 	Initramfs string
 	// RootImage is attached read-only as RootDevice (erofs or squashfs).
 	RootImage string
-	// Cmdline holds extra kernel command-line words, appended after the
-	// defaults (e.g. capsem.ip=198.18.0.2/24 capsem.gw=198.18.0.1).
+	// Boot is what the guest's PID 1 is told on the kernel command line
+	// (the capsem.* parameters of guest/bootparam). The backend adds what
+	// is its own — the root device, the workspace filesystem, the vsock
+	// port under vz — and writes it last; the zero value boots with every
+	// default.
+	Boot bootparam.BootParams
+	// Cmdline holds other kernel command-line words (debugfs=off),
+	// appended after the defaults; capsem.* parameters go in Boot.
 	Cmdline []string
 	// CPUs is the vCPU count (default 1); MemoryMiB the guest RAM (default 512).
 	CPUs      int
@@ -77,7 +76,8 @@ type Config struct {
 	// MAC is the NIC's address (default DefaultMAC).
 	MAC string
 	// Workspace is a host directory shared into the guest with the mount tag
-	// WorkspaceTag (9p under qemu, virtio-fs under vz); "" shares nothing.
+	// bootparam.WorkspaceTag (9p under qemu, virtio-fs under vz); "" shares
+	// nothing.
 	// The guest's ownership, modes and special files never reach the host
 	// files: see the backends' doc.go ("The workspace").
 	Workspace string
@@ -146,6 +146,9 @@ func (c *Config) Validate() error {
 	for _, w := range c.Cmdline {
 		if w == "" || strings.ContainsAny(w, " \t\n\x00") {
 			return fmt.Errorf("hypervisor: kernel command-line word %q: one word per entry, no whitespace", w)
+		}
+		if strings.HasPrefix(w, "capsem.") {
+			return fmt.Errorf("hypervisor: kernel command-line word %q: set capsem.* parameters in Config.Boot (guest/bootparam), not Cmdline", w)
 		}
 	}
 	return nil

@@ -38,6 +38,7 @@ func TestValidateRejects(t *testing.T) {
 		"too little memory": {Kernel: k, MemoryMiB: 8},
 		"cmdline space":     {Kernel: k, Cmdline: []string{"a b"}},
 		"cmdline empty":     {Kernel: k, Cmdline: []string{""}},
+		"capsem word in cmdline": {Kernel: k, Cmdline: []string{"capsem.ip=none"}},
 	} {
 		if err := c.Validate(); err == nil {
 			t.Errorf("%s: Validate accepted %+v", name, c)

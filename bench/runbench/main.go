@@ -6,6 +6,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/capsem/capsem/guest/bootparam"
 	"io"
 	"log/slog"
 	"os"
@@ -91,7 +92,7 @@ func bareBoot(g *image.Guest, work string) (time.Duration, error) {
 	vm, err := qemu.New(hypervisor.Config{
 		Kernel:    g.Kernel,
 		Initramfs: g.Initramfs,
-		Cmdline:   []string{"capsem.ip=none"},
+		Boot:      bootparam.BootParams{NoNetwork: true},
 		CPUs:      *flagCPUs,
 		MemoryMiB: *flagMemory,
 	}, qemu.Options{Logger: quiet()})

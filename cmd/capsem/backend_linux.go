@@ -10,9 +10,6 @@ import (
 	"github.com/capsem/capsem/netstack"
 )
 
-// workspaceFS is how the qemu backend shares the workspace (capsem.ws=).
-const workspaceFS = "9p"
-
 // checkHypervisor fails with the command that fixes it when the guest
 // cannot be started on this machine.
 func checkHypervisor() error {

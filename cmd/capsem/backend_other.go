@@ -11,8 +11,6 @@ import (
 	"github.com/capsem/capsem/netstack"
 )
 
-const workspaceFS = "none"
-
 var errNoBackend = errors.New("capsem run needs QEMU on Linux, or on macOS a capsem built with the vz backend (go build -tags vz ./cmd/capsem)")
 
 func checkHypervisor() error { return errNoBackend }

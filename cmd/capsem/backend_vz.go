@@ -11,9 +11,6 @@ import (
 	"github.com/capsem/capsem/netstack"
 )
 
-// workspaceFS is how the vz backend shares the workspace (capsem.ws=).
-const workspaceFS = "virtiofs"
-
 func checkHypervisor() error { return nil }
 
 // newNIC returns the netstack's end and the VM's end of the guest NIC: a

@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
-	"encoding/base64"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"github.com/capsem/capsem/guest/bootparam"
 	"log/slog"
+	"net/netip"
 	"os"
 	"strings"
 	"time"
@@ -54,21 +56,20 @@ type sandbox struct {
 	serveDone chan error         // the netstack's Serve result
 }
 
-// guestCmdline is what the agent needs on the kernel command line: the
-// static network of DESIGN.md (no DHCP round trip at boot) and the
-// workspace filesystem.
-func guestCmdline(mtu uint32, workspace bool) []string {
-	w := []string{
-		"capsem.ip=" + netstack.GuestIP.String() + "/24",
-		"capsem.gw=" + netstack.GatewayIP.String(),
-		"capsem.dns=" + netstack.GatewayIP.String(),
-		fmt.Sprintf("capsem.mtu=%d", mtu),
-		"debugfs=off", // no kernel internals for a guest root to poke at
+// guestBoot is what the agent needs on the kernel command line: the static
+// network of docs/DESIGN.md (no DHCP round trip at boot) and the CA, which
+// rides there so that the agent installs it while the guest's NIC and
+// workspace come up rather than after the handshake. The backend adds the
+// root device and the workspace filesystem.
+func guestBoot(mtu uint32, ca []byte, debug bool) bootparam.BootParams {
+	return bootparam.BootParams{
+		IP:      netip.PrefixFrom(netstack.GuestIP, 24),
+		Gateway: netstack.GatewayIP,
+		DNS:     []netip.Addr{netstack.GatewayIP},
+		MTU:     int(mtu),
+		CA:      pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca}),
+		Debug:   debug, // the agent's steps, with uptimes, in the console log
 	}
-	if workspace {
-		w = append(w, "capsem.ws="+workspaceFS)
-	}
-	return w
 }
 
 // startSandbox boots the guest and completes the handshake with its agent.
@@ -109,18 +110,12 @@ func startSandbox(ctx context.Context, cfg sandboxConfig) (sb *sandbox, err erro
 	sb.serveDone = make(chan error, 1)
 	go func() { sb.serveDone <- sb.stack.Serve(ctx, nic) }()
 
-	// The CA rides on the kernel command line, so the agent installs it
-	// while the guest's NIC and workspace come up rather than after the
-	// handshake.
-	cmdline := append(guestCmdline(mtu, cfg.Workspace != ""), "capsem.ca="+base64.RawURLEncoding.EncodeToString(cfg.Authority.Certificate().Raw))
-	if log.Enabled(ctx, slog.LevelDebug) {
-		cmdline = append(cmdline, "capsem.debug=1") // the agent's steps, with uptimes, in the console log
-	}
 	vmCfg := hypervisor.Config{
 		Kernel:        cfg.Guest.Kernel,
 		Initramfs:     cfg.Guest.Initramfs,
 		RootImage:     cfg.Guest.Rootfs,
-		Cmdline:       cmdline,
+		Boot:          guestBoot(mtu, cfg.Authority.Certificate().Raw, log.Enabled(ctx, slog.LevelDebug)),
+		Cmdline:       []string{"debugfs=off"}, // no kernel internals for a guest root to poke at
 		CPUs:          cfg.CPUs,
 		MemoryMiB:     cfg.MemoryMiB,
 		NIC:           vmNIC,

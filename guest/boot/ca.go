@@ -3,6 +3,7 @@ package boot
 import (
 	"bytes"
 	"fmt"
+	"github.com/capsem/capsem/guest/bootparam"
 	"os"
 	"path/filepath"
 	"sort"
@@ -42,7 +43,7 @@ func CAEnv() []string {
 // that already holds the certificate is left alone, so installing twice
 // changes nothing. It returns the files written (as guest paths).
 func InstallCA(root string, pemData []byte) ([]string, error) {
-	pemData, err := CheckPEM(pemData)
+	pemData, err := bootparam.CheckPEM(pemData)
 	if err != nil {
 		return nil, fmt.Errorf("install CA: %w", err)
 	}

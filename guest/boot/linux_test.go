@@ -5,6 +5,7 @@ package boot
 import (
 	"encoding/binary"
 	"errors"
+	"github.com/capsem/capsem/guest/bootparam"
 	"io"
 	"net"
 	"net/netip"
@@ -57,16 +58,16 @@ func TestPlans(t *testing.T) {
 		r[2].Data != "lowerdir=/run/capsem/lower,upperdir=/run/capsem/rw/upper,workdir=/run/capsem/rw/work" || r[2].Target != "/newroot" {
 		t.Fatalf("root %v", r)
 	}
-	c, _ := ParseCmdline("capsem.ws=9p")
+	c, _ := bootparam.Parse("capsem.ws=9p")
 	m, ok := WorkspaceMount(c)
 	if !ok || m.Source != "workspace" || m.Target != "/workspace" || m.FSType != "9p" || !strings.Contains(m.Data, "trans=virtio") {
 		t.Fatalf("9p %v", m)
 	}
-	c, _ = ParseCmdline("capsem.ws=virtiofs capsem.ws.tag=t capsem.ws.path=/w")
+	c, _ = bootparam.Parse("capsem.ws=virtiofs capsem.ws.tag=t capsem.ws.path=/w")
 	if m, ok := WorkspaceMount(c); !ok || m.FSType != "virtiofs" || m.Source != "t" || m.Target != "/w" {
 		t.Fatalf("virtiofs %v", m)
 	}
-	if _, ok := WorkspaceMount(Config{}); ok {
+	if _, ok := WorkspaceMount(bootparam.BootParams{}); ok {
 		t.Fatal("a workspace without capsem.ws")
 	}
 }
@@ -215,7 +216,7 @@ func TestConfigureNetworkStatic(t *testing.T) {
 		if out, err := exec.Command(ip, "link", "add", "eth0", "type", "veth", "peer", "name", "host0").CombinedOutput(); err != nil {
 			t.Skipf("veth: %v %s", err, out)
 		}
-		c, err := ParseCmdline("capsem.ip=198.18.0.2/24 capsem.gw=198.18.0.1 capsem.dns=198.18.0.1 capsem.mtu=4000")
+		c, err := bootparam.Parse("capsem.ip=198.18.0.2/24 capsem.gw=198.18.0.1 capsem.dns=198.18.0.1 capsem.mtu=4000")
 		if err != nil {
 			t.Error(err)
 			return
@@ -325,7 +326,7 @@ func TestConfigureNetworkDHCP(t *testing.T) {
 		}
 	}
 	configured <- nil
-	c, _ := ParseCmdline("capsem.ip=dhcp")
+	c, _ := bootparam.Parse("capsem.ip=dhcp")
 	r, err := ConfigureNetwork(c, 10*time.Second)
 	if err != nil {
 		t.Fatalf("ConfigureNetwork with DHCP: %v", err)

@@ -3,6 +3,7 @@ package boot
 import (
 	"errors"
 	"fmt"
+	"github.com/capsem/capsem/guest/bootparam"
 	"os"
 	"path/filepath"
 	"time"
@@ -55,7 +56,7 @@ func SystemMounts() []Mount {
 const NineP = "trans=virtio,version=9p2000.L,msize=512000,cache=mmap"
 
 // WorkspaceMount is the workspace's mount, or false when there is none.
-func WorkspaceMount(c Config) (Mount, bool) {
+func WorkspaceMount(c bootparam.BootParams) (Mount, bool) {
 	switch c.WSFS {
 	case "9p":
 		return Mount{Source: c.WSTag, Target: c.WSPath, FSType: "9p", Flags: nosuidNodev, Data: NineP, Mode: 0o755}, true

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/capsem/capsem/guest/bootparam"
 	"net"
 	"net/netip"
 	"os"
@@ -61,7 +62,7 @@ func PickInterface(name string) (*net.Interface, error) {
 // ConfigureNetwork brings up lo and the guest's NIC with the command
 // line's address, gateway and MTU, or with a DHCP lease when the command
 // line names no address. dhcpTimeout bounds the DHCP exchange.
-func ConfigureNetwork(c Config, dhcpTimeout time.Duration) (NetResult, error) {
+func ConfigureNetwork(c bootparam.BootParams, dhcpTimeout time.Duration) (NetResult, error) {
 	nl, err := openNetlink()
 	if err != nil {
 		return NetResult{}, err

@@ -4,8 +4,10 @@ package image
 
 import (
 	"context"
+	"github.com/capsem/capsem/guest/bootparam"
 	"io"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,10 +42,14 @@ func TestBootDefaultGuest(t *testing.T) {
 	go io.Copy(io.Discard, host) // no netstack here: frames are dropped
 
 	cfg := hypervisor.Config{
-		Kernel:      g.Kernel,
-		Initramfs:   g.Initramfs,
-		RootImage:   g.Rootfs,
-		Cmdline:     []string{"capsem.ip=198.18.0.2/24", "capsem.gw=198.18.0.1", "capsem.dns=198.18.0.1", "capsem.ws=9p"},
+		Kernel:    g.Kernel,
+		Initramfs: g.Initramfs,
+		RootImage: g.Rootfs,
+		Boot: bootparam.BootParams{
+			IP:      netip.MustParsePrefix("198.18.0.2/24"),
+			Gateway: netip.MustParseAddr("198.18.0.1"),
+			DNS:     []netip.Addr{netip.MustParseAddr("198.18.0.1")},
+		},
 		CPUs:        2,
 		MemoryMiB:   2048,
 		NIC:         nic,

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/capsem/capsem/guest/bootparam"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -15,8 +16,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/capsem/capsem/guest/boot"
 )
 
 // rootfsTools are the host programs the build runs, with how to get them.
@@ -260,14 +259,14 @@ func configureTree(tree string) error {
 		}
 	}
 	dirs := map[string]fs.FileMode{
-		boot.DefaultWSPath: 0o755,
-		"/proc":            0o555,
-		"/sys":             0o555,
-		"/dev":             0o755,
-		"/run":             0o755,
-		"/tmp":             0o777 | fs.ModeSticky,
-		"/root":            0o700,
-		"/mnt":             0o755,
+		bootparam.WorkspacePath: 0o755,
+		"/proc":                 0o555,
+		"/sys":                  0o555,
+		"/dev":                  0o755,
+		"/run":                  0o755,
+		"/tmp":                  0o777 | fs.ModeSticky,
+		"/root":                 0o700,
+		"/mnt":                  0o755,
 	}
 	for d, mode := range dirs {
 		p := filepath.Join(tree, filepath.FromSlash(d))

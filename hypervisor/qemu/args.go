@@ -2,6 +2,7 @@ package qemu
 
 import (
 	"fmt"
+	"github.com/capsem/capsem/guest/bootparam"
 	"strings"
 
 	"github.com/capsem/capsem/hypervisor"
@@ -44,20 +45,28 @@ type startFacts struct {
 func optEscape(s string) string { return strings.ReplaceAll(s, ",", ",,") }
 
 // kernelCmdline is the guest kernel's command line: the measured-fast base,
-// the root device when there is a root image, then the caller's words.
+// the caller's words, then the boot parameters with what this backend owns
+// (the root device when there is a root image, 9p for the workspace).
 // With an initramfs its /init (guest/boot) mounts the root image, named by
 // capsem.root; without one the kernel itself would (root=, which needs
 // virtio_blk and the filesystem built in).
 func kernelCmdline(cfg *hypervisor.Config, tscKHz int) string {
 	w := hypervisor.BaseCmdline(tscKHz)
+	p := cfg.Boot
 	if cfg.RootImage != "" {
 		if cfg.Initramfs != "" {
-			w = append(w, "capsem.root="+hypervisor.RootDevice)
+			p.Root = hypervisor.RootDevice
 		} else {
 			w = append(w, "root="+hypervisor.RootDevice, "ro")
 		}
 	}
+	if cfg.Workspace != "" {
+		p.WSFS = "9p"
+	}
 	w = append(w, cfg.Cmdline...)
+	if b := p.String(); b != "" {
+		w = append(w, b)
+	}
 	return strings.Join(w, " ")
 }
 
@@ -107,7 +116,7 @@ func buildArgs(cfg *hypervisor.Config, accel Accel, tscKHz int, fds fdLayout, fa
 	a = append(a,
 		"-chardev", fmt.Sprintf("socket,id=control,fd=%d", fds.control),
 		"-device", "virtio-serial-device,max_ports=2",
-		"-device", "virtserialport,chardev=control,name="+hypervisor.ControlPortName,
+		"-device", "virtserialport,chardev=control,name="+bootparam.ControlPort,
 	)
 
 	if fds.nic >= 0 {
@@ -141,7 +150,7 @@ func buildArgs(cfg *hypervisor.Config, accel Accel, tscKHz int, fds fdLayout, fa
 		}
 		a = append(a,
 			"-fsdev", fsdev,
-			"-device", "virtio-9p-device,fsdev=workspace,mount_tag="+hypervisor.WorkspaceTag,
+			"-device", "virtio-9p-device,fsdev=workspace,mount_tag="+bootparam.WorkspaceTag,
 		)
 	}
 	return a

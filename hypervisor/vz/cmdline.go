@@ -20,22 +20,22 @@ func kernelCmdline(cfg *hypervisor.Config, port uint32) string {
 	// no 8250 under vz); the last console= is /dev/console.
 	w := hypervisor.BaseCmdline(0)
 	w = append(w, "console=hvc0")
+	p := cfg.Boot
 	if cfg.RootImage != "" {
 		if cfg.Initramfs != "" {
-			w = append(w, "capsem.root="+hypervisor.RootDevice)
+			p.Root = hypervisor.RootDevice
 		} else {
 			w = append(w, "root="+hypervisor.RootDevice, "ro")
 		}
 	}
 	w = append(w, cfg.Cmdline...)
-	// guest/boot: capsem.vsock=PORT serves the control channel on vsock
-	// instead of the virtio-serial port; capsem.ws picks the workspace
-	// filesystem. The last occurrence of a key wins, so these override
-	// capsem.ws=9p written for the qemu backend.
-	w = append(w, fmt.Sprintf("capsem.vsock=%d", port))
+	// The control channel on vsock instead of the virtio-serial port, and
+	// the workspace over virtio-fs.
+	p.Vsock = port
 	if cfg.Workspace != "" {
-		w = append(w, "capsem.ws=virtiofs")
+		p.WSFS = "virtiofs"
 	}
+	w = append(w, p.String())
 	return strings.Join(w, " ")
 }
 

@@ -34,11 +34,11 @@
 // (hvc0), virtio_blk, virtio_net, virtiofs and vmw_vsock_virtio_transport.
 //
 // The kernel command line is hypervisor.BaseCmdline(0), console=hvc0,
-// capsem.root=/dev/vda (root=/dev/vda ro without an initramfs) when there is
-// a root image, Config.Cmdline, and then the words this backend owns, last
-// so that they win over anything written for the qemu backend:
+// (root=/dev/vda ro when there is a root image but no initramfs),
+// Config.Cmdline, and then Config.Boot's capsem.* words with what this
+// backend owns set in it: capsem.root=/dev/vda with a root image,
 // capsem.vsock=PORT and, with a workspace, capsem.ws=virtiofs (the mount tag
-// is hypervisor.WorkspaceTag, guest/boot's default).
+// is bootparam.WorkspaceTag, the guest's default).
 //
 // # The NIC
 //

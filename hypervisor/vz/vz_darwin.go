@@ -5,6 +5,7 @@ package vz
 import (
 	"errors"
 	"fmt"
+	"github.com/capsem/capsem/guest/bootparam"
 	"net"
 	"os"
 	"runtime"
@@ -179,7 +180,7 @@ func buildMachine(cfg *hypervisor.Config, opts *Options, cmdline string) (_ mach
 	}
 
 	if cfg.Workspace != "" {
-		fsDev, err := vzf.NewVirtioFileSystemDeviceConfiguration(hypervisor.WorkspaceTag)
+		fsDev, err := vzf.NewVirtioFileSystemDeviceConfiguration(bootparam.WorkspaceTag)
 		if err != nil {
 			return nil, wrap("workspace", err)
 		}

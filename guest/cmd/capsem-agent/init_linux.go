@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/capsem/capsem/guest/bootparam"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -82,7 +83,7 @@ func bootSteps() (bootInfo, *server, *slog.Logger, error) {
 	if err != nil {
 		return bi, srv, s.log, fmt.Errorf("read /proc/cmdline: %w", err)
 	}
-	cfg, err := boot.ParseCmdline(string(cmdline))
+	cfg, err := bootparam.Parse(string(cmdline))
 	if err != nil {
 		return bi, srv, s.log, err
 	}
@@ -210,7 +211,7 @@ func bootSteps() (bootInfo, *server, *slog.Logger, error) {
 	} else if len(off) > 0 {
 		s.warn("swap areas turned off: %s", strings.Join(off, ", "))
 	}
-	if cfg.Lockdown {
+	if !cfg.NoLockdown {
 		applied, err := boot.ApplySysctls("/proc/sys", boot.LockdownSysctls())
 		s.ready.Lockdown = applied
 		if err != nil {

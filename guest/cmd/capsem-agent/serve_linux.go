@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/capsem/capsem/guest/bootparam"
 	"io"
 	"log/slog"
 	"os"
@@ -86,7 +87,7 @@ func serveMain(args []string) int {
 
 func openControlPort(port string) (*os.File, error) {
 	if port == "" {
-		port = boot.DefaultPort
+		port = bootparam.ControlPort
 	}
 	if !strings.HasPrefix(port, "/") {
 		dev, err := boot.WaitPort("/sys", "/dev", port, 10*time.Second)

@@ -1,0 +1,385 @@
+package bootparam
+
+import (
+	"encoding/base64"
+	"encoding/pem"
+	"fmt"
+	"net/netip"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// BootParams is what the host tells the guest's PID 1 on the kernel command
+// line. Every key is optional. The zero value means every default: DHCP, no
+// root image (stay in the initramfs), no workspace, the control channel on
+// the virtio-serial port ControlPort, the sysctl lockdown on; String writes
+// only what differs from it, and Parse fills the defaults in.
+type BootParams struct {
+	// Network. IP invalid means DHCP.
+	Interface string       // capsem.if (default: eth0 if present, else the first non-loopback)
+	IP        netip.Prefix // capsem.ip=198.18.0.2/24, or "dhcp"
+	Gateway   netip.Addr   // capsem.gw
+	DNS       []netip.Addr // capsem.dns=a[,b]
+	MTU       int          // capsem.mtu (0: leave the NIC's)
+	Hostname  string       // capsem.hostname ("": DefaultHostname)
+	NoNetwork bool         // capsem.ip=none
+	Root      string       // capsem.root=/dev/vda: the root image (empty: stay in the initramfs)
+	RootFS    string       // capsem.rootfs=erofs|squashfs (default: detected from the superblock)
+	WSFS      string       // capsem.ws=9p|virtiofs (empty or "none": no workspace)
+	WSTag     string       // capsem.ws.tag ("": WorkspaceTag)
+	WSPath    string       // capsem.ws.path ("": WorkspacePath)
+	Port      string       // capsem.port: virtio-serial port name ("": ControlPort)
+	Vsock     uint32       // capsem.vsock=PORT: listen on vsock instead (Apple vz)
+	CA        []byte       // capsem.ca=base64(DER or PEM): a CA certificate, as PEM
+	Modules   string       // capsem.modules ("": ModuleOrder)
+	// NoLockdown (capsem.lockdown=0) leaves the sysctl lockdown off, for
+	// debugging only. It is a negative so that the zero value locks down.
+	NoLockdown bool
+	Debug      bool              // capsem.debug=1: log every step to the console
+	Unknown    []string          // capsem.* keys this agent does not know (reported as warnings)
+	Extra      map[string]string // the values of the Unknown keys, by name
+}
+
+// The names host and guest must agree on, and the defaults Parse fills in.
+const (
+	// ControlPort is the name of the virtio-serial port the control
+	// channel (guest/proto) runs on under QEMU.
+	ControlPort = "capsem.control"
+	// WorkspaceTag is the mount tag the host shares the workspace under
+	// (9p under QEMU, virtio-fs under vz) and the guest mounts.
+	WorkspaceTag = "workspace"
+	// WorkspacePath is where the guest mounts it.
+	WorkspacePath   = "/workspace"
+	DefaultHostname = "capsem"
+	// ModuleOrder is the initramfs file listing the kernel modules to load,
+	// in order (guest/image writes it).
+	ModuleOrder = "/lib/modules/capsem.order"
+)
+
+// SplitCmdline splits a kernel command line into parameters the way the
+// kernel does: at spaces outside double quotes, with the quotes removed.
+func SplitCmdline(s string) []string {
+	var out []string
+	var cur strings.Builder
+	inQuote, have := false, false
+	for _, r := range s {
+		switch {
+		case r == '"':
+			inQuote = !inQuote
+			have = true
+		case !inQuote && (r == ' ' || r == '\t' || r == '\n' || r == '\r'):
+			if have {
+				out = append(out, cur.String())
+				cur.Reset()
+				have = false
+			}
+		default:
+			cur.WriteRune(r)
+			have = true
+		}
+	}
+	if have {
+		out = append(out, cur.String())
+	}
+	return out
+}
+
+// Parse reads the capsem.* parameters of a kernel command line
+// (/proc/cmdline), the last occurrence of a key winning, and fills in the
+// defaults. Other parameters are ignored. A value that does not parse is an
+// error naming the parameter: a half-configured guest is worse than one
+// that says why it does not boot.
+func Parse(s string) (BootParams, error) {
+	c := BootParams{
+		Hostname: DefaultHostname,
+		Port:     ControlPort,
+		WSTag:    WorkspaceTag,
+		WSPath:   WorkspacePath,
+		Modules:  ModuleOrder,
+	}
+	for _, p := range SplitCmdline(s) {
+		key, val, _ := strings.Cut(p, "=")
+		if !strings.HasPrefix(key, "capsem.") {
+			continue
+		}
+		if err := c.set(key, val); err != nil {
+			return BootParams{}, fmt.Errorf("kernel command line %s: %w", p, err)
+		}
+	}
+	return c, nil
+}
+
+func (c *BootParams) set(key, val string) error {
+	switch key {
+	case "capsem.if":
+		if val == "" || len(val) > 15 || strings.ContainsAny(val, "/ ") {
+			return fmt.Errorf("not an interface name")
+		}
+		c.Interface = val
+	case "capsem.ip":
+		switch val {
+		case "dhcp", "":
+			c.IP = netip.Prefix{}
+		case "none", "off":
+			c.NoNetwork = true
+		default:
+			p, err := netip.ParsePrefix(val)
+			if err != nil || !p.Addr().Is4() || p.Bits() == 0 {
+				return fmt.Errorf("want an IPv4 address with its prefix length (198.18.0.2/24), dhcp or none")
+			}
+			c.IP = p
+		}
+	case "capsem.gw":
+		a, err := netip.ParseAddr(val)
+		if err != nil || !a.Is4() {
+			return fmt.Errorf("want an IPv4 address")
+		}
+		c.Gateway = a
+	case "capsem.dns":
+		c.DNS = nil
+		for _, f := range strings.Split(val, ",") {
+			a, err := netip.ParseAddr(strings.TrimSpace(f))
+			if err != nil || !a.Is4() {
+				return fmt.Errorf("want IPv4 addresses separated by commas")
+			}
+			c.DNS = append(c.DNS, a)
+		}
+	case "capsem.mtu":
+		n, err := strconv.Atoi(val)
+		if err != nil || n < 576 || n > 65535 {
+			return fmt.Errorf("want a number from 576 to 65535")
+		}
+		c.MTU = n
+	case "capsem.hostname":
+		if val == "" || len(val) > 64 || strings.ContainsAny(val, "/ \x00") {
+			return fmt.Errorf("not a host name")
+		}
+		c.Hostname = val
+	case "capsem.root":
+		if !strings.HasPrefix(val, "/dev/") {
+			return fmt.Errorf("want a device path under /dev")
+		}
+		c.Root = val
+	case "capsem.rootfs":
+		switch val {
+		case "erofs", "squashfs":
+			c.RootFS = val
+		case "auto", "":
+			c.RootFS = ""
+		default:
+			return fmt.Errorf("want erofs, squashfs or auto")
+		}
+	case "capsem.ws":
+		switch val {
+		case "9p", "virtiofs":
+			c.WSFS = val
+		case "none", "":
+			c.WSFS = ""
+		default:
+			return fmt.Errorf("want 9p, virtiofs or none")
+		}
+	case "capsem.ws.tag":
+		if val == "" || len(val) > 36 {
+			return fmt.Errorf("want a mount tag of 1 to 36 bytes")
+		}
+		c.WSTag = val
+	case "capsem.ws.path":
+		if !strings.HasPrefix(val, "/") || val == "/" || strings.Contains(val, "..") {
+			return fmt.Errorf("want an absolute path other than /")
+		}
+		c.WSPath = val
+	case "capsem.port":
+		if val == "" {
+			return fmt.Errorf("want a virtio-serial port name")
+		}
+		c.Port = val
+	case "capsem.vsock":
+		n, err := strconv.ParseUint(val, 10, 32)
+		if err != nil || n == 0 || n == 0xffffffff {
+			return fmt.Errorf("want a vsock port number")
+		}
+		c.Vsock = uint32(n)
+	case "capsem.ca":
+		pemBytes, err := DecodeCA(val)
+		if err != nil {
+			return err
+		}
+		c.CA = pemBytes
+	case "capsem.modules":
+		if !strings.HasPrefix(val, "/") {
+			return fmt.Errorf("want an absolute path")
+		}
+		c.Modules = val
+	case "capsem.lockdown":
+		b, err := parseBool(val)
+		if err != nil {
+			return err
+		}
+		c.NoLockdown = !b
+	case "capsem.debug":
+		b, err := parseBool(val)
+		if err != nil {
+			return err
+		}
+		c.Debug = b
+	default:
+		c.Unknown = append(c.Unknown, key)
+		if c.Extra == nil {
+			c.Extra = map[string]string{}
+		}
+		c.Extra[key] = val
+	}
+	return nil
+}
+
+func parseBool(v string) (bool, error) {
+	switch v {
+	case "1", "on", "yes", "true", "":
+		return true, nil
+	case "0", "off", "no", "false":
+		return false, nil
+	}
+	return false, fmt.Errorf("want 1 or 0")
+}
+
+// DecodeCA turns capsem.ca's value — base64 (standard or URL alphabet,
+// padded or not) of a DER certificate or of a PEM file — into PEM. The
+// command line is short (2 KiB on x86), so DER in URL-safe base64 is what
+// the host should send; a CA of any size can come over the control channel
+// instead (Hello.CA).
+func DecodeCA(v string) ([]byte, error) {
+	v = strings.TrimRight(v, "=")
+	var raw []byte
+	var err error
+	for _, enc := range []*base64.Encoding{base64.RawURLEncoding, base64.RawStdEncoding} {
+		if raw, err = enc.DecodeString(v); err == nil {
+			break
+		}
+	}
+	if err != nil || len(raw) == 0 {
+		return nil, fmt.Errorf("want base64 of a DER or PEM certificate")
+	}
+	if strings.HasPrefix(string(raw), "-----BEGIN") {
+		return CheckPEM(raw)
+	}
+	if raw[0] != 0x30 { // an ASN.1 SEQUENCE
+		return nil, fmt.Errorf("not a DER certificate")
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: raw}), nil
+}
+
+// CheckPEM verifies that b holds at least one PEM CERTIFICATE block and
+// nothing but certificate blocks, and returns those blocks re-encoded.
+func CheckPEM(b []byte) ([]byte, error) {
+	var out []byte
+	rest := b
+	for {
+		var blk *pem.Block
+		blk, rest = pem.Decode(rest)
+		if blk == nil {
+			break
+		}
+		if blk.Type != "CERTIFICATE" {
+			return nil, fmt.Errorf("PEM block %q is not a CERTIFICATE", blk.Type)
+		}
+		out = append(out, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: blk.Bytes})...)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no PEM certificate")
+	}
+	return out, nil
+}
+
+// String is the command line's capsem.* words for p, one per parameter that
+// differs from its default, in a fixed order; a value with white space is
+// quoted. It is what the host appends to the kernel command line, and
+// Parse(p.String()) gives p back with the defaults filled in.
+func (p BootParams) String() string {
+	var w []string
+	add := func(key, val string) {
+		if strings.ContainsAny(val, " \t\n\r") {
+			val = `"` + val + `"`
+		}
+		w = append(w, key+"="+val)
+	}
+	switch {
+	case p.NoNetwork:
+		add("capsem.ip", "none")
+	case p.IP.IsValid():
+		add("capsem.ip", p.IP.String())
+	}
+	if p.Gateway.IsValid() {
+		add("capsem.gw", p.Gateway.String())
+	}
+	if len(p.DNS) > 0 {
+		dns := make([]string, len(p.DNS))
+		for i, a := range p.DNS {
+			dns[i] = a.String()
+		}
+		add("capsem.dns", strings.Join(dns, ","))
+	}
+	if p.MTU != 0 {
+		add("capsem.mtu", strconv.Itoa(p.MTU))
+	}
+	if p.Interface != "" {
+		add("capsem.if", p.Interface)
+	}
+	if p.Hostname != "" && p.Hostname != DefaultHostname {
+		add("capsem.hostname", p.Hostname)
+	}
+	if p.Root != "" {
+		add("capsem.root", p.Root)
+	}
+	if p.RootFS != "" {
+		add("capsem.rootfs", p.RootFS)
+	}
+	if p.WSFS != "" {
+		add("capsem.ws", p.WSFS)
+	}
+	if p.WSTag != "" && p.WSTag != WorkspaceTag {
+		add("capsem.ws.tag", p.WSTag)
+	}
+	if p.WSPath != "" && p.WSPath != WorkspacePath {
+		add("capsem.ws.path", p.WSPath)
+	}
+	if p.Port != "" && p.Port != ControlPort {
+		add("capsem.port", p.Port)
+	}
+	if p.Vsock != 0 {
+		add("capsem.vsock", strconv.FormatUint(uint64(p.Vsock), 10))
+	}
+	if len(p.CA) > 0 {
+		add("capsem.ca", EncodeCA(p.CA))
+	}
+	if p.Modules != "" && p.Modules != ModuleOrder {
+		add("capsem.modules", p.Modules)
+	}
+	if p.NoLockdown {
+		add("capsem.lockdown", "0")
+	}
+	if p.Debug {
+		add("capsem.debug", "1")
+	}
+	keys := make([]string, 0, len(p.Extra))
+	for k := range p.Extra {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		add(k, p.Extra[k])
+	}
+	return strings.Join(w, " ")
+}
+
+// EncodeCA is capsem.ca's value for the PEM certificates b: base64 (URL
+// alphabet, unpadded) of the DER of a single certificate — the command line
+// is short (2 KiB on x86), and DER is 3/4 of PEM — or of the PEM when b
+// holds several.
+func EncodeCA(b []byte) string {
+	blk, rest := pem.Decode(b)
+	if blk != nil && blk.Type == "CERTIFICATE" && len(strings.TrimSpace(string(rest))) == 0 {
+		return base64.RawURLEncoding.EncodeToString(blk.Bytes)
+	}
+	return base64.RawURLEncoding.EncodeToString(b)
+}
