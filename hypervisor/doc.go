@@ -1,6 +1,8 @@
 // Package hypervisor is the one small interface capsem boots guests through:
-// a VM starts, waits, stops, and exposes its control channel (a
-// virtio-serial port named "capsem.control") and its serial console log.
+// a VM starts, waits, stops, and exposes its control channel (the
+// virtio-serial port bootparam.ControlPort under qemu, vsock under vz) and
+// its console log. Lifecycle holds what both backends do from Start to the
+// VM's end.
 // Backends live in subpackages: qemu (Linux: microvm, PVH boot, KVM when the
 // CPU really has it, TCG otherwise) and vz (macOS, Apple's Virtualization
 // framework, compiled only with -tags vz; nothing else in the tree imports

@@ -33,13 +33,15 @@ type VM interface {
 	// channel, or ctx is cancelled (then it is killed).
 	Start(ctx context.Context) error
 	// Wait blocks until the VM has exited and returns nil if the guest
-	// powered off (or rebooted, which is the same under -no-reboot).
+	// powered off (a reboot is a power-off: qemu runs with -no-reboot) or
+	// Stop ended it.
 	Wait() error
 	// Stop ends the VM: politely first, killed when ctx is done. It
 	// returns once the VM has exited; calling it on an exited VM is fine.
 	Stop(ctx context.Context) error
-	// Control is the host end of the guest's "capsem.control" virtio-serial
-	// port: a byte stream, no framing. Valid after Start.
+	// Control is the host end of the control channel, a byte stream with
+	// no framing: the virtio-serial port bootparam.ControlPort under qemu,
+	// a vsock connection to the agent under vz. Valid after Start.
 	Control() io.ReadWriteCloser
 	// Console is the path of the serial console log ("" when not kept).
 	Console() string
@@ -47,8 +49,9 @@ type VM interface {
 
 // Config describes a VM. Kernel is required; everything else is optional.
 type Config struct {
-	// Kernel is the guest kernel: an uncompressed ELF vmlinux with a PVH
-	// entry note (what guest/image extracts from Debian's bzImage).
+	// Kernel is the guest kernel: for qemu an uncompressed ELF vmlinux with
+	// a PVH entry note (what guest/image extracts from Debian's bzImage),
+	// for vz on Apple silicon an uncompressed arm64 Image.
 	Kernel string
 	// Initramfs is a newc cpio archive (optionally compressed) whose /init
 	// is the capsem agent.
@@ -155,7 +158,7 @@ func (c *Config) Validate() error {
 }
 
 // BaseCmdline is the kernel command line every capsem guest boots with
-// (measured fastest under TCG, see DESIGN.md). tscKHz > 0 adds
+// (measured fastest under TCG, see docs/DESIGN.md). tscKHz > 0 adds
 // tsc_early_khz, without which microvm can hang calibrating against the PIT.
 func BaseCmdline(tscKHz int) []string {
 	w := []string{"console=ttyS0", "panic=-1", "quiet", "loglevel=1"}

@@ -29,15 +29,15 @@ func TestValidateRejects(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, c := range map[string]Config{
-		"no kernel":         {},
-		"missing kernel":    {Kernel: filepath.Join(dir, "nope")},
-		"kernel is a dir":   {Kernel: dir},
-		"missing initramfs": {Kernel: k, Initramfs: filepath.Join(dir, "nope")},
-		"workspace file":    {Kernel: k, Workspace: k},
-		"too many CPUs":     {Kernel: k, CPUs: 1000},
-		"too little memory": {Kernel: k, MemoryMiB: 8},
-		"cmdline space":     {Kernel: k, Cmdline: []string{"a b"}},
-		"cmdline empty":     {Kernel: k, Cmdline: []string{""}},
+		"no kernel":              {},
+		"missing kernel":         {Kernel: filepath.Join(dir, "nope")},
+		"kernel is a dir":        {Kernel: dir},
+		"missing initramfs":      {Kernel: k, Initramfs: filepath.Join(dir, "nope")},
+		"workspace file":         {Kernel: k, Workspace: k},
+		"too many CPUs":          {Kernel: k, CPUs: 1000},
+		"too little memory":      {Kernel: k, MemoryMiB: 8},
+		"cmdline space":          {Kernel: k, Cmdline: []string{"a b"}},
+		"cmdline empty":          {Kernel: k, Cmdline: []string{""}},
 		"capsem word in cmdline": {Kernel: k, Cmdline: []string{"capsem.ip=none"}},
 	} {
 		if err := c.Validate(); err == nil {

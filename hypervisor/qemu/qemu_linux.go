@@ -29,19 +29,15 @@ type VM struct {
 	tscKHz int
 	log    *slog.Logger
 
-	mu       sync.Mutex
-	cmd      *exec.Cmd
-	control  *controlConn
-	facts    startFacts
-	started  bool
-	stopping bool
+	// Lifecycle: Done, Booted and Wait; started, stopping and the cause
+	// of a kill.
+	*hypervisor.Lifecycle
 
-	done     chan struct{} // closed when QEMU has exited and waitErr is set
-	waitErr  error
-	stderr   tailBuffer
-	booted   chan struct{} // closed on the guest's first control byte
-	bootOnce sync.Once
-	cause    error // why the VM was killed (boot timeout, ctx), set before the kill
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	control *controlConn
+	facts   startFacts
+	stderr  tailBuffer
 }
 
 // FindBinary returns the path of qemu-system-x86_64, or an error that says
@@ -86,13 +82,12 @@ func New(cfg hypervisor.Config, opts Options) (*VM, error) {
 		log.Info("qemu: running the guest under TCG (emulation, slower than KVM)", "reason", accel.Reason)
 	}
 	return &VM{
-		cfg:    cfg,
-		bin:    bin,
-		accel:  accel,
-		tscKHz: hostTSCKHz(hostTSCPaths),
-		log:    log,
-		done:   make(chan struct{}),
-		booted: make(chan struct{}),
+		cfg:       cfg,
+		bin:       bin,
+		accel:     accel,
+		tscKHz:    hostTSCKHz(hostTSCPaths),
+		log:       log,
+		Lifecycle: hypervisor.NewLifecycle("qemu"),
 	}, nil
 }
 
@@ -119,19 +114,12 @@ func (v *VM) Control() io.ReadWriteCloser {
 	return v.control
 }
 
-// Booted is closed when the guest has written its first byte to the
-// control channel.
-func (v *VM) Booted() <-chan struct{} { return v.booted }
-
-// Done is closed when QEMU has exited.
-func (v *VM) Done() <-chan struct{} { return v.done }
-
 // Start launches QEMU. ctx bounds the VM's whole life: when it is done,
 // QEMU is killed.
 func (v *VM) Start(ctx context.Context) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if v.started {
+	if v.IsStarted() {
 		return errors.New("qemu: VM already started")
 	}
 	if err := ctx.Err(); err != nil {
@@ -217,34 +205,19 @@ func (v *VM) Start(ctx context.Context) error {
 		close(consoleDone)
 	}
 	v.cmd = cmd
-	v.started = true
-	v.control = &controlConn{UnixConn: uc, seen: v.markBooted}
+	v.Started()
+	v.control = &controlConn{UnixConn: uc, seen: v.MarkBooted}
 
 	go func() {
 		err := cmd.Wait()
 		<-consoleDone // the log is complete (and closed) once the VM is done
-		v.mu.Lock()
-		switch {
-		case v.cause != nil:
-			err = v.cause
-		case v.stopping:
-			err = nil
-		case err != nil:
+		if err != nil {
 			err = fmt.Errorf("qemu exited: %w%s", err, v.stderr.suffix())
 		}
-		v.waitErr = err
-		v.mu.Unlock()
-		close(v.done)
+		v.Exit(err, nil)
 	}()
 
-	// Kill on cancellation.
-	go func() {
-		select {
-		case <-ctx.Done():
-			v.kill(fmt.Errorf("qemu: VM killed: %w", ctx.Err()))
-		case <-v.done:
-		}
-	}()
+	go v.OnCancel(ctx, func() { v.kill(fmt.Errorf("qemu: VM killed: %w", ctx.Err())) })
 
 	if t := v.cfg.BootTimeout; t > 0 {
 		go v.watchBoot(uc, t)
@@ -267,40 +240,28 @@ func (v *VM) watchBoot(uc *net.UnixConn, t time.Duration) {
 				return false // wait for readability
 			}
 			if err == nil && n > 0 {
-				v.markBooted()
+				v.MarkBooted()
 			}
 			return true // data, EOF or an error: stop peeking
 		})
 	}()
-	timer := time.NewTimer(t)
-	defer timer.Stop()
-	select {
-	case <-v.booted:
-	case <-v.done:
-	case <-timer.C:
+	v.WatchBoot(t, func() {
 		where := ""
 		if v.cfg.ConsoleLog != "" {
 			where = " (console log: " + v.cfg.ConsoleLog + ")"
 		}
 		v.kill(fmt.Errorf("qemu: %w after %v%s", hypervisor.ErrBootTimeout, t, where))
-	}
+	})
 }
-
-func (v *VM) markBooted() { v.bootOnce.Do(func() { close(v.booted) }) }
 
 // kill SIGKILLs QEMU's process group, recording why (first cause wins).
 func (v *VM) kill(cause error) {
-	v.mu.Lock()
-	if v.cause == nil && !v.stopping {
-		v.cause = cause
+	if !v.RecordCause(cause) {
+		return
 	}
+	v.mu.Lock()
 	cmd := v.cmd
 	v.mu.Unlock()
-	select {
-	case <-v.done:
-		return
-	default:
-	}
 	if cmd != nil && cmd.Process != nil {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	}
@@ -309,43 +270,25 @@ func (v *VM) kill(cause error) {
 // Wait blocks until QEMU has exited. It returns nil when the guest powered
 // off or Stop ended it; ErrBootTimeout (wrapped) when the guest stayed
 // silent; the context's error when Start's context ended it.
-func (v *VM) Wait() error {
-	v.mu.Lock()
-	started := v.started
-	v.mu.Unlock()
-	if !started {
-		return errors.New("qemu: VM not started")
-	}
-	<-v.done
-	return v.waitErr
-}
+func (v *VM) Wait() error { return v.Lifecycle.Wait() }
 
 // Stop asks QEMU to quit (SIGTERM: it stops the guest at once and exits)
 // and SIGKILLs its process group if it has not exited when ctx is done.
 // The guest is not asked to shut down: do that over the control channel
 // first when its disks matter.
 func (v *VM) Stop(ctx context.Context) error {
-	v.mu.Lock()
-	if !v.started {
-		v.mu.Unlock()
+	if !v.BeginStop() {
 		return nil
 	}
-	if v.cause == nil {
-		v.stopping = true
-	}
+	v.mu.Lock()
 	cmd := v.cmd
 	v.mu.Unlock()
-	select {
-	case <-v.done:
-		return nil
-	default:
-	}
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-v.done:
+	case <-v.Done():
 	case <-ctx.Done():
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-v.done
+		<-v.Done()
 	}
 	return nil
 }

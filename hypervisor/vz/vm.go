@@ -49,17 +49,13 @@ type VM struct {
 	// build makes the framework VM at Start (nil: not built with vz).
 	build func() (machine, error)
 
-	mu       sync.Mutex
-	m        machine
-	control  *controlConn
-	started  bool
-	stopping bool
-	cause    error // why the VM was stopped by force (boot timeout, ctx), set before
+	// Lifecycle: Done, Booted and Wait; started, stopping and the cause
+	// of a forced stop.
+	*hypervisor.Lifecycle
 
-	done     chan struct{} // closed when the VM has stopped and waitErr is set
-	waitErr  error
-	booted   chan struct{} // closed on the guest's first control byte
-	bootOnce sync.Once
+	mu      sync.Mutex
+	m       machine
+	control *controlConn
 }
 
 // newVM checks cfg and fills in the defaults; build is set by New.
@@ -72,12 +68,11 @@ func newVM(cfg hypervisor.Config, opts Options) (*VM, error) {
 		return nil, fmt.Errorf("vz: MTU %d: want 1500..65535 (or 0 for the default)", opts.MTU)
 	}
 	return &VM{
-		cfg:     cfg,
-		opts:    opts,
-		cmdline: kernelCmdline(&cfg, opts.ControlPort),
-		log:     opts.Logger,
-		done:    make(chan struct{}),
-		booted:  make(chan struct{}),
+		cfg:       cfg,
+		opts:      opts,
+		cmdline:   kernelCmdline(&cfg, opts.ControlPort),
+		log:       opts.Logger,
+		Lifecycle: hypervisor.NewLifecycle("vz"),
 	}, nil
 }
 
@@ -99,19 +94,12 @@ func (v *VM) Control() io.ReadWriteCloser {
 	return v.control
 }
 
-// Booted is closed when the guest has written its first byte to the
-// control channel.
-func (v *VM) Booted() <-chan struct{} { return v.booted }
-
-// Done is closed when the VM has stopped.
-func (v *VM) Done() <-chan struct{} { return v.done }
-
 // Start boots the VM. ctx bounds the VM's whole life: when it is done, the
 // VM is stopped by force.
 func (v *VM) Start(ctx context.Context) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if v.started {
+	if v.IsStarted() {
 		return errors.New("vz: VM already started")
 	}
 	if err := ctx.Err(); err != nil {
@@ -130,20 +118,13 @@ func (v *VM) Start(ctx context.Context) error {
 		return fmt.Errorf("vz: start the VM: %w%s", err, v.consoleHint())
 	}
 	v.m = m
-	v.started = true
-	v.control = newControlConn(m.dialControl, v.markBooted, v.log)
+	v.Started()
+	v.control = newControlConn(m.dialControl, v.MarkBooted, v.log)
 	go v.control.run()
 
 	go func() { v.finish(m.wait()) }()
 
-	// Stop by force on cancellation.
-	go func() {
-		select {
-		case <-ctx.Done():
-			v.kill(fmt.Errorf("vz: VM stopped: %w", ctx.Err()))
-		case <-v.done:
-		}
-	}()
+	go v.OnCancel(ctx, func() { v.kill(fmt.Errorf("vz: VM stopped: %w", ctx.Err())) })
 
 	if t := v.cfg.BootTimeout; t > 0 {
 		go v.watchBoot(t)
@@ -153,30 +134,25 @@ func (v *VM) Start(ctx context.Context) error {
 
 // finish records how the VM ended; err is the machine's own account.
 func (v *VM) finish(err error) {
-	v.mu.Lock()
-	switch {
-	case v.cause != nil:
-		err = v.cause
-	case v.stopping:
-		err = nil
-	case err != nil:
+	if err != nil {
 		err = fmt.Errorf("vz: %w%s", err, v.consoleHint())
 	}
-	v.waitErr = err
-	m, control := v.m, v.control
-	v.mu.Unlock()
-	control.vmExited()
-	m.release()
-	if v.cfg.Workspace != "" && !v.cfg.WorkspaceReadOnly {
-		changed, serr := stripSetID(v.cfg.Workspace)
-		for _, p := range changed {
-			v.log.Warn("vz: the guest set the setuid or setgid bit of a workspace file; cleared", "path", p)
+	v.Exit(err, func() {
+		v.mu.Lock()
+		m, control := v.m, v.control
+		v.mu.Unlock()
+		control.vmExited()
+		m.release()
+		if v.cfg.Workspace != "" && !v.cfg.WorkspaceReadOnly {
+			changed, serr := stripSetID(v.cfg.Workspace)
+			for _, p := range changed {
+				v.log.Warn("vz: the guest set the setuid or setgid bit of a workspace file; cleared", "path", p)
+			}
+			if serr != nil {
+				v.log.Error("vz: clearing setuid and setgid bits in the workspace failed; check it by hand", "err", serr)
+			}
 		}
-		if serr != nil {
-			v.log.Error("vz: clearing setuid and setgid bits in the workspace failed; check it by hand", "err", serr)
-		}
-	}
-	close(v.done)
+	})
 }
 
 func (v *VM) consoleHint() string {
@@ -189,34 +165,22 @@ func (v *VM) consoleHint() string {
 // watchBoot stops the VM unless the guest writes to the control channel
 // within t.
 func (v *VM) watchBoot(t time.Duration) {
-	timer := time.NewTimer(t)
-	defer timer.Stop()
-	select {
-	case <-v.booted:
-	case <-v.done:
-	case <-timer.C:
+	v.WatchBoot(t, func() {
 		v.kill(fmt.Errorf("vz: %w after %v%s", hypervisor.ErrBootTimeout, t, v.consoleHint()))
-	}
+	})
 }
-
-func (v *VM) markBooted() { v.bootOnce.Do(func() { close(v.booted) }) }
 
 // kill stops the VM by force, recording why (first cause wins).
 func (v *VM) kill(cause error) {
-	v.mu.Lock()
-	if v.cause == nil && !v.stopping {
-		v.cause = cause
+	if !v.RecordCause(cause) {
+		return
 	}
+	v.mu.Lock()
 	m := v.m
 	v.mu.Unlock()
-	select {
-	case <-v.done:
-		return
-	default:
-	}
 	if err := m.forceStop(); err != nil {
 		select {
-		case <-v.done:
+		case <-v.Done():
 		default:
 			v.log.Warn("vz: could not stop the VM", "err", err)
 		}
@@ -227,16 +191,7 @@ func (v *VM) kill(cause error) {
 // powered off or Stop ended it; ErrBootTimeout (wrapped) when the guest
 // stayed silent; the context's error when Start's context ended it; an
 // error when the framework put the VM in its error state.
-func (v *VM) Wait() error {
-	v.mu.Lock()
-	started := v.started
-	v.mu.Unlock()
-	if !started {
-		return errors.New("vz: VM not started")
-	}
-	<-v.done
-	return v.waitErr
-}
+func (v *VM) Wait() error { return v.Lifecycle.Wait() }
 
 // Stop asks the guest to power off (the framework's stop request), and
 // stops the VM by force when it has not after Options.StopGrace or when ctx
@@ -244,21 +199,12 @@ func (v *VM) Wait() error {
 // calling it on a stopped or never started VM is fine. Ask the guest to
 // shut down over the control channel first when its disks matter.
 func (v *VM) Stop(ctx context.Context) error {
-	v.mu.Lock()
-	if !v.started {
-		v.mu.Unlock()
+	if !v.BeginStop() {
 		return nil
 	}
-	if v.cause == nil {
-		v.stopping = true
-	}
+	v.mu.Lock()
 	m := v.m
 	v.mu.Unlock()
-	select {
-	case <-v.done:
-		return nil
-	default:
-	}
 	if err := m.requestStop(); err != nil {
 		v.log.Debug("vz: cannot ask the guest to stop; stopping the VM", "err", err)
 	} else {
@@ -269,7 +215,7 @@ func (v *VM) Stop(ctx context.Context) error {
 			grace = t.C
 		}
 		select {
-		case <-v.done:
+		case <-v.Done():
 			return nil
 		case <-ctx.Done():
 		case <-grace:
@@ -278,12 +224,12 @@ func (v *VM) Stop(ctx context.Context) error {
 	}
 	if err := m.forceStop(); err != nil {
 		select {
-		case <-v.done:
+		case <-v.Done():
 			return nil
 		default:
 		}
 		return fmt.Errorf("vz: stop the VM: %w", err)
 	}
-	<-v.done
+	<-v.Done()
 	return nil
 }
