@@ -1,18 +1,11 @@
 package main
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
 	"log"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -23,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/capsem/capsem/mitm/ca"
 	"github.com/capsem/capsem/store"
 )
 
@@ -69,18 +63,17 @@ const maxDoctorEvents = 20_000
 const maxDoctorBytes = 64 << 20
 
 func startDoctorUpstream(work, workspace string) (*doctorUpstream, error) {
-	caCert, caKey, err := newDoctorCA()
+	// A CA of the doctor's own stands in for a public one: the policy
+	// trusts it through [upstream] ca_files, as a user's would be.
+	upCA, err := ca.LoadOrCreate(filepath.Join(work, "doctor-upstream-ca"))
+	if err != nil {
+		return nil, fmt.Errorf("doctor upstream CA: %w", err)
+	}
+	leaf, err := upCA.Leaf(doctorHost)
 	if err != nil {
 		return nil, err
 	}
-	leaf, err := doctorLeaf(caCert, caKey, doctorHost)
-	if err != nil {
-		return nil, err
-	}
-	caFile := filepath.Join(work, "doctor-upstream-ca.pem")
-	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caCert.Raw}), 0o644); err != nil {
-		return nil, err
-	}
+	caFile := upCA.CertPath()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -102,7 +95,7 @@ func startDoctorUpstream(work, workspace string) (*doctorUpstream, error) {
 	mux.HandleFunc("/workspace-file", u.workspaceFile)
 	u.srv = &http.Server{
 		Handler:           mux,
-		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{leaf}, NextProtos: []string{"h2", "http/1.1"}},
+		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{*leaf}, NextProtos: []string{"h2", "http/1.1"}},
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          log.New(io.Discard, "", 0),
 	}
@@ -280,47 +273,4 @@ func (u *doctorUpstream) workspaceFile(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
 	_, _ = w.Write(b)
-}
-
-func newDoctorCA() (*x509.Certificate, *ecdsa.PrivateKey, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(time.Now().UnixNano()),
-		Subject:               pkix.Name{CommonName: "capsem doctor upstream CA"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return nil, nil, err
-	}
-	cert, err := x509.ParseCertificate(der)
-	return cert, key, err
-}
-
-func doctorLeaf(ca *x509.Certificate, caKey *ecdsa.PrivateKey, name string) (tls.Certificate, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano() + 1),
-		Subject:      pkix.Name{CommonName: name},
-		DNSNames:     []string{name},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
 }

@@ -1,0 +1,236 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// rep runs every measurement once, with a fresh capsem-net and namespace.
+// The paths alternate within each measurement, so that drift over the run
+// hits all of them alike.
+func (b *bench) rep(rep int) error {
+	e, err := b.startEnv(rep)
+	if err != nil {
+		return err
+	}
+	b.env = e
+	defer func() {
+		e.stop()
+		b.env = nil
+	}()
+	paths := listOf(*flagPaths)
+	if !listHas(*flagSkip, "dl") {
+		for _, proto := range listOf(*flagDLProtos) {
+			for _, where := range paths {
+				s, err := b.retry(func() (sample, error) { return b.download(where, proto) })
+				if err != nil {
+					return err
+				}
+				b.add("dl/"+proto+"/"+where, s)
+				fmt.Fprintf(os.Stderr, "rep %d  download %s %-6s %6.2f Gbit/s  %s\n", rep, proto, where, s.v, s.cpu)
+			}
+		}
+	}
+	if !listHas(*flagSkip, "rps") {
+		for _, conns := range connsList() {
+			for _, proto := range listOf(*flagRPSProtos) {
+				for _, where := range paths {
+					s, err := b.retry(func() (sample, error) { return b.load(where, proto, conns, *flagDuration, false) })
+					if err != nil {
+						return err
+					}
+					b.add(rpsKey(proto, conns)+where, s)
+					fmt.Fprintf(os.Stderr, "rep %d  req/s    %s c%-3d %-6s %8.0f  %s\n", rep, proto, conns, where, s.v, s.cpu)
+				}
+			}
+		}
+	}
+	if !listHas(*flagSkip, "lat") {
+		for _, where := range paths {
+			s, err := b.retry(func() (sample, error) { return b.load(where, "h1", 1, *flagLatDur, true) })
+			if err != nil {
+				return err
+			}
+			b.add("lat/h1/"+where, s)
+			fmt.Fprintf(os.Stderr, "rep %d  latency  h1 %-6s p50 %6.0f µs  p99 %6.0f µs  %s\n", rep, where, s.v, s.p99, s.cpu)
+		}
+	}
+	return nil
+}
+
+// waitQuiet waits (up to a minute) until the machine is idle: the figures
+// are CPU-bound, and anything else running on the two cores shows up in
+// them. It returns the background load it last saw, in cores.
+func waitQuiet() float64 {
+	var load float64
+	for deadline := time.Now().Add(time.Minute); ; {
+		j0 := machineCPU()
+		time.Sleep(500 * time.Millisecond)
+		j1 := machineCPU()
+		load = cores(j1.busy-j0.busy, j0.total, j1.total)
+		if load < 0.15 || time.Now().After(deadline) {
+			break
+		}
+		if !quietWarned {
+			fmt.Fprintf(os.Stderr, "mitmbench: the machine is busy (%.2f cores) with something else; waiting for it to be idle\n", load)
+			quietWarned = true
+		}
+	}
+	if load > maxBackground {
+		maxBackground = load
+	}
+	return load
+}
+
+var (
+	quietWarned   bool
+	maxBackground float64 // the most background load a measurement started with
+)
+
+// maxOther is how much CPU other processes may take during a measurement
+// before it is taken again.
+const maxOther = 0.25
+
+// retry takes a measurement again (up to three more times) when other
+// processes took more than maxOther cores during it.
+func (b *bench) retry(f func() (sample, error)) (sample, error) {
+	for attempt := 1; ; attempt++ {
+		waitQuiet()
+		s, err := f()
+		if err != nil || s.cpu.other <= maxOther || attempt == 4 {
+			if err == nil && s.cpu.other > maxOther {
+				interfered++
+			}
+			return s, err
+		}
+		retried++
+		fmt.Fprintf(os.Stderr, "mitmbench: other processes took %.2f cores during the run; measuring again\n", s.cpu.other)
+	}
+}
+
+var retried, interfered int
+
+func (b *bench) add(key string, s sample) {
+	if _, ok := b.samples[key]; !ok {
+		b.order = append(b.order, key)
+	}
+	b.samples[key] = append(b.samples[key], s)
+}
+
+// rpsKey is the key prefix of a requests/s measurement.
+func rpsKey(proto string, conns int) string { return fmt.Sprintf("rps/%s/%d/", proto, conns) }
+
+func connsList() []int {
+	var out []int
+	for _, s := range listOf(*flagConns) {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			fatal(fmt.Errorf("-conns %q: want positive numbers", *flagConns))
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// target is where a path's client connects and what it trusts.
+func (b *bench) target(where string) (addr, sni, ca string, inGuest bool) {
+	switch where {
+	case "mitm":
+		return "mitm.test:443", "mitm.test", b.capsemCA, true
+	case "pass":
+		return "pass.test:443", "pass.test", b.upstreamCA, true
+	default: // direct: the host to the upstream's loopback port
+		return "127.0.0.1:" + strconv.Itoa(b.upstreamPort), "mitm.test", b.upstreamCA, false
+	}
+}
+
+func (b *bench) command(ctx context.Context, inGuest bool, name string, args ...string) *exec.Cmd {
+	if inGuest {
+		return b.env.ns.Command(ctx, name, args...)
+	}
+	return exec.CommandContext(ctx, name, args...)
+}
+
+// download fetches -bytes with curl and returns Gbit/s.
+func (b *bench) download(where, proto string) (sample, error) {
+	_, sni, ca, inGuest := b.target(where)
+	url := fmt.Sprintf("https://%s/bytes?n=%d", sni, *flagBytes)
+	args := []string{"-sS", "-o", "/dev/null", "--max-time", "600", "--cacert", ca,
+		"-w", "%{size_download} %{time_total} %{http_version}"}
+	if !inGuest {
+		url = fmt.Sprintf("https://%s:%d/bytes?n=%d", sni, b.upstreamPort, *flagBytes)
+		args = append(args, "--resolve", fmt.Sprintf("%s:%d:127.0.0.1", sni, b.upstreamPort))
+	}
+	want := "1.1"
+	switch proto {
+	case "h1":
+		args = append(args, "--http1.1")
+	case "h2":
+		args = append(args, "--http2")
+		want = "2"
+	default:
+		return sample{}, fmt.Errorf("unknown download protocol %q", proto)
+	}
+	args = append(args, url)
+	var out bytes.Buffer
+	cmd := b.command(context.Background(), inGuest, "curl", args...)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	var s sample
+	cpu, err := b.measureCPU(cmd)
+	if err != nil {
+		return s, fmt.Errorf("curl %s: %v: %s", strings.Join(args, " "), err, out.String())
+	}
+	f := strings.Fields(out.String())
+	if len(f) != 3 {
+		return s, fmt.Errorf("curl output %q", out.String())
+	}
+	size, _ := strconv.ParseFloat(f[0], 64)
+	secs, _ := strconv.ParseFloat(f[1], 64)
+	if int64(size) != *flagBytes || secs <= 0 {
+		return s, fmt.Errorf("curl %s: got %s bytes in %s s", url, f[0], f[1])
+	}
+	if f[2] != want {
+		return s, fmt.Errorf("curl %s: spoke HTTP/%s, want HTTP/%s", url, f[2], want)
+	}
+	s.v, s.cpu = size*8/secs/1e9, cpu
+	return s, nil
+}
+
+// load runs the loadgen sub-mode: in the guest for pass and mitm, on the
+// host for direct.
+func (b *bench) load(where, proto string, conns int, d time.Duration, latency bool) (sample, error) {
+	addr, sni, ca, inGuest := b.target(where)
+	args := []string{"loadgen", "-addr", addr, "-sni", sni, "-ca", ca, "-proto", proto,
+		"-conns", strconv.Itoa(conns), "-h2-conns", strconv.Itoa(*flagH2Conns), "-t", d.String()}
+	ctx, cancel := context.WithTimeout(context.Background(), d+time.Minute)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	cmd := b.command(ctx, inGuest, b.exe, args...)
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	var s sample
+	cpu, err := b.measureCPU(cmd)
+	if err != nil {
+		return s, fmt.Errorf("loadgen %s: %v: %s", strings.Join(args, " "), err, errOut.String())
+	}
+	var r loadResult
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		return s, fmt.Errorf("loadgen output %q: %v", out.String(), err)
+	}
+	if r.Errors > 0 {
+		return s, fmt.Errorf("loadgen %s %s: %d errors, first: %s", where, proto, r.Errors, r.Err)
+	}
+	s.cpu = cpu
+	if latency {
+		s.v, s.p99 = r.P50us, r.P99us
+	} else {
+		s.v = r.RPS
+	}
+	return s, nil
+}

@@ -1,0 +1,159 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"runtime"
+	"sort"
+	"strings"
+)
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	v = append([]float64(nil), v...)
+	sort.Float64s(v)
+	return v[len(v)/2]
+}
+
+// med returns the median value, p99 and CPU use of a measurement; CPU
+// figures are medians per party.
+func (b *bench) med(key string) (v, p99 float64, cpu cpuUse, ok bool) {
+	ss := b.samples[key]
+	if len(ss) == 0 {
+		return 0, 0, cpuUse{}, false
+	}
+	pick := func(f func(sample) float64) float64 {
+		var xs []float64
+		for _, s := range ss {
+			xs = append(xs, f(s))
+		}
+		return median(xs)
+	}
+	cpu = cpuUse{
+		client:   pick(func(s sample) float64 { return s.cpu.client }),
+		capsem:   pick(func(s sample) float64 { return s.cpu.capsem }),
+		pump:     pick(func(s sample) float64 { return s.cpu.pump }),
+		upstream: pick(func(s sample) float64 { return s.cpu.upstream }),
+		kernel:   pick(func(s sample) float64 { return s.cpu.kernel }),
+		other:    pick(func(s sample) float64 { return s.cpu.other }),
+		machine:  pick(func(s sample) float64 { return s.cpu.machine }),
+	}
+	return pick(func(s sample) float64 { return s.v }), pick(func(s sample) float64 { return s.p99 }), cpu, true
+}
+
+var protoName = map[string]string{"h1": "HTTP/1.1", "h2": "HTTP/2"}
+
+func (b *bench) print(w io.Writer) {
+	cell := func(key string, format string) string {
+		v, _, _, ok := b.med(key)
+		if !ok {
+			return "–"
+		}
+		return fmt.Sprintf(format, v)
+	}
+	ratio := func(a, base string) string {
+		x, _, _, ok1 := b.med(a)
+		y, _, _, ok2 := b.med(base)
+		if !ok1 || !ok2 || y == 0 {
+			return "–"
+		}
+		return fmt.Sprintf("%.0f %%", 100*x/y)
+	}
+	fmt.Fprintf(w, "| measurement | direct (host → upstream) | passthrough (TCP forwarding) | MITM | MITM vs passthrough | MITM vs direct | target |\n")
+	fmt.Fprintf(w, "|---|---:|---:|---:|---:|---:|---|\n")
+	if !listHas(*flagSkip, "dl") {
+		for _, proto := range listOf(*flagDLProtos) {
+			k := "dl/" + proto + "/"
+			verdict := "–"
+			if m, _, _, ok := b.med(k + "mitm"); ok {
+				if p, _, _, ok := b.med(k + "pass"); ok && p > 0 {
+					verdict = metOrNot(m >= 0.5*p) + " (≥ 50 % of passthrough)"
+				}
+			}
+			fmt.Fprintf(w, "| %s download, %s, Gbit/s | %s | %s | %s | %s | %s | %s |\n", sizeName(*flagBytes), protoName[proto],
+				cell(k+"direct", "%.2f"), cell(k+"pass", "%.2f"), cell(k+"mitm", "%.2f"), ratio(k+"mitm", k+"pass"), ratio(k+"mitm", k+"direct"), verdict)
+		}
+	}
+	if !listHas(*flagSkip, "rps") {
+		for _, conns := range connsList() {
+			for _, proto := range listOf(*flagRPSProtos) {
+				k := rpsKey(proto, conns)
+				verdict := "–"
+				if m, _, _, ok := b.med(k + "mitm"); ok {
+					verdict = metOrNot(m >= 10000) + " (≥ 10,000)"
+				}
+				what := fmt.Sprintf("%d keep-alive connections", conns)
+				if proto == "h2" {
+					what = fmt.Sprintf("%d concurrent streams on %d connection(s)", conns, *flagH2Conns)
+				}
+				fmt.Fprintf(w, "| requests/s, %s, %s, GET /ping | %s | %s | %s | %s | %s | %s |\n", protoName[proto], what,
+					cell(k+"direct", "%.0f"), cell(k+"pass", "%.0f"), cell(k+"mitm", "%.0f"), ratio(k+"mitm", k+"pass"), ratio(k+"mitm", k+"direct"), verdict)
+			}
+		}
+	}
+	if !listHas(*flagSkip, "lat") {
+		k := "lat/h1/"
+		added := func(pick func(v, p99 float64) float64) (string, string) {
+			m, mp, _, ok := b.med(k + "mitm")
+			if !ok {
+				return "–", "–"
+			}
+			vs := func(base string) string {
+				x, xp, _, ok := b.med(k + base)
+				if !ok {
+					return "–"
+				}
+				return fmt.Sprintf("+%.0f µs", pick(m, mp)-pick(x, xp))
+			}
+			return vs("pass"), vs("direct")
+		}
+		for _, pct := range []string{"p50", "p99"} {
+			pick := func(v, p99 float64) float64 { return v }
+			if pct == "p99" {
+				pick = func(v, p99 float64) float64 { return p99 }
+			}
+			c := func(where string) string {
+				v, p99, _, ok := b.med(k + where)
+				if !ok {
+					return "–"
+				}
+				return fmt.Sprintf("%.0f", pick(v, p99))
+			}
+			a, d := added(pick)
+			fmt.Fprintf(w, "| latency %s, µs, HTTP/1.1 keep-alive, concurrency 1 | %s | %s | %s | %s | %s | added %s: %s |\n", pct,
+				c("direct"), c("pass"), c("mitm"), a, d, pct, d)
+		}
+	}
+	fmt.Fprintf(w, "\nCPU during each run, in cores of %d (median of the repetitions): the client (curl or the load generator), capsem-net, the frame pump (the benchmark process), the upstream server, interrupts and softirqs (network processing not charged to a process), other processes, and the whole machine.\n\n", runtime.NumCPU())
+	fmt.Fprintf(w, "| run | path | client | capsem-net | pump | upstream | softirq | other | machine |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, k := range b.order {
+		_, _, cpu, _ := b.med(k)
+		p := strings.Split(k, "/")
+		run := map[string]string{"dl": "download", "rps": "requests/s", "lat": "latency"}[p[0]] + " " + protoName[p[1]]
+		if p[0] == "rps" {
+			run += ", " + p[2] + " conns"
+		}
+		fmt.Fprintf(w, "| %s | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", run, p[len(p)-1],
+			cpu.client, cpu.capsem, cpu.pump, cpu.upstream, cpu.kernel, cpu.other, cpu.machine)
+	}
+	fmt.Fprintf(w, "\nEach run started on an idle machine (background load below 0.15 cores, waited for up to a minute); the most seen at a start: %.2f cores. Runs during which other processes took more than %.2f cores were taken again: %d retaken, %d kept with interference after 4 attempts.\n", maxBackground, maxOther, retried, interfered)
+}
+
+func metOrNot(ok bool) string {
+	if ok {
+		return "**met**"
+	}
+	return "**missed**"
+}
+
+func sizeName(n int64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%d GiB", n>>30)
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d B", n)
+}
