@@ -1,20 +1,15 @@
 package policy
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
-	"math/big"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/capsem/capsem/mitm/ca"
 )
 
 // httpPolicy exercises the [[http]] rules; DecideHTTP's Rule strings carry
@@ -449,27 +444,14 @@ func TestPathViews(t *testing.T) {
 	}
 }
 
-// testCertPEM returns a self-signed CA certificate in PEM.
+// testCertPEM returns a fresh CA certificate in PEM, made by mitm/ca.
 func testCertPEM(t testing.TB) []byte {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	a, err := ca.LoadOrCreate(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "capsem test root"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	return a.CertPEM()
 }
 
 func TestLoadCAFilesPEM(t *testing.T) {

@@ -2,85 +2,48 @@ package tests
 
 import (
 	"compress/gzip"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/sha1"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
-	"encoding/pem"
 	"fmt"
 	"io"
 	"log"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/capsem/capsem/mitm/ca"
 )
 
 // testCA is a CA of the tests' own, standing in for a public CA: the
 // upstream servers present leaves of it, and capsem is told to trust it
-// through [upstream] ca_files.
+// through [upstream] ca_files. It is made by mitm/ca, like capsem's own.
 type testCA struct {
-	cert    *x509.Certificate
-	key     *ecdsa.PrivateKey
+	auth    *ca.Authority
 	pemPath string
 }
 
-func newTestCA(t *testing.T, name string) *testCA {
+// newTestCA makes a CA in a directory of the test's; what names it is said
+// by the variable that holds it.
+func newTestCA(t *testing.T, _ string) *testCA {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	a, err := ca.LoadOrCreate(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(time.Now().UnixNano()),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	p := filepath.Join(t.TempDir(), "upstream-ca.pem")
-	if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return &testCA{cert: cert, key: key, pemPath: p}
+	return &testCA{auth: a, pemPath: a.CertPath()}
 }
 
-func (ca *testCA) leaf(t *testing.T, names ...string) tls.Certificate {
+func (c *testCA) leaf(t *testing.T, names ...string) tls.Certificate {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	l, err := c.auth.LeafFor(names...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()),
-		Subject:      pkix.Name{CommonName: names[0]},
-		DNSNames:     names,
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+	return *l
 }
 
 // startHTTPS serves h over TLS (HTTP/2 and HTTP/1.1) on loopback with a

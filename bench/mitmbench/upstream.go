@@ -3,82 +3,50 @@ package main
 import (
 	"bufio"
 	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
 	"flag"
 	"fmt"
 	"io"
 	"log"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
-	"time"
+
+	"github.com/capsem/capsem/mitm/ca"
 )
 
 // upstreamNames are the names the upstream's leaf certificate carries.
 var upstreamNames = []string{"mitm.test", "pass.test"}
 
-// writeUpstreamPKI writes a CA of the benchmark's own (standing in for a
-// public CA) and a leaf of it for upstreamNames into dir: ca.pem, leaf.pem,
-// leaf-key.pem.
+// writeUpstreamPKI makes a CA of the benchmark's own with mitm/ca
+// (standing in for a public CA) and writes a leaf of it for upstreamNames
+// and 127.0.0.1 into dir: the CA's ca.pem, upstream-leaf.pem and
+// upstream-leaf-key.pem.
 func writeUpstreamPKI(dir string) (caPath, certPath, keyPath string, err error) {
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	a, err := ca.LoadOrCreate(filepath.Join(dir, "upstream-ca"))
 	if err != nil {
 		return "", "", "", err
 	}
-	caTmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(time.Now().UnixNano()),
-		Subject:               pkix.Name{CommonName: "mitmbench upstream CA"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	leaf, err := a.LeafFor(append(upstreamNames, "127.0.0.1")...)
 	if err != nil {
 		return "", "", "", err
 	}
-	caCert, _ := x509.ParseCertificate(caDER)
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	keyDER, err := x509.MarshalECPrivateKey(leaf.PrivateKey.(*ecdsa.PrivateKey))
 	if err != nil {
 		return "", "", "", err
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano() + 1),
-		Subject:      pkix.Name{CommonName: upstreamNames[0]},
-		DNSNames:     upstreamNames,
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
-	if err != nil {
+	certPath, keyPath = filepath.Join(dir, "upstream-leaf.pem"), filepath.Join(dir, "upstream-leaf-key.pem")
+	if err := os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leaf.Certificate[0]}), 0o644); err != nil {
 		return "", "", "", err
 	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
+	if err := os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
 		return "", "", "", err
 	}
-	caPath, certPath, keyPath = filepath.Join(dir, "upstream-ca.pem"), filepath.Join(dir, "upstream-leaf.pem"), filepath.Join(dir, "upstream-leaf-key.pem")
-	for _, f := range []struct {
-		path, typ string
-		der       []byte
-	}{{caPath, "CERTIFICATE", caDER}, {certPath, "CERTIFICATE", der}, {keyPath, "EC PRIVATE KEY", keyDER}} {
-		if err := os.WriteFile(f.path, pem.EncodeToMemory(&pem.Block{Type: f.typ, Bytes: f.der}), 0o644); err != nil {
-			return "", "", "", err
-		}
-	}
-	return caPath, certPath, keyPath, nil
+	return a.CertPath(), certPath, keyPath, nil
 }
 
 // pattern is what /bytes streams, 256 KiB at a time.

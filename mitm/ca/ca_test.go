@@ -153,7 +153,7 @@ func TestExpiringLeafIsRenewed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	old, err := a.mint("x.test", time.Now().Add(-LeafValidity+30*time.Minute))
+	old, err := a.mint([]string{"x.test"}, time.Now().Add(-LeafValidity+30*time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,8 +171,42 @@ func BenchmarkMintLeaf(b *testing.B) {
 	}
 	now := time.Now()
 	for b.Loop() {
-		if _, err := a.mint("bench.test", now); err != nil {
+		if _, err := a.mint([]string{"bench.test"}, now); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+func TestLeafForSeveralNames(t *testing.T) {
+	a, err := LoadOrCreate(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := a.LeafFor("mitm.test", "pass.test", "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(a.Certificate())
+	for _, c := range []struct {
+		name string
+		ok   bool
+		why  string
+	}{
+		{"mitm.test", true, "the first name, also the common name"},
+		{"pass.test", true, "every name given is in the leaf"},
+		{"127.0.0.1", true, "an address goes in as an IP SAN"},
+		{"other.test", false, "no name it was not given"},
+	} {
+		_, err := leaf.Leaf.Verify(x509.VerifyOptions{DNSName: c.name, Roots: roots})
+		if (err == nil) != c.ok {
+			t.Errorf("%s: verify error %v, want ok=%v: %s", c.name, err, c.ok, c.why)
+		}
+	}
+	if again, _ := a.LeafFor("mitm.test"); again == leaf {
+		t.Error("LeafFor returned a cached leaf")
+	}
+	if _, err := a.LeafFor(); err == nil {
+		t.Error("LeafFor with no name minted a leaf")
 	}
 }

@@ -36,7 +36,7 @@ func (a *Authority) Leaf(name string) (*tls.Certificate, error) {
 	if c := a.leaves.get(name, now); c != nil {
 		return c, nil
 	}
-	c, err := a.mint(name, now)
+	c, err := a.mint([]string{name}, now)
 	if err != nil {
 		return nil, err
 	}
@@ -44,7 +44,19 @@ func (a *Authority) Leaf(name string) (*tls.Certificate, error) {
 	return c, nil
 }
 
-func (a *Authority) mint(name string, now time.Time) (*tls.Certificate, error) {
+// LeafFor mints a certificate valid for every one of names (DNS names or IP
+// addresses; the first is its common name), signed by the CA and not
+// cached: for a server of capsem's own that answers under several names,
+// such as the doctor's and the tests' stand-in upstreams.
+func (a *Authority) LeafFor(names ...string) (*tls.Certificate, error) {
+	if len(names) == 0 || names[0] == "" {
+		return nil, errors.New("capsem CA: no name to mint a certificate for")
+	}
+	return a.mint(names, time.Now())
+}
+
+func (a *Authority) mint(names []string, now time.Time) (*tls.Certificate, error) {
+	name := names[0]
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, fmt.Errorf("capsem CA leaf key: %w", err)
@@ -66,10 +78,12 @@ func (a *Authority) mint(name string, now time.Time) (*tls.Certificate, error) {
 		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		BasicConstraintsValid: true,
 	}
-	if ip, err := netip.ParseAddr(name); err == nil {
-		tmpl.IPAddresses = append(tmpl.IPAddresses, ip.AsSlice())
-	} else {
-		tmpl.DNSNames = []string{name}
+	for _, n := range names {
+		if ip, err := netip.ParseAddr(n); err == nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip.AsSlice())
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, n)
+		}
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, a.cert, &key.PublicKey, a.key)
 	if err != nil {
