@@ -4,18 +4,10 @@ import (
 	"fmt"
 	"io"
 	"runtime"
-	"sort"
 	"strings"
-)
 
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	v = append([]float64(nil), v...)
-	sort.Float64s(v)
-	return v[len(v)/2]
-}
+	"github.com/capsem/capsem/bench/internal/stats"
+)
 
 // med returns the median value, p99 and CPU use of a measurement; CPU
 // figures are medians per party.
@@ -29,7 +21,7 @@ func (b *bench) med(key string) (v, p99 float64, cpu cpuUse, ok bool) {
 		for _, s := range ss {
 			xs = append(xs, f(s))
 		}
-		return median(xs)
+		return stats.Median(xs)
 	}
 	cpu = cpuUse{
 		client:   pick(func(s sample) float64 { return s.cpu.client }),

@@ -12,11 +12,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/capsem/capsem/bench/internal/stats"
 	"github.com/capsem/capsem/tests/harness"
 )
 
@@ -272,7 +272,7 @@ func measureReps(p peer, mtu, iperfPort, connPort int) result {
 			notes = append(notes, r.note)
 		}
 	}
-	r := result{peer: p.name, mtu: mtu, upGbps: median(ups), downGb: median(downs), connsPerSec: median(conns)}
+	r := result{peer: p.name, mtu: mtu, upGbps: stats.Median(ups), downGb: stats.Median(downs), connsPerSec: stats.Median(conns)}
 	if len(notes) > 0 {
 		r.note = fmt.Sprintf("%d of %d runs: %s", len(notes), *flagReps, strings.Join(notes, "; "))
 	}
@@ -286,11 +286,6 @@ func skip(what string) bool {
 		}
 	}
 	return false
-}
-
-func median(v []float64) float64 {
-	sort.Float64s(v)
-	return v[len(v)/2]
 }
 
 func iperf(ns *harness.Namespace, target string, port int, reverse bool) (float64, error) {

@@ -13,10 +13,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"sort"
 	"strings"
 	"time"
 
+	"github.com/capsem/capsem/bench/internal/stats"
 	"github.com/capsem/capsem/guest/image"
 	"github.com/capsem/capsem/hypervisor"
 	"github.com/capsem/capsem/hypervisor/qemu"
@@ -74,7 +74,7 @@ func main() {
 		run = append(run, d)
 		fmt.Fprintf(os.Stderr, "run %d: bare boot %v, capsem run -- true %v\n", i+1, bare[i].Round(time.Millisecond), run[i].Round(time.Millisecond))
 	}
-	mb, mr := median(bare), median(run)
+	mb, mr := stats.Median(bare), stats.Median(run)
 	accel := "TCG"
 	if vm, err := qemu.New(hypervisor.Config{Kernel: g.Kernel}, qemu.Options{Logger: quiet()}); err == nil && vm.Accel().KVM() {
 		accel = "KVM"
@@ -136,15 +136,6 @@ func capsemTrue(capsem, work string) (time.Duration, error) {
 }
 
 func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
-
-func median(d []time.Duration) time.Duration {
-	s := append([]time.Duration(nil), d...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
 
 func minOf(d []time.Duration) time.Duration {
 	m := d[0]

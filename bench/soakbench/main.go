@@ -7,12 +7,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	benchstats "github.com/capsem/capsem/bench/internal/stats"
 	"github.com/capsem/capsem/tests/harness"
 )
 
@@ -241,8 +241,7 @@ func medianSample(ss []sample) sample {
 		for i, s := range ss {
 			v[i] = get(s)
 		}
-		sort.Slice(v, func(i, j int) bool { return v[i] < v[j] })
-		return v[len(v)/2]
+		return benchstats.Median(v)
 	}
 	return sample{
 		rss:        med(func(s sample) int64 { return s.rss }),
