@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/capsem/capsem/bench/internal/peerbin"
 	"github.com/capsem/capsem/tests/harness"
 )
 
@@ -103,8 +104,8 @@ func setup() (*bench, error) {
 	}
 	b.capsemNet = filepath.Join(b.dir, "capsem-net")
 	fmt.Fprintln(os.Stderr, "mitmbench: building capsem-net")
-	if out, err := exec.Command("go", "build", "-o", b.capsemNet, "./cmd/capsem-net").CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("go build ./cmd/capsem-net (run from the repository root): %v: %s", err, out)
+	if err := peerbin.BuildCapsemNet(b.capsemNet); err != nil {
+		return nil, err
 	}
 	caPath, certPath, keyPath, err := writeUpstreamPKI(b.dir)
 	if err != nil {

@@ -16,11 +16,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/capsem/capsem/bench/internal/peerbin"
 	"github.com/capsem/capsem/bench/internal/stats"
 	"github.com/capsem/capsem/tests/harness"
 )
-
-const gvproxyModule = "github.com/containers/gvisor-tap-vsock/cmd/gvproxy@v0.8.9"
 
 var (
 	flagDuration = flag.Duration("t", 10*time.Second, "duration of each iperf3 run and each connection-rate run")
@@ -112,8 +111,8 @@ func makePeer(name, cache string) (peer, error) {
 	switch name {
 	case "capsem-net":
 		bin := filepath.Join(cache, "capsem-net")
-		if out, err := exec.Command("go", "build", "-o", bin, "./cmd/capsem-net").CombinedOutput(); err != nil {
-			return peer{}, fmt.Errorf("go build: %v: %s", err, out)
+		if err := peerbin.BuildCapsemNet(bin); err != nil {
+			return peer{}, err
 		}
 		return peer{name: name, start: func(dir, sock string, mtu, iperfPort, connPort int) (string, func(), error) {
 			pol := fmt.Sprintf(`[network]
@@ -134,23 +133,19 @@ resolve = { "iperf.test" = "127.0.0.1", "conn.test" = "127.0.0.1" }
 			return "iperf.test", stop, err
 		}}, nil
 	case "gvproxy":
-		bin := filepath.Join(cache, "gvproxy")
-		if _, err := os.Stat(bin); err != nil {
-			cmd := exec.Command("go", "install", gvproxyModule)
-			cmd.Env = append(os.Environ(), "GOBIN="+cache, "GOFLAGS=-mod=mod")
-			if out, err := cmd.CombinedOutput(); err != nil {
-				return peer{}, fmt.Errorf("go install %s: %v: %s", gvproxyModule, err, out)
-			}
+		bin, err := peerbin.Gvproxy(cache)
+		if err != nil {
+			return peer{}, err
 		}
-		return peer{name: name, guestMAC: "5a:94:ef:e4:0c:ee", start: func(dir, sock string, mtu, _, _ int) (string, func(), error) {
+		return peer{name: name, guestMAC: peerbin.GvproxyGuestMAC, start: func(dir, sock string, mtu, _, _ int) (string, func(), error) {
 			stop, err := startProcess(bin, "-listen-qemu", "unix://"+sock, "-mtu", strconv.Itoa(mtu), "-ssh-port", "-1")
 			// gvproxy NATs 192.168.127.254 to the host's loopback.
 			return "192.168.127.254", stop, err
 		}}, nil
 	case "passt":
-		bin, err := exec.LookPath("passt")
+		bin, err := peerbin.Passt()
 		if err != nil {
-			return peer{}, errors.New("passt not installed (apt-get install passt)")
+			return peer{}, err
 		}
 		return peer{name: name, start: func(dir, sock string, mtu, _, _ int) (string, func(), error) {
 			// passt drops root for "nobody", which must be able to create

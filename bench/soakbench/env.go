@@ -181,6 +181,18 @@ func (e *env) hold(n int) (*holder, error) {
 // release closes the guest's connections.
 func (h *holder) release() { h.stdin.Close() }
 
+// sampleHeld samples the peer while h's connections are held, once they
+// have settled, writes the heap profile name (see heapProfile), and then
+// releases them.
+func (e *env) sampleHeld(h *holder, profile string) (sample, error) {
+	// Let the handshakes' last segments and any deferred work settle.
+	time.Sleep(5 * time.Second)
+	s, err := e.sample()
+	e.heapProfile(profile)
+	h.release()
+	return s, err
+}
+
 // waitHeld waits until the upstream holds at most n connections.
 func (e *env) waitHeld(n int64, timeout time.Duration) bool {
 	end := time.Now().Add(timeout)

@@ -175,11 +175,7 @@ func measureIdle(p peer, rep int) (r idleResult) {
 		r.err = fmt.Errorf("%s: %d flows: %w", p.name, *flagFlows, err)
 		return
 	}
-	// Let the handshakes' last segments and any deferred work settle.
-	time.Sleep(5 * time.Second)
-	r.flows, err = e.sample()
-	e.heapProfile(fmt.Sprintf("heap-flows-%d.pprof", rep))
-	h.release()
+	r.flows, err = e.sampleHeld(h, fmt.Sprintf("heap-flows-%d.pprof", rep))
 	if err != nil {
 		r.err = err
 		return
@@ -214,10 +210,7 @@ func measureIdle(p peer, rep int) (r idleResult) {
 		r.err = fmt.Errorf("%s: %d flows again: %w", p.name, *flagFlows, err)
 		return
 	}
-	time.Sleep(5 * time.Second)
-	r.again, err = e.sample()
-	e.heapProfile(fmt.Sprintf("heap-flows-again-%d.pprof", rep))
-	h.release()
+	r.again, err = e.sampleHeld(h, fmt.Sprintf("heap-flows-again-%d.pprof", rep))
 	r.err = err
 	fmt.Fprintf(os.Stderr, "  %d flows again: %s\n", *flagFlows, r.again)
 	e.waitHeld(0, time.Minute)

@@ -1,19 +1,16 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 
+	"github.com/capsem/capsem/bench/internal/peerbin"
 	"github.com/capsem/capsem/tests/harness"
 )
-
-const gvproxyModule = "github.com/containers/gvisor-tap-vsock/cmd/gvproxy@v0.8.9"
 
 // peer is one userspace network stack under test.
 type peer struct {
@@ -33,8 +30,8 @@ func makePeer(name, cache string) (peer, error) {
 		bin := *flagCapsemBin
 		if bin == "" {
 			bin = filepath.Join(cache, "capsem-net")
-			if out, err := exec.Command("go", "build", "-o", bin, "./cmd/capsem-net").CombinedOutput(); err != nil {
-				return peer{}, fmt.Errorf("go build ./cmd/capsem-net (run from the repository root): %v: %s", err, out)
+			if err := peerbin.BuildCapsemNet(bin); err != nil {
+				return peer{}, err
 			}
 		}
 		return peer{name: name, bin: bin, args: capsemArgs, guest: func(e *env, l harness.Lease) guestConfig {
@@ -46,15 +43,11 @@ func makePeer(name, cache string) (peer, error) {
 			}
 		}}, nil
 	case "gvproxy":
-		bin := filepath.Join(cache, "gvproxy")
-		if _, err := os.Stat(bin); err != nil {
-			cmd := exec.Command("go", "install", gvproxyModule)
-			cmd.Env = append(os.Environ(), "GOBIN="+cache, "GOFLAGS=-mod=mod")
-			if out, err := cmd.CombinedOutput(); err != nil {
-				return peer{}, fmt.Errorf("go install %s: %v: %s", gvproxyModule, err, out)
-			}
+		bin, err := peerbin.Gvproxy(cache)
+		if err != nil {
+			return peer{}, err
 		}
-		return peer{name: name, bin: bin, guestMAC: "5a:94:ef:e4:0c:ee",
+		return peer{name: name, bin: bin, guestMAC: peerbin.GvproxyGuestMAC,
 			args: func(e *env) ([]string, error) {
 				return []string{"-listen-qemu", "unix://" + e.sock, "-mtu", strconv.Itoa(*flagMTU), "-ssh-port", "-1"}, nil
 			},
@@ -69,9 +62,9 @@ func makePeer(name, cache string) (peer, error) {
 				}
 			}}, nil
 	case "passt":
-		bin, err := exec.LookPath("passt")
+		bin, err := peerbin.Passt()
 		if err != nil {
-			return peer{}, errors.New("passt not installed (apt-get install passt)")
+			return peer{}, err
 		}
 		return peer{name: name, bin: bin,
 			args: func(e *env) ([]string, error) {
