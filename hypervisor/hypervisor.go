@@ -4,17 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/capsem/capsem/guest/bootparam"
 	"io"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/capsem/capsem/guest/bootparam"
 )
 
 // RootDevice is the guest device the read-only root image appears as: the
 // backends attach Config.RootImage as the first (and only) virtio block
-// device, and add capsem.root=RootDevice to the kernel command line (the
-// guest's /init mounts it; root=RootDevice when there is no initramfs).
+// device, and set Config.Boot's Root to it (capsem.root: the guest's /init
+// mounts it; root=RootDevice when there is no initramfs).
 const RootDevice = "/dev/vda"
 
 // DefaultBootTimeout bounds how long a guest may take to say anything on
@@ -61,8 +62,8 @@ type Config struct {
 	// Boot is what the guest's PID 1 is told on the kernel command line
 	// (the capsem.* parameters of guest/bootparam). The backend adds what
 	// is its own — the root device, the workspace filesystem, the vsock
-	// port under vz — and writes it last; the zero value boots with every
-	// default.
+	// port under vz — and writes it after Cmdline; the zero value boots
+	// with every default.
 	Boot bootparam.BootParams
 	// Cmdline holds other kernel command-line words (debugfs=off),
 	// appended after the defaults; capsem.* parameters go in Boot.

@@ -3,10 +3,11 @@ package boot
 import (
 	"bytes"
 	"fmt"
-	"github.com/capsem/capsem/guest/bootparam"
 	"os"
 	"path/filepath"
 	"sort"
+
+	"github.com/capsem/capsem/guest/bootparam"
 )
 
 // Where the CA goes, relative to the guest's root.

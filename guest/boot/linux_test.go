@@ -5,7 +5,6 @@ package boot
 import (
 	"encoding/binary"
 	"errors"
-	"github.com/capsem/capsem/guest/bootparam"
 	"io"
 	"net"
 	"net/netip"
@@ -19,6 +18,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/capsem/capsem/guest/bootparam"
 )
 
 func needRoot(t *testing.T) {

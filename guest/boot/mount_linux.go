@@ -3,12 +3,13 @@ package boot
 import (
 	"errors"
 	"fmt"
-	"github.com/capsem/capsem/guest/bootparam"
 	"os"
 	"path/filepath"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/capsem/capsem/guest/bootparam"
 )
 
 // Mount is one mount(2) of a plan.

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/capsem/capsem/guest/bootparam"
 	"net"
 	"net/netip"
 	"os"
@@ -14,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/capsem/capsem/guest/bootparam"
 )
 
 // NetResult is the network as configured.

@@ -1,8 +1,6 @@
 package bootparam
 
 import (
-	"encoding/base64"
-	"encoding/pem"
 	"fmt"
 	"net/netip"
 	"sort"
@@ -56,34 +54,6 @@ const (
 	// in order (guest/image writes it).
 	ModuleOrder = "/lib/modules/capsem.order"
 )
-
-// SplitCmdline splits a kernel command line into parameters the way the
-// kernel does: at spaces outside double quotes, with the quotes removed.
-func SplitCmdline(s string) []string {
-	var out []string
-	var cur strings.Builder
-	inQuote, have := false, false
-	for _, r := range s {
-		switch {
-		case r == '"':
-			inQuote = !inQuote
-			have = true
-		case !inQuote && (r == ' ' || r == '\t' || r == '\n' || r == '\r'):
-			if have {
-				out = append(out, cur.String())
-				cur.Reset()
-				have = false
-			}
-		default:
-			cur.WriteRune(r)
-			have = true
-		}
-	}
-	if have {
-		out = append(out, cur.String())
-	}
-	return out
-}
 
 // Parse reads the capsem.* parameters of a kernel command line
 // (/proc/cmdline), the last occurrence of a key winning, and fills in the
@@ -243,57 +213,11 @@ func parseBool(v string) (bool, error) {
 	return false, fmt.Errorf("want 1 or 0")
 }
 
-// DecodeCA turns capsem.ca's value — base64 (standard or URL alphabet,
-// padded or not) of a DER certificate or of a PEM file — into PEM. The
-// command line is short (2 KiB on x86), so DER in URL-safe base64 is what
-// the host should send; a CA of any size can come over the control channel
-// instead (Hello.CA).
-func DecodeCA(v string) ([]byte, error) {
-	v = strings.TrimRight(v, "=")
-	var raw []byte
-	var err error
-	for _, enc := range []*base64.Encoding{base64.RawURLEncoding, base64.RawStdEncoding} {
-		if raw, err = enc.DecodeString(v); err == nil {
-			break
-		}
-	}
-	if err != nil || len(raw) == 0 {
-		return nil, fmt.Errorf("want base64 of a DER or PEM certificate")
-	}
-	if strings.HasPrefix(string(raw), "-----BEGIN") {
-		return CheckPEM(raw)
-	}
-	if raw[0] != 0x30 { // an ASN.1 SEQUENCE
-		return nil, fmt.Errorf("not a DER certificate")
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: raw}), nil
-}
-
-// CheckPEM verifies that b holds at least one PEM CERTIFICATE block and
-// nothing but certificate blocks, and returns those blocks re-encoded.
-func CheckPEM(b []byte) ([]byte, error) {
-	var out []byte
-	rest := b
-	for {
-		var blk *pem.Block
-		blk, rest = pem.Decode(rest)
-		if blk == nil {
-			break
-		}
-		if blk.Type != "CERTIFICATE" {
-			return nil, fmt.Errorf("PEM block %q is not a CERTIFICATE", blk.Type)
-		}
-		out = append(out, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: blk.Bytes})...)
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("no PEM certificate")
-	}
-	return out, nil
-}
-
 // String is the command line's capsem.* words for p, one per parameter that
-// differs from its default, in a fixed order; a value with white space is
-// quoted. It is what the host appends to the kernel command line, and
+// differs from its default; a value with white space is quoted. The order
+// is fixed, and it is the order capsem wrote these words in before this
+// type existed (the root device, the network, the workspace, the CA, debug,
+// vsock), so that the command line a guest gets did not change with it. It is what the host appends to the kernel command line, and
 // Parse(p.String()) gives p back with the defaults filled in.
 func (p BootParams) String() string {
 	var w []string
@@ -302,6 +226,12 @@ func (p BootParams) String() string {
 			val = `"` + val + `"`
 		}
 		w = append(w, key+"="+val)
+	}
+	if p.Root != "" {
+		add("capsem.root", p.Root)
+	}
+	if p.RootFS != "" {
+		add("capsem.rootfs", p.RootFS)
 	}
 	switch {
 	case p.NoNetwork:
@@ -328,12 +258,6 @@ func (p BootParams) String() string {
 	if p.Hostname != "" && p.Hostname != DefaultHostname {
 		add("capsem.hostname", p.Hostname)
 	}
-	if p.Root != "" {
-		add("capsem.root", p.Root)
-	}
-	if p.RootFS != "" {
-		add("capsem.rootfs", p.RootFS)
-	}
 	if p.WSFS != "" {
 		add("capsem.ws", p.WSFS)
 	}
@@ -345,9 +269,6 @@ func (p BootParams) String() string {
 	}
 	if p.Port != "" && p.Port != ControlPort {
 		add("capsem.port", p.Port)
-	}
-	if p.Vsock != 0 {
-		add("capsem.vsock", strconv.FormatUint(uint64(p.Vsock), 10))
 	}
 	if len(p.CA) > 0 {
 		add("capsem.ca", EncodeCA(p.CA))
@@ -361,6 +282,9 @@ func (p BootParams) String() string {
 	if p.Debug {
 		add("capsem.debug", "1")
 	}
+	if p.Vsock != 0 {
+		add("capsem.vsock", strconv.FormatUint(uint64(p.Vsock), 10))
+	}
 	keys := make([]string, 0, len(p.Extra))
 	for k := range p.Extra {
 		keys = append(keys, k)
@@ -370,16 +294,4 @@ func (p BootParams) String() string {
 		add(k, p.Extra[k])
 	}
 	return strings.Join(w, " ")
-}
-
-// EncodeCA is capsem.ca's value for the PEM certificates b: base64 (URL
-// alphabet, unpadded) of the DER of a single certificate — the command line
-// is short (2 KiB on x86), and DER is 3/4 of PEM — or of the PEM when b
-// holds several.
-func EncodeCA(b []byte) string {
-	blk, rest := pem.Decode(b)
-	if blk != nil && blk.Type == "CERTIFICATE" && len(strings.TrimSpace(string(rest))) == 0 {
-		return base64.RawURLEncoding.EncodeToString(blk.Bytes)
-	}
-	return base64.RawURLEncoding.EncodeToString(b)
 }

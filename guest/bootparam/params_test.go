@@ -9,17 +9,6 @@ import (
 	"testing"
 )
 
-func TestSplitCmdline(t *testing.T) {
-	got := SplitCmdline(` console=ttyS0  panic=-1 a="b c" "quoted key=v"   capsem.ip=198.18.0.2/24` + "\n")
-	want := []string{"console=ttyS0", "panic=-1", "a=b c", "quoted key=v", "capsem.ip=198.18.0.2/24"}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("%q", got)
-	}
-	if len(SplitCmdline("   ")) != 0 {
-		t.Fatal("blank")
-	}
-}
-
 func TestParse(t *testing.T) {
 	der := []byte{0x30, 0x82, 0x01, 0x00, 1, 2, 3}
 	line := "console=ttyS0 panic=-1 quiet capsem.ip=198.18.0.2/24 capsem.gw=198.18.0.1 capsem.dns=198.18.0.1,198.18.0.3 " +
@@ -82,23 +71,6 @@ func TestParseErrors(t *testing.T) {
 	}
 }
 
-func TestDecodeCA(t *testing.T) {
-	pemIn := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte{0x30, 1, 2}})
-	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding, base64.RawStdEncoding} {
-		out, err := DecodeCA(enc.EncodeToString(pemIn))
-		if err != nil || string(out) != string(pemIn) {
-			t.Fatalf("%q %v", out, err)
-		}
-	}
-	key := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: []byte{1}})
-	if _, err := DecodeCA(base64.StdEncoding.EncodeToString(key)); err == nil {
-		t.Fatal("a private key accepted as a CA")
-	}
-	if _, err := CheckPEM([]byte("garbage")); err == nil {
-		t.Fatal("garbage accepted")
-	}
-}
-
 func TestString(t *testing.T) {
 	der := []byte{0x30, 0x82, 0x01, 0x00, 1, 2, 3}
 	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
@@ -118,7 +90,13 @@ func TestString(t *testing.T) {
 			base64.RawURLEncoding.EncodeToString(der) + " capsem.debug=1",
 			"what capsem run sends: the CA as unpadded URL-safe base64 of its DER, the shortest the line allows"},
 		{BootParams{NoNetwork: true, Root: "/dev/vda", WSFS: "virtiofs", Vsock: 1024},
-			"capsem.ip=none capsem.root=/dev/vda capsem.ws=virtiofs capsem.vsock=1024", "what a backend adds"},
+			"capsem.root=/dev/vda capsem.ip=none capsem.ws=virtiofs capsem.vsock=1024", "what a backend adds"},
+		{BootParams{
+			Vsock: 1024, Debug: true, CA: caPEM, WSFS: "virtiofs", MTU: 1500, Root: "/dev/vda",
+			DNS: []netip.Addr{netip.MustParseAddr("198.18.0.1")}, Gateway: netip.MustParseAddr("198.18.0.1"), IP: netip.MustParsePrefix("198.18.0.2/24"),
+		}, "capsem.root=/dev/vda capsem.ip=198.18.0.2/24 capsem.gw=198.18.0.1 capsem.dns=198.18.0.1 capsem.mtu=1500 capsem.ws=virtiofs capsem.ca=" +
+			base64.RawURLEncoding.EncodeToString(der) + " capsem.debug=1 capsem.vsock=1024",
+			"the order capsem run and the backends wrote the words in by hand, whatever order the fields are set in"},
 		{BootParams{NoLockdown: true}, "capsem.lockdown=0", "the lockdown is off only when asked"},
 		{BootParams{WSPath: "/my work"}, `capsem.ws.path="/my work"`, "a value with a space is quoted, as the kernel splits"},
 	} {

@@ -4,7 +4,6 @@ package image
 
 import (
 	"context"
-	"github.com/capsem/capsem/guest/bootparam"
 	"io"
 	"log/slog"
 	"net/netip"
@@ -14,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capsem/capsem/guest/bootparam"
 	"github.com/capsem/capsem/guest/proto"
 	"github.com/capsem/capsem/hypervisor"
 	"github.com/capsem/capsem/hypervisor/qemu"

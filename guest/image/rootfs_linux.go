@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/capsem/capsem/guest/bootparam"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -16,6 +15,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/capsem/capsem/guest/bootparam"
 )
 
 // rootfsTools are the host programs the build runs, with how to get them.

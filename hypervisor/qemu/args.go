@@ -2,9 +2,9 @@ package qemu
 
 import (
 	"fmt"
-	"github.com/capsem/capsem/guest/bootparam"
 	"strings"
 
+	"github.com/capsem/capsem/guest/bootparam"
 	"github.com/capsem/capsem/hypervisor"
 )
 

@@ -1,7 +1,6 @@
 package qemu
 
 import (
-	"github.com/capsem/capsem/guest/bootparam"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -9,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/capsem/capsem/guest/bootparam"
 	"github.com/capsem/capsem/hypervisor"
 )
 
@@ -18,7 +18,6 @@ func TestBuildArgsFull(t *testing.T) {
 		Initramfs:   "/k/initrd",
 		RootImage:   "/img/root,1.erofs",
 		Boot:        bootparam.BootParams{IP: netip.MustParsePrefix("198.18.0.2/24"), Gateway: netip.MustParseAddr("198.18.0.1")},
-		Cmdline:     []string{"debugfs=off"},
 		CPUs:        2,
 		MemoryMiB:   1024,
 		MAC:         hypervisor.DefaultMAC,
@@ -39,7 +38,7 @@ func TestBuildArgsFull(t *testing.T) {
 		"-kernel", "/k/vmlinux",
 		"-runas", "1000:1000",
 		"-initrd", "/k/initrd",
-		"-append", "console=ttyS0 panic=-1 quiet loglevel=1 tsc_early_khz=2600000 mitigations=off no_timer_check audit=0 8250.nr_uarts=1 random.trust_cpu=on debugfs=off capsem.ip=198.18.0.2/24 capsem.gw=198.18.0.1 capsem.root=/dev/vda capsem.ws=9p",
+		"-append", "console=ttyS0 panic=-1 quiet loglevel=1 tsc_early_khz=2600000 mitigations=off no_timer_check audit=0 8250.nr_uarts=1 random.trust_cpu=on capsem.root=/dev/vda capsem.ip=198.18.0.2/24 capsem.gw=198.18.0.1 capsem.ws=9p",
 		"-chardev", "socket,id=console,fd=5",
 		"-serial", "chardev:console",
 		"-chardev", "socket,id=control,fd=4",

@@ -2,13 +2,13 @@ package vz
 
 import (
 	"encoding/binary"
-	"github.com/capsem/capsem/guest/bootparam"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/capsem/capsem/guest/bootparam"
 	"github.com/capsem/capsem/hypervisor"
 )
 
@@ -18,12 +18,12 @@ func TestKernelCmdline(t *testing.T) {
 		Initramfs: "/k/initrd",
 		RootImage: "/img/root.erofs",
 		Workspace: "/home/u/proj",
-		Boot:      bootparam.BootParams{IP: netip.MustParsePrefix("198.18.0.2/24")},
-		Cmdline:   []string{"debugfs=off"},
+		// capsem.ws=9p as a caller might set it for qemu: vz writes its own.
+		Boot: bootparam.BootParams{IP: netip.MustParsePrefix("198.18.0.2/24"), WSFS: "9p"},
 	}
 	got := kernelCmdline(cfg, 1024)
 	want := "console=ttyS0 panic=-1 quiet loglevel=1 mitigations=off no_timer_check audit=0 8250.nr_uarts=1 random.trust_cpu=on" +
-		" console=hvc0 debugfs=off capsem.ip=198.18.0.2/24 capsem.root=/dev/vda capsem.ws=virtiofs capsem.vsock=1024"
+		" console=hvc0 capsem.root=/dev/vda capsem.ip=198.18.0.2/24 capsem.ws=virtiofs capsem.vsock=1024"
 	if got != want {
 		t.Fatalf("cmdline:\n got %s\nwant %s", got, want)
 	}

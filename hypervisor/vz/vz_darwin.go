@@ -5,7 +5,6 @@ package vz
 import (
 	"errors"
 	"fmt"
-	"github.com/capsem/capsem/guest/bootparam"
 	"net"
 	"os"
 	"runtime"
@@ -14,6 +13,7 @@ import (
 
 	vzf "github.com/Code-Hex/vz/v3"
 
+	"github.com/capsem/capsem/guest/bootparam"
 	"github.com/capsem/capsem/hypervisor"
 )
 

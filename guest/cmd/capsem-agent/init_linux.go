@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"github.com/capsem/capsem/guest/bootparam"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -14,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/capsem/capsem/guest/boot"
+	"github.com/capsem/capsem/guest/bootparam"
 	"github.com/capsem/capsem/guest/proto"
 )
 

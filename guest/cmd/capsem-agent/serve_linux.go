@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/capsem/capsem/guest/bootparam"
 	"io"
 	"log/slog"
 	"os"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/capsem/capsem/guest/agent"
 	"github.com/capsem/capsem/guest/boot"
+	"github.com/capsem/capsem/guest/bootparam"
 	"github.com/capsem/capsem/guest/proto"
 )
 
