@@ -13,6 +13,15 @@ import (
 // its serial port without end (7.5 MB in 15 s was measured) is held to it.
 const DefaultConsoleLogMax = 8 << 20
 
+// ConsoleHint is what an error about the guest ends with to point at its
+// console log: " (console log: PATH)", or "" when none is kept.
+func (c *Config) ConsoleHint() string {
+	if c.ConsoleLog == "" {
+		return ""
+	}
+	return " (console log: " + c.ConsoleLog + ")"
+}
+
 // ConsoleLog writes a guest's console to a file and keeps at most max
 // bytes of it: the first three quarters as they come, then, once that part
 // is full, the latest quarter in memory, written after a line saying how

@@ -71,3 +71,16 @@ func TestConsoleLogFlood(t *testing.T) {
 		t.Fatalf("log does not end with the latest output after a marker")
 	}
 }
+
+func TestConsoleHint(t *testing.T) {
+	for _, c := range []struct {
+		log, want, why string
+	}{
+		{"", "", "no log kept: nothing to point at"},
+		{"/run/c.log", " (console log: /run/c.log)", "a boot error says where the guest's own account is"},
+	} {
+		if got := (&Config{ConsoleLog: c.log}).ConsoleHint(); got != c.want {
+			t.Errorf("ConsoleHint(%q) = %q, want %q: %s", c.log, got, c.want, c.why)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package hypervisor
 import (
 	"context"
 	"errors"
+	"io"
 	"sync"
 	"time"
 )
@@ -12,8 +13,8 @@ import (
 // timeout, Start's context) wins unless Stop came first; Wait reports nil
 // after a power-off or a Stop, that cause after a forced end, and the
 // backend's own account otherwise. A backend embeds it (NewLifecycle) and
-// calls Started, Exit, RecordCause and BeginStop; Done, Booted and Wait are
-// then the VM's.
+// calls CheckStart, Started, Exit, RecordCause and BeginStop; Control,
+// Done, Booted and Wait are then the VM's.
 type Lifecycle struct {
 	name string // the backend, for errors: "qemu", "vz"
 
@@ -22,6 +23,7 @@ type Lifecycle struct {
 	stopping bool
 	cause    error // why the VM was ended by force, set before it is
 	waitErr  error
+	control  io.ReadWriteCloser // the host end of the control channel, from Started
 
 	done     chan struct{} // closed when the VM has ended and waitErr is set
 	booted   chan struct{} // closed on the guest's first control byte
@@ -50,11 +52,29 @@ func (l *Lifecycle) IsStarted() bool {
 	return l.started
 }
 
-// Started records that the VM runs: Wait and Stop act from now on.
-func (l *Lifecycle) Started() {
+// CheckStart is Start's first step: an error if the VM was started
+// before, ctx's error if it is done already.
+func (l *Lifecycle) CheckStart(ctx context.Context) error {
+	if l.IsStarted() {
+		return errors.New(l.name + ": VM already started")
+	}
+	return ctx.Err()
+}
+
+// Started records that the VM runs, with the host end of its control
+// channel: Control, Wait and Stop act from now on.
+func (l *Lifecycle) Started(control io.ReadWriteCloser) {
 	l.mu.Lock()
 	l.started = true
+	l.control = control
 	l.mu.Unlock()
+}
+
+// Control is the host end of the control channel (nil before Start).
+func (l *Lifecycle) Control() io.ReadWriteCloser {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.control
 }
 
 // Exit records how the VM ended — err is the backend's own account, nil

@@ -1,7 +1,9 @@
 package hypervisor
 
 import (
+	"context"
 	"errors"
+	"net"
 	"testing"
 )
 
@@ -23,7 +25,7 @@ func TestLifecycleWaitResult(t *testing.T) {
 		{"stop then cause", func(l *Lifecycle) { l.BeginStop(); l.RecordCause(timeout) }, nil, nil, "a kill during Stop is Stop's"},
 	} {
 		l := NewLifecycle("test")
-		l.Started()
+		l.Started(nil)
 		c.steps(l)
 		cleaned := false
 		l.Exit(c.exit, func() { cleaned = true })
@@ -42,5 +44,30 @@ func TestLifecycleWaitResult(t *testing.T) {
 	}
 	if NewLifecycle("test").BeginStop() {
 		t.Error("BeginStop before Start asks to stop a VM that never ran")
+	}
+}
+
+func TestLifecycleStart(t *testing.T) {
+	l := NewLifecycle("test")
+	if l.Control() != nil {
+		t.Error("a control channel before Start")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := l.CheckStart(ctx); err != nil {
+		t.Errorf("CheckStart of a new VM: %v", err)
+	}
+	cancel()
+	if err := l.CheckStart(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("CheckStart with a done context = %v, want its error: nothing may start", err)
+	}
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	l.Started(a)
+	if l.Control() != a {
+		t.Error("Control is not the channel Started recorded")
+	}
+	if err := l.CheckStart(context.Background()); err == nil || err.Error() != "test: VM already started" {
+		t.Errorf("CheckStart of a started VM = %v, want \"test: VM already started\": a VM starts once", err)
 	}
 }

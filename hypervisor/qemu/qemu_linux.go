@@ -4,9 +4,7 @@ package qemu
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -29,15 +27,14 @@ type VM struct {
 	tscKHz int
 	log    *slog.Logger
 
-	// Lifecycle: Done, Booted and Wait; started, stopping and the cause
-	// of a kill.
+	// Lifecycle: Control, Done, Booted and Wait; started, stopping and the
+	// cause of a kill.
 	*hypervisor.Lifecycle
 
-	mu      sync.Mutex
-	cmd     *exec.Cmd
-	control *controlConn
-	facts   startFacts
-	stderr  tailBuffer
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	facts  startFacts
+	stderr tailBuffer
 }
 
 // FindBinary returns the path of qemu-system-x86_64, or an error that says
@@ -104,25 +101,12 @@ func (v *VM) Args() []string {
 // Console is the serial console log's path.
 func (v *VM) Console() string { return v.cfg.ConsoleLog }
 
-// Control is the host end of the capsem.control port (nil before Start).
-func (v *VM) Control() io.ReadWriteCloser {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.control == nil {
-		return nil
-	}
-	return v.control
-}
-
 // Start launches QEMU. ctx bounds the VM's whole life: when it is done,
 // QEMU is killed.
 func (v *VM) Start(ctx context.Context) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if v.IsStarted() {
-		return errors.New("qemu: VM already started")
-	}
-	if err := ctx.Err(); err != nil {
+	if err := v.CheckStart(ctx); err != nil {
 		return err
 	}
 	hostCtl, vmCtl, err := hypervisor.SocketPair()
@@ -205,8 +189,7 @@ func (v *VM) Start(ctx context.Context) error {
 		close(consoleDone)
 	}
 	v.cmd = cmd
-	v.Started()
-	v.control = &controlConn{UnixConn: uc, seen: v.MarkBooted}
+	v.Started(&controlConn{UnixConn: uc, seen: v.MarkBooted})
 
 	go func() {
 		err := cmd.Wait()
@@ -246,11 +229,7 @@ func (v *VM) watchBoot(uc *net.UnixConn, t time.Duration) {
 		})
 	}()
 	v.WatchBoot(t, func() {
-		where := ""
-		if v.cfg.ConsoleLog != "" {
-			where = " (console log: " + v.cfg.ConsoleLog + ")"
-		}
-		v.kill(fmt.Errorf("qemu: %w after %v%s", hypervisor.ErrBootTimeout, t, where))
+		v.kill(fmt.Errorf("qemu: %w after %v%s", hypervisor.ErrBootTimeout, t, v.cfg.ConsoleHint()))
 	})
 }
 

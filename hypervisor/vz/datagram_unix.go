@@ -7,6 +7,8 @@ import (
 	"net"
 	"os"
 	"syscall"
+
+	"github.com/capsem/capsem/hypervisor"
 )
 
 // Socket buffer sizes of both ends of DatagramPair. The framework asks for
@@ -28,34 +30,7 @@ const (
 // stream socket, so hypervisor.SocketPair does not do here). Both are
 // close-on-exec.
 func DatagramPair() (host net.Conn, vm *os.File, err error) {
-	// SOCK_CLOEXEC is not portable (darwin); hold ForkLock so no child
-	// forked meanwhile inherits the fds.
-	syscall.ForkLock.RLock()
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_DGRAM, 0)
-	if err == nil {
-		syscall.CloseOnExec(fds[0])
-		syscall.CloseOnExec(fds[1])
-	}
-	syscall.ForkLock.RUnlock()
-	if err != nil {
-		return nil, nil, fmt.Errorf("datagram socketpair: %w", err)
-	}
-	for _, fd := range fds {
-		if err := setDgramBuffers(fd); err != nil {
-			syscall.Close(fds[0])
-			syscall.Close(fds[1])
-			return nil, nil, err
-		}
-	}
-	hf := os.NewFile(uintptr(fds[0]), "nic-host")
-	vm = os.NewFile(uintptr(fds[1]), "nic-vm")
-	host, err = net.FileConn(hf)
-	hf.Close()
-	if err != nil {
-		vm.Close()
-		return nil, nil, fmt.Errorf("datagram socketpair: %w", err)
-	}
-	return host, vm, nil
+	return hypervisor.UnixPair(syscall.SOCK_DGRAM, "datagram socketpair", setDgramBuffers)
 }
 
 func setDgramBuffers(fd int) error {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"sync"
@@ -49,8 +48,8 @@ type VM struct {
 	// build makes the framework VM at Start (nil: not built with vz).
 	build func() (machine, error)
 
-	// Lifecycle: Done, Booted and Wait; started, stopping and the cause
-	// of a forced stop.
+	// Lifecycle: Control, Done, Booted and Wait; started, stopping and the
+	// cause of a forced stop.
 	*hypervisor.Lifecycle
 
 	mu      sync.Mutex
@@ -82,27 +81,12 @@ func (v *VM) Cmdline() string { return v.cmdline }
 // Console is the serial console log's path.
 func (v *VM) Console() string { return v.cfg.ConsoleLog }
 
-// Control is the host end of the control channel (nil before Start): the
-// vsock connection to the guest agent, made in the background as soon as
-// the agent listens. Read and Write block until then.
-func (v *VM) Control() io.ReadWriteCloser {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.control == nil {
-		return nil
-	}
-	return v.control
-}
-
 // Start boots the VM. ctx bounds the VM's whole life: when it is done, the
 // VM is stopped by force.
 func (v *VM) Start(ctx context.Context) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if v.IsStarted() {
-		return errors.New("vz: VM already started")
-	}
-	if err := ctx.Err(); err != nil {
+	if err := v.CheckStart(ctx); err != nil {
 		return err
 	}
 	if v.build == nil {
@@ -115,11 +99,14 @@ func (v *VM) Start(ctx context.Context) error {
 	v.log.Debug("vz: starting", "kernel", v.cfg.Kernel, "cmdline", v.cmdline)
 	if err := m.start(); err != nil {
 		m.release()
-		return fmt.Errorf("vz: start the VM: %w%s", err, v.consoleHint())
+		return fmt.Errorf("vz: start the VM: %w%s", err, v.cfg.ConsoleHint())
 	}
 	v.m = m
-	v.Started()
+	// Control is the vsock connection to the guest agent, made in the
+	// background as soon as the agent listens; Read and Write block until
+	// then.
 	v.control = newControlConn(m.dialControl, v.MarkBooted, v.log)
+	v.Started(v.control)
 	go v.control.run()
 
 	go func() { v.finish(m.wait()) }()
@@ -135,7 +122,7 @@ func (v *VM) Start(ctx context.Context) error {
 // finish records how the VM ended; err is the machine's own account.
 func (v *VM) finish(err error) {
 	if err != nil {
-		err = fmt.Errorf("vz: %w%s", err, v.consoleHint())
+		err = fmt.Errorf("vz: %w%s", err, v.cfg.ConsoleHint())
 	}
 	v.Exit(err, func() {
 		v.mu.Lock()
@@ -155,18 +142,11 @@ func (v *VM) finish(err error) {
 	})
 }
 
-func (v *VM) consoleHint() string {
-	if v.cfg.ConsoleLog == "" {
-		return ""
-	}
-	return " (console log: " + v.cfg.ConsoleLog + ")"
-}
-
 // watchBoot stops the VM unless the guest writes to the control channel
 // within t.
 func (v *VM) watchBoot(t time.Duration) {
 	v.WatchBoot(t, func() {
-		v.kill(fmt.Errorf("vz: %w after %v%s", hypervisor.ErrBootTimeout, t, v.consoleHint()))
+		v.kill(fmt.Errorf("vz: %w after %v%s", hypervisor.ErrBootTimeout, t, v.cfg.ConsoleHint()))
 	})
 }
 
