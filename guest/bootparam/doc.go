@@ -26,6 +26,12 @@
 //	capsem.lockdown=0                   skip the sysctl lockdown (debugging only)
 //	capsem.debug=1                      log every step on the console
 //
+// Stability: these names and values are a contract between two binaries
+// built apart (capsem, and the agent inside a cached guest image). Add a
+// key; never rename one or change what a value means. String's word order
+// is kept too (see String), so that the command line a guest gets changes
+// only when a parameter does.
+//
 // It imports nothing of capsem's, so that host and guest code can both
 // import it. It must never guess: a malformed value is an error that names
 // the parameter, an unknown capsem.* key is kept and reported rather than
