@@ -14,6 +14,7 @@ import (
 	"github.com/capsem/capsem/guest/image"
 	"github.com/capsem/capsem/hypervisor/qemu"
 	"github.com/capsem/capsem/mitm/ca"
+	"github.com/capsem/capsem/sandbox"
 )
 
 // hostFinding is one line of `capsem doctor --host`.
@@ -50,7 +51,7 @@ func hostCheck(c *cli.Context) error {
 		default:
 			add(true, "accelerator", "TCG ("+a.Reason+")", "")
 		}
-	} else if err := checkHypervisor(); err != nil {
+	} else if err := sandbox.CheckHypervisor(); err != nil {
 		add(false, "hypervisor", err.Error(), "see the README's capsem run section")
 	}
 

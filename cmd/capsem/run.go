@@ -11,7 +11,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -22,6 +21,7 @@ import (
 	"github.com/capsem/capsem/mitm/ca"
 	"github.com/capsem/capsem/netstack"
 	"github.com/capsem/capsem/policy"
+	"github.com/capsem/capsem/sandbox"
 	"github.com/capsem/capsem/store"
 )
 
@@ -202,7 +202,7 @@ func runAction(c *cli.Context) error {
 // returns exitStatus(the command's code), or the error that kept it from
 // running.
 func runRecorded(c *cli.Context, o *runOptions) error {
-	if err := checkHypervisor(); err != nil {
+	if err := sandbox.CheckHypervisor(); err != nil {
 		return err
 	}
 	t0 := time.Now()
@@ -240,7 +240,7 @@ func runRecorded(c *cli.Context, o *runOptions) error {
 	if o.noStdin {
 		stdin = nil
 	}
-	code, runErr := runInSandbox(ctx, o, sandboxConfig{
+	code, runErr := runInSandbox(ctx, o, sandbox.Config{
 		Guest:       guest,
 		Policy:      o.policy,
 		Workspace:   o.workspace,
@@ -252,6 +252,7 @@ func runRecorded(c *cli.Context, o *runOptions) error {
 		ConsoleMax:  o.consoleMax,
 		BootTimeout: hypervisor.DefaultBootTimeout,
 		Logger:      o.log,
+		Host:        hostName(),
 	}, stdin, c.App.Writer, c.App.ErrWriter)
 
 	phase("guest powered off")
@@ -284,7 +285,7 @@ func runRecorded(c *cli.Context, o *runOptions) error {
 // runInSandbox boots the guest, runs the command and powers the guest off
 // again, whatever happens: the returned error is about capsem, the code is
 // the command's.
-func runInSandbox(ctx context.Context, o *runOptions, cfg sandboxConfig, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+func runInSandbox(ctx context.Context, o *runOptions, cfg sandbox.Config, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	// Signals that arrive during boot tear the guest down too.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -293,15 +294,15 @@ func runInSandbox(ctx context.Context, o *runOptions, cfg sandboxConfig, stdin i
 	defer signal.Stop(sigs)
 
 	type started struct {
-		sb  *sandbox
+		sb  *sandbox.Sandbox
 		err error
 	}
 	ready := make(chan started, 1)
 	go func() {
-		sb, err := startSandbox(ctx, cfg)
+		sb, err := sandbox.Start(ctx, cfg)
 		ready <- started{sb, err}
 	}()
-	var sb *sandbox
+	var sb *sandbox.Sandbox
 	for sb == nil {
 		select {
 		case r := <-ready:
@@ -316,14 +317,15 @@ func runInSandbox(ctx context.Context, o *runOptions, cfg sandboxConfig, stdin i
 			cancel()
 			r := <-ready
 			if r.sb != nil {
-				r.sb.shutdown()
+				r.sb.Shutdown("capsem run was interrupted")
 			}
 			return 0, fmt.Errorf("interrupted by %v while booting", sig)
 		}
 	}
-	defer sb.shutdown()
-	o.log.Debug("guest ready", "uptime", time.Duration(sb.client.Ready().Uptime).Round(time.Millisecond))
-	code, err := execute(sb, o, sigs, stdin, stdout, stderr)
+	defer sb.Shutdown("capsem run is done")
+	o.log.Debug("guest ready", "uptime", time.Duration(sb.Ready().Uptime).Round(time.Millisecond))
+	start := func(ex proto.Exec) (execSession, error) { return sb.Exec(context.Background(), ex) }
+	code, err := execute(start, o.execOptions(), sigs, stdin, stdout, stderr)
 	o.log.Debug("command done", "code", code)
 	if err != nil && cfg.ConsoleLog != "" {
 		err = fmt.Errorf("%w (the guest's console log: %s)", err, cfg.ConsoleLog)
@@ -331,115 +333,10 @@ func runInSandbox(ctx context.Context, o *runOptions, cfg sandboxConfig, stdin i
 	return code, err
 }
 
-// execute runs o.argv in the guest and streams it: the command's stdout
-// and stderr to ours, our stdin to it. Signals capsem gets go to the
-// command; in tty mode the terminal is raw, so Ctrl-C reaches the guest as
-// a keystroke and window changes follow.
-func execute(sb *sandbox, o *runOptions, sigs <-chan os.Signal, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
-	ex := proto.Exec{Argv: o.argv, Env: o.env, TTY: o.tty}
-	inFile, _ := stdin.(*os.File)
-	outFile, _ := stdout.(*os.File)
-	// Defaults for what the host did not pass: a terminal type that says
-	// what the command's output is, and UTF-8.
-	if !hasEnv(ex.Env, "TERM") {
-		if o.tty {
-			ex.Env = append(ex.Env, "TERM=xterm-256color")
-		} else {
-			ex.Env = append(ex.Env, "TERM=dumb")
-		}
-	}
-	if !hasEnv(ex.Env, "LANG") {
-		ex.Env = append(ex.Env, "LANG=C.UTF-8")
-	}
-	if o.tty && outFile != nil {
-		ex.Rows, ex.Cols = terminalSize(outFile)
-	}
-	sess, err := sb.exec(context.Background(), ex)
-	if err != nil {
-		var perr proto.Error
-		if errors.As(err, &perr) && perr.Code != 0 {
-			fmt.Fprintf(stderr, "capsem: %s\n", display(perr.Msg))
-			return perr.Code, nil
-		}
-		return 0, fmt.Errorf("start %q in the guest: %w", o.argv, err)
-	}
-	if o.tty && isTerminal(inFile) {
-		restore, err := makeRaw(inFile)
-		if err == nil {
-			defer restore()
-		}
-	}
-
-	var out sync.WaitGroup
-	out.Add(2)
-	go func() { defer out.Done(); _, _ = io.Copy(stdout, sess.Stdout()) }()
-	go func() { defer out.Done(); _, _ = io.Copy(stderr, sess.Stderr()) }()
-	if stdin != nil {
-		go func() {
-			_, _ = io.Copy(sess, stdin)
-			_ = sess.CloseStdin()
-		}()
-	} else {
-		_ = sess.CloseStdin()
-	}
-
-	var timeout <-chan time.Time
-	if o.timeout > 0 {
-		t := time.NewTimer(o.timeout)
-		defer t.Stop()
-		timeout = t.C
-	}
-	timedOut, interrupts := false, 0
-wait:
-	for {
-		select {
-		case <-sess.Done():
-			break wait
-		case <-timeout:
-			timedOut = true
-			_ = sess.Signal("KILL")
-		case sig := <-sigs:
-			switch sig {
-			case syscall.SIGWINCH:
-				if o.tty && outFile != nil {
-					_ = sess.Resize(terminalSize(outFile))
-				}
-			case syscall.SIGINT:
-				interrupts++
-				if interrupts >= 3 {
-					_ = sess.Signal("KILL") // the command ignores INT
-				} else {
-					_ = sess.Signal("INT")
-				}
-			case syscall.SIGTERM:
-				_ = sess.Signal("TERM")
-			case syscall.SIGHUP:
-				_ = sess.Signal("HUP")
-			}
-		}
-	}
-	exit, werr := sess.Wait()
-	out.Wait()
-	if werr != nil {
-		var perr proto.Error
-		if errors.As(werr, &perr) && perr.Code != 0 {
-			fmt.Fprintf(stderr, "capsem: %s\n", display(perr.Msg))
-			return perr.Code, nil
-		}
-		return 0, fmt.Errorf("the guest ended the command abnormally: %w", werr)
-	}
-	if timedOut {
-		fmt.Fprintf(stderr, "capsem: %q killed after --timeout %s\n", strings.Join(o.argv, " "), o.timeout)
-		return exitTimeout, nil
-	}
-	return exit.Code, nil
+// execOptions is what execute needs of the run's options.
+func (o *runOptions) execOptions() execOptions {
+	return execOptions{argv: o.argv, env: o.env, tty: o.tty, timeout: o.timeout}
 }
 
-func hasEnv(env []string, key string) bool {
-	for _, kv := range env {
-		if strings.HasPrefix(kv, key+"=") {
-			return true
-		}
-	}
-	return false
-}
+// hostName is how capsem names itself to the guest's agent.
+func hostName() string { return "capsem " + version() }

@@ -1,6 +1,6 @@
 //go:build darwin && vz
 
-package main
+package sandbox
 
 import (
 	"log/slog"
@@ -11,7 +11,7 @@ import (
 	"github.com/capsem/capsem/netstack"
 )
 
-func checkHypervisor() error { return nil }
+func CheckHypervisor() error { return nil }
 
 // newNIC returns the netstack's end and the VM's end of the guest NIC: a
 // datagram socketpair, one Ethernet frame per datagram (vz's file-handle

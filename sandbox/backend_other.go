@@ -1,6 +1,6 @@
 //go:build !linux && !(darwin && vz)
 
-package main
+package sandbox
 
 import (
 	"errors"
@@ -13,7 +13,7 @@ import (
 
 var errNoBackend = errors.New("capsem run needs QEMU on Linux, or on macOS a capsem built with the vz backend (go build -tags vz ./cmd/capsem)")
 
-func checkHypervisor() error { return errNoBackend }
+func CheckHypervisor() error { return errNoBackend }
 
 func newNIC() (netstack.FrameConn, *os.File, error) { return nil, nil, errNoBackend }
 

@@ -1,4 +1,4 @@
-package main
+package sandbox
 
 import (
 	"context"
@@ -21,11 +21,15 @@ import (
 	"github.com/capsem/capsem/policy"
 )
 
-// sandboxConfig is what one guest boot needs.
-type sandboxConfig struct {
-	Guest       *image.Guest
-	Policy      *policy.Policy
-	Workspace   string // host directory shared as the guest's /workspace
+// Config is what one guest boot needs.
+type Config struct {
+	Guest     *image.Guest
+	Policy    *policy.Policy
+	Workspace string // host directory shared as the guest's /workspace
+	// DataDisk is an ext4 image that holds the writable layer over the
+	// read-only root, so what the guest writes outside /tmp and /workspace
+	// outlives the boot. "": a tmpfs, gone at power-off.
+	DataDisk    string
 	CPUs        int
 	MemoryMiB   int
 	Recorder    netstack.Recorder // gets every event of the run: the session's store.Writer, or a tap on it
@@ -34,12 +38,15 @@ type sandboxConfig struct {
 	ConsoleMax  int64 // the console log's cap in bytes (0: hypervisor.DefaultConsoleLogMax)
 	BootTimeout time.Duration
 	Logger      *slog.Logger
+	// Host names the host side to the agent in the handshake ("capsem
+	// v1.2.3").
+	Host string
 }
 
-// sandbox is a running guest: its VM, the netstack its NIC ends in, the
+// Sandbox is a running guest: its VM, the netstack its NIC ends in, the
 // MITM behind the netstack, and the control connection to its agent.
-type sandbox struct {
-	cfg    sandboxConfig
+type Sandbox struct {
+	cfg    Config
 	log    *slog.Logger
 	proxy  *mitm.Proxy
 	stack  *netstack.Stack
@@ -56,12 +63,12 @@ type sandbox struct {
 	serveDone chan error         // the netstack's Serve result
 }
 
-// guestBoot is what the agent needs on the kernel command line: the static
+// GuestBoot is what the agent needs on the kernel command line: the static
 // network of docs/DESIGN.md (no DHCP round trip at boot) and the CA, which
 // rides there so that the agent installs it while the guest's NIC and
 // workspace come up rather than after the handshake. The backend adds the
 // root device and the workspace filesystem.
-func guestBoot(mtu uint32, ca []byte, debug bool) bootparam.BootParams {
+func GuestBoot(mtu uint32, ca []byte, debug bool) bootparam.BootParams {
 	return bootparam.BootParams{
 		IP:      netip.PrefixFrom(netstack.GuestIP, 24),
 		Gateway: netstack.GatewayIP,
@@ -72,12 +79,12 @@ func guestBoot(mtu uint32, ca []byte, debug bool) bootparam.BootParams {
 	}
 }
 
-// startSandbox boots the guest and completes the handshake with its agent.
-// On error everything it started is stopped again.
-func startSandbox(ctx context.Context, cfg sandboxConfig) (sb *sandbox, err error) {
+// Start boots the guest and completes the handshake with its agent. On
+// error everything it started is stopped again.
+func Start(ctx context.Context, cfg Config) (sb *Sandbox, err error) {
 	log := cfg.Logger
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	sb = &sandbox{cfg: cfg, log: log, cancel: cancel, guest: newGuestRecord(cfg.Recorder, log)}
+	sb = &Sandbox{cfg: cfg, log: log, cancel: cancel, guest: newGuestRecord(cfg.Recorder, log)}
 	defer func() {
 		if err != nil {
 			sb.teardown()
@@ -114,7 +121,7 @@ func startSandbox(ctx context.Context, cfg sandboxConfig) (sb *sandbox, err erro
 		Kernel:        cfg.Guest.Kernel,
 		Initramfs:     cfg.Guest.Initramfs,
 		RootImage:     cfg.Guest.Rootfs,
-		Boot:          guestBoot(mtu, cfg.Authority.Certificate().Raw, log.Enabled(ctx, slog.LevelDebug)),
+		Boot:          GuestBoot(mtu, cfg.Authority.Certificate().Raw, log.Enabled(ctx, slog.LevelDebug)),
 		Cmdline:       []string{"debugfs=off"}, // no kernel internals for a guest root to poke at
 		CPUs:          cfg.CPUs,
 		MemoryMiB:     cfg.MemoryMiB,
@@ -140,7 +147,7 @@ func startSandbox(ctx context.Context, cfg sandboxConfig) (sb *sandbox, err erro
 	hctx, hcancel := context.WithTimeout(ctx, cfg.BootTimeout)
 	defer hcancel()
 	sb.client, err = proto.NewClient(hctx, vm.Control(), proto.ClientOptions{
-		Host:    "capsem " + version(),
+		Host:    cfg.Host,
 		OnEvent: sb.record,
 		Logger:  log,
 	})
@@ -165,9 +172,9 @@ func startSandbox(ctx context.Context, cfg sandboxConfig) (sb *sandbox, err erro
 	return sb, nil
 }
 
-// exec starts a command in the guest and records it, from what the host
-// sent and saw, once it ends.
-func (sb *sandbox) exec(ctx context.Context, ex proto.Exec) (*proto.Session, error) {
+// Exec starts a command in the guest and records it, from what the host
+// sent and saw, once it ends. Any number may run at once.
+func (sb *Sandbox) Exec(ctx context.Context, ex proto.Exec) (*proto.Session, error) {
 	sent := time.Now()
 	s, err := sb.client.Exec(ctx, ex)
 	if err != nil {
@@ -180,7 +187,7 @@ func (sb *sandbox) exec(ctx context.Context, ex proto.Exec) (*proto.Session, err
 
 // bootError explains a failed boot: what the VM said, and where its
 // console log is.
-func (sb *sandbox) bootError(err error) error {
+func (sb *Sandbox) bootError(err error) error {
 	select {
 	case verr := <-sb.vmDone:
 		sb.vmDone <- verr
@@ -191,14 +198,14 @@ func (sb *sandbox) bootError(err error) error {
 		}
 	case <-time.After(200 * time.Millisecond):
 	}
-	if tail := consoleTail(sb.cfg.ConsoleLog, 15); tail != "" {
+	if tail := ConsoleTail(sb.cfg.ConsoleLog, 15); tail != "" {
 		err = fmt.Errorf("%w\nlast lines of the guest console (%s):\n%s", err, sb.cfg.ConsoleLog, tail)
 	}
 	return fmt.Errorf("boot the guest: %w", err)
 }
 
-// consoleTail returns the last n lines of the console log.
-func consoleTail(path string, n int) string {
+// ConsoleTail returns the last n lines of the console log, indented.
+func ConsoleTail(path string, n int) string {
 	if path == "" {
 		return ""
 	}
@@ -216,18 +223,19 @@ func consoleTail(path string, n int) string {
 // record turns the agent's reports into store events. Its ExecEvents are
 // ignored: exec records are the host's own (exec). Errors without a session
 // are logged by the client, rate-limited.
-func (sb *sandbox) record(m proto.Message) {
+func (sb *Sandbox) record(m proto.Message) {
 	if m, ok := m.(proto.FileEvent); ok {
 		sb.guest.fileEvent(m)
 	}
 }
 
-// shutdown powers the guest off through its agent (which unmounts the
-// workspace, so every write the guest made is on the host), then stops
-// everything. It is safe to call on a sandbox that is partly gone.
-func (sb *sandbox) shutdown() {
+// Shutdown powers the guest off through its agent (which syncs and
+// unmounts the workspace, so every write the guest made is on the host),
+// telling it why, then stops everything. It is safe to call on a sandbox
+// that is partly gone.
+func (sb *Sandbox) Shutdown(why string) {
 	if sb.client != nil {
-		if err := sb.client.Shutdown("capsem run is done"); err == nil {
+		if err := sb.client.Shutdown(why); err == nil {
 			select {
 			case <-sb.client.Done():
 				sb.log.Debug("control channel closed by the guest")
@@ -251,7 +259,7 @@ func (sb *sandbox) shutdown() {
 // stopWatch ends the agent watchdog (which records what is pending) and
 // waits for the exec records, so that all of them precede the session's
 // end.
-func (sb *sandbox) stopWatch() {
+func (sb *Sandbox) stopWatch() {
 	if sb.watchCancel != nil {
 		sb.watchCancel()
 		<-sb.watchDone
@@ -260,7 +268,7 @@ func (sb *sandbox) stopWatch() {
 }
 
 // teardown stops the VM (killing it if needed), the netstack and the MITM.
-func (sb *sandbox) teardown() {
+func (sb *Sandbox) teardown() {
 	if sb.vm != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		_ = sb.vm.Stop(ctx)
@@ -286,3 +294,17 @@ func (sb *sandbox) teardown() {
 		_ = sb.proxy.Close()
 	}
 }
+
+// Ready is what the agent said in the handshake.
+func (sb *Sandbox) Ready() proto.Ready { return sb.client.Ready() }
+
+// Done is closed once the control connection to the agent is gone: the
+// guest powered off, crashed or was stopped.
+func (sb *Sandbox) Done() <-chan struct{} { return sb.client.Done() }
+
+// SetPolicy swaps the policy: flows, queries and requests that start after
+// the call see the new one; those under way keep theirs.
+func (sb *Sandbox) SetPolicy(p *policy.Policy) { sb.stack.SetPolicy(p) }
+
+// Policy is the policy new flows see.
+func (sb *Sandbox) Policy() *policy.Policy { return sb.stack.Policy() }

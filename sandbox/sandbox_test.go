@@ -1,4 +1,4 @@
-package main
+package sandbox
 
 import "testing"
 
@@ -14,8 +14,8 @@ func TestGuestBoot(t *testing.T) {
 		{true, "capsem.ip=198.18.0.2/24 capsem.gw=198.18.0.1 capsem.dns=198.18.0.1 capsem.mtu=1500 capsem.ca=MIIBAAECAw capsem.debug=1",
 			"a debug log level has the agent log its steps on the console"},
 	} {
-		if got := guestBoot(1500, der, c.debug).String(); got != c.want {
-			t.Errorf("guestBoot(debug %v):\n got %s\nwant %s\n(%s)", c.debug, got, c.want, c.why)
+		if got := GuestBoot(1500, der, c.debug).String(); got != c.want {
+			t.Errorf("GuestBoot(debug %v):\n got %s\nwant %s\n(%s)", c.debug, got, c.want, c.why)
 		}
 	}
 }

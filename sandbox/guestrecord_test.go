@@ -1,4 +1,4 @@
-package main
+package sandbox
 
 import (
 	"log/slog"

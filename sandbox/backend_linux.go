@@ -1,6 +1,7 @@
-package main
+package sandbox
 
 import (
+	"fmt"
 	"log/slog"
 	"os"
 	"strings"
@@ -10,12 +11,12 @@ import (
 	"github.com/capsem/capsem/netstack"
 )
 
-// checkHypervisor fails with the command that fixes it when the guest
+// CheckHypervisor fails with the command that fixes it when the guest
 // cannot be started on this machine.
-func checkHypervisor() error {
+func CheckHypervisor() error {
 	_, err := qemu.FindBinary()
 	if err != nil {
-		return &fixError{err: err, fix: "go tool task deps   (or: apt-get install qemu-system-x86)"}
+		return fmt.Errorf("%w\n  fix: go tool task deps   (or: apt-get install qemu-system-x86)", err)
 	}
 	return nil
 }

@@ -1,0 +1,150 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/capsem/capsem/guest/proto"
+)
+
+// execSession is a command running in a guest, as execute drives it: a
+// local guest's proto.Session (capsem run) or an exec through a
+// supervisor's API (capsem exec).
+type execSession interface {
+	Stdout() io.Reader
+	Stderr() io.Reader
+	Write(p []byte) (int, error) // to the command's stdin
+	CloseStdin() error
+	Signal(sig string) error
+	Resize(rows, cols uint16) error
+	Done() <-chan struct{}
+	Wait() (proto.Exit, error)
+}
+
+// execOptions is a command and how to run it.
+type execOptions struct {
+	argv    []string
+	env     []string
+	dir     string // the working directory ("": the workspace)
+	tty     bool
+	timeout time.Duration // 0: none
+}
+
+// execute runs o.argv in the guest (start starts it) and streams it: the command's stdout
+// and stderr to ours, our stdin to it. Signals capsem gets go to the
+// command; in tty mode the terminal is raw, so Ctrl-C reaches the guest as
+// a keystroke and window changes follow.
+func execute(start func(proto.Exec) (execSession, error), o execOptions, sigs <-chan os.Signal, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	ex := proto.Exec{Argv: o.argv, Env: o.env, Dir: o.dir, TTY: o.tty}
+	inFile, _ := stdin.(*os.File)
+	outFile, _ := stdout.(*os.File)
+	// Defaults for what the host did not pass: a terminal type that says
+	// what the command's output is, and UTF-8.
+	if !hasEnv(ex.Env, "TERM") {
+		if o.tty {
+			ex.Env = append(ex.Env, "TERM=xterm-256color")
+		} else {
+			ex.Env = append(ex.Env, "TERM=dumb")
+		}
+	}
+	if !hasEnv(ex.Env, "LANG") {
+		ex.Env = append(ex.Env, "LANG=C.UTF-8")
+	}
+	if o.tty && outFile != nil {
+		ex.Rows, ex.Cols = terminalSize(outFile)
+	}
+	sess, err := start(ex)
+	if err != nil {
+		var perr proto.Error
+		if errors.As(err, &perr) && perr.Code != 0 {
+			fmt.Fprintf(stderr, "capsem: %s\n", display(perr.Msg))
+			return perr.Code, nil
+		}
+		return 0, fmt.Errorf("start %q in the guest: %w", o.argv, err)
+	}
+	if o.tty && isTerminal(inFile) {
+		restore, err := makeRaw(inFile)
+		if err == nil {
+			defer restore()
+		}
+	}
+
+	var out sync.WaitGroup
+	out.Add(2)
+	go func() { defer out.Done(); _, _ = io.Copy(stdout, sess.Stdout()) }()
+	go func() { defer out.Done(); _, _ = io.Copy(stderr, sess.Stderr()) }()
+	if stdin != nil {
+		go func() {
+			_, _ = io.Copy(sess, stdin)
+			_ = sess.CloseStdin()
+		}()
+	} else {
+		_ = sess.CloseStdin()
+	}
+
+	var timeout <-chan time.Time
+	if o.timeout > 0 {
+		t := time.NewTimer(o.timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	timedOut, interrupts := false, 0
+wait:
+	for {
+		select {
+		case <-sess.Done():
+			break wait
+		case <-timeout:
+			timedOut = true
+			_ = sess.Signal("KILL")
+		case sig := <-sigs:
+			switch sig {
+			case syscall.SIGWINCH:
+				if o.tty && outFile != nil {
+					_ = sess.Resize(terminalSize(outFile))
+				}
+			case syscall.SIGINT:
+				interrupts++
+				if interrupts >= 3 {
+					_ = sess.Signal("KILL") // the command ignores INT
+				} else {
+					_ = sess.Signal("INT")
+				}
+			case syscall.SIGTERM:
+				_ = sess.Signal("TERM")
+			case syscall.SIGHUP:
+				_ = sess.Signal("HUP")
+			}
+		}
+	}
+	exit, werr := sess.Wait()
+	out.Wait()
+	if werr != nil {
+		var perr proto.Error
+		if errors.As(werr, &perr) && perr.Code != 0 {
+			fmt.Fprintf(stderr, "capsem: %s\n", display(perr.Msg))
+			return perr.Code, nil
+		}
+		return 0, fmt.Errorf("the guest ended the command abnormally: %w", werr)
+	}
+	if timedOut {
+		fmt.Fprintf(stderr, "capsem: %q killed after --timeout %s\n", strings.Join(o.argv, " "), o.timeout)
+		return exitTimeout, nil
+	}
+	return exit.Code, nil
+}
+
+func hasEnv(env []string, key string) bool {
+	for _, kv := range env {
+		if strings.HasPrefix(kv, key+"=") {
+			return true
+		}
+	}
+	return false
+}

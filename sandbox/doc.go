@@ -1,0 +1,13 @@
+// Package sandbox assembles one running guest: the VM (QEMU on Linux, vz on
+// macOS), the gVisor netstack its only NIC ends in, the MITM behind that
+// netstack, and the control connection to the guest's agent, with the
+// record of what the agent reports. `capsem run`, `capsem doctor` and the
+// supervisor of a long-lived sandbox all start guests through it.
+//
+// It knows nothing of names, directories or the command line: the caller
+// says where the console log, the data disk and the events go. It must
+// never let the guest out by any way but the netstack, never trust what the
+// agent says about commands the host did not start (exec records are built
+// from what the host sent and saw), and never leave a VM behind: every
+// error path and Shutdown stop the VM, the netstack and the MITM.
+package sandbox
