@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -76,7 +77,11 @@ func (s *Store) Sessions() ([]Session, error) {
 // crashed is read up to its last synced event.
 //
 // The Event passed to fn, and its payload, are fn's to keep.
-func (s *Store) Events(id string, fn func(Event) error) error {
+func (s *Store) Events(id string, fn func(Event) error) error { return s.EventsAfter(id, 0, fn) }
+
+// EventsAfter is Events from the event after sequence number after on: a
+// reader that has seen events up to after reads on from there.
+func (s *Store) EventsAfter(id string, after uint64, fn func(Event) error) error {
 	if _, err := s.Session(id); err != nil {
 		return err
 	}
@@ -85,7 +90,14 @@ func (s *Store) Events(id string, fn func(Event) error) error {
 	}
 	defer s.release()
 	lo := eventKeyPrefix(id)
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
+	from := lo
+	if after > 0 {
+		if after == math.MaxUint64 {
+			return nil
+		}
+		from = appendEventKey(nil, id, after+1)
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: from, UpperBound: prefixEnd(lo)})
 	if err != nil {
 		return fmt.Errorf("store: read events of %q: %w", id, err)
 	}

@@ -125,53 +125,7 @@ func readEvents(ctx context.Context, st *store.Store, sessions []store.Session, 
 				return ctx.Err()
 			}
 			n++
-			s := &source{session: sid, ev: &ev}
-			switch {
-			case ev.Net != nil:
-				res.NetEvents++
-				return row(netEvents, s)
-			case ev.DNS != nil:
-				res.DNSEvents++
-				return row(dnsEvents, s)
-			case ev.ModelCall != nil:
-				// One model_calls row, then its tool calls and tool
-				// results, each pointing at it and sharing its seq.
-				if err := row(modelCalls, s); err != nil {
-					return err
-				}
-				res.ModelCalls++
-				s.modelCall = s.id
-				for j := range ev.ModelCall.ToolCalls {
-					s.toolCall = &ev.ModelCall.ToolCalls[j]
-					if err := row(toolCalls, s); err != nil {
-						return err
-					}
-					res.ToolCalls++
-				}
-				for j := range ev.ModelCall.ToolResults {
-					s.toolResult = &ev.ModelCall.ToolResults[j]
-					if err := row(toolResponses, s); err != nil {
-						return err
-					}
-					res.ToolResponses++
-				}
-				return nil
-			case ev.Exec != nil:
-				res.ExecEvents++
-				return row(execEvents, s)
-			case ev.FS != nil:
-				res.FSEvents++
-				return row(fsEvents, s)
-			case ev.Agent != nil:
-				res.AgentEvents++
-				return row(agentEvents, s)
-			case ev.Recording != nil:
-				res.RecordingEvents++
-				return row(recordingEvents, s)
-			default:
-				res.OtherEvents++
-				return row(otherEvents, s)
-			}
+			return eventRows(&source{session: sid, ev: &ev}, row, res)
 		})
 		if err != nil {
 			if ctx.Err() != nil {
@@ -188,4 +142,59 @@ func readEvents(ctx context.Context, st *store.Store, sessions []store.Session, 
 		return send()
 	}
 	return ctx.Err()
+}
+
+// eventRows makes the rows of the event of s, calling row for each: one
+// row of its kind's table, or for a model call its model_calls row, then
+// one row per tool call and per tool result, each pointing at it (s.id is
+// the model call's row id once row returns) and sharing its seq. It counts
+// them in res.
+func eventRows(s *source, row func(t *table, s *source) error, res *Result) error {
+	ev := s.ev
+	switch {
+	case ev.Net != nil:
+		res.NetEvents++
+		return row(netEvents, s)
+	case ev.DNS != nil:
+		res.DNSEvents++
+		return row(dnsEvents, s)
+	case ev.ModelCall != nil:
+		// One model_calls row, then its tool calls and tool
+		// results, each pointing at it and sharing its seq.
+		if err := row(modelCalls, s); err != nil {
+			return err
+		}
+		res.ModelCalls++
+		s.modelCall = s.id
+		for j := range ev.ModelCall.ToolCalls {
+			s.toolCall = &ev.ModelCall.ToolCalls[j]
+			if err := row(toolCalls, s); err != nil {
+				return err
+			}
+			res.ToolCalls++
+		}
+		for j := range ev.ModelCall.ToolResults {
+			s.toolResult = &ev.ModelCall.ToolResults[j]
+			if err := row(toolResponses, s); err != nil {
+				return err
+			}
+			res.ToolResponses++
+		}
+		return nil
+	case ev.Exec != nil:
+		res.ExecEvents++
+		return row(execEvents, s)
+	case ev.FS != nil:
+		res.FSEvents++
+		return row(fsEvents, s)
+	case ev.Agent != nil:
+		res.AgentEvents++
+		return row(agentEvents, s)
+	case ev.Recording != nil:
+		res.RecordingEvents++
+		return row(recordingEvents, s)
+	default:
+		res.OtherEvents++
+		return row(otherEvents, s)
+	}
 }
