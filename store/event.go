@@ -298,6 +298,7 @@ type Session struct {
 	PolicySHA256 string
 	Image        string
 	Host         string
+	Sandbox      string // the long-lived sandbox the session is a start of ("": a capsem run)
 	Counts       Counts
 }
 

@@ -23,6 +23,7 @@ type sessionRecord struct {
 	PolicySHA256 string           `json:"policy_sha256,omitempty"`
 	Image        string           `json:"image,omitempty"`
 	Host         string           `json:"host,omitempty"`
+	Sandbox      string           `json:"sandbox,omitempty"`
 	Events       int64            `json:"events"`
 	Kinds        map[Kind]int64   `json:"kinds,omitempty"`
 	Allowed      int64            `json:"allowed,omitempty"`
@@ -41,6 +42,7 @@ func encodeSession(s *Session) []byte {
 		PolicySHA256: s.PolicySHA256,
 		Image:        s.Image,
 		Host:         s.Host,
+		Sandbox:      s.Sandbox,
 		Events:       s.Counts.Events,
 		Kinds:        s.Counts.Kinds,
 		Allowed:      s.Counts.Allowed,
@@ -81,6 +83,7 @@ func decodeSession(v []byte) (Session, error) {
 		PolicySHA256: r.PolicySHA256,
 		Image:        r.Image,
 		Host:         r.Host,
+		Sandbox:      r.Sandbox,
 		Counts:       Counts{Events: r.Events, Kinds: r.Kinds, Allowed: r.Allowed, Denied: r.Denied, Lost: r.Lost, Agent: r.Agent, Bytes: r.Bytes},
 	}
 	if r.EndedAt != nil {

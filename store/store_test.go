@@ -165,7 +165,7 @@ func TestEnd(t *testing.T) {
 	s := openT(t, dir)
 	start := time.Date(2026, 11, 21, 21, 4, 55, 0, time.UTC)
 	meta := Session{ID: "run-1", StartedAt: start, Command: []string{"bash", "-c", "exit 3"},
-		PolicySHA256: "abc123", Image: "debian-12", Host: "builder"}
+		PolicySHA256: "abc123", Image: "debian-12", Host: "builder", Sandbox: "agent-1"}
 	w := beginT(t, s, meta)
 	w.Append(Event{DNS: &DNS{QName: "a.example"}})
 	before := time.Now()
@@ -186,7 +186,7 @@ func TestEnd(t *testing.T) {
 		t.Errorf("ExitCode = %v", sess.ExitCode)
 	}
 	if !sess.StartedAt.Equal(start) || sess.ID != "run-1" || strings.Join(sess.Command, " ") != "bash -c exit 3" ||
-		sess.PolicySHA256 != "abc123" || sess.Image != "debian-12" || sess.Host != "builder" {
+		sess.PolicySHA256 != "abc123" || sess.Image != "debian-12" || sess.Host != "builder" || sess.Sandbox != "agent-1" {
 		t.Errorf("metadata not kept: %+v", sess)
 	}
 	if sess.Counts.Events != 1 || sess.Counts.Kinds[KindDNS] != 1 || sess.Counts.Lost != 0 {

@@ -27,7 +27,7 @@ func mappingStore(t *testing.T) *store.Store {
 	}
 	t.Cleanup(func() { st.Close() })
 	w, err := st.Begin(store.Session{ID: "s1", StartedAt: t0, Command: []string{"claude", "-p", "say \"hi\" <now>"},
-		PolicySHA256: "ab12", Image: "debian-12", Host: "box"})
+		PolicySHA256: "ab12", Image: "debian-12", Host: "box", Sandbox: "agent-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestMapping(t *testing.T) {
 		"id": "s1", "started_at": ts(0), "started_at_ms": tsMS(0),
 		"ended_at": sess.EndedAt.UTC().Format(tsLayout), "ended_at_ms": sess.EndedAt.UnixMilli(),
 		"command": `["claude","-p","say \"hi\" <now>"]`, "exit_code": int64(3),
-		"policy_sha256": "ab12", "image": "debian-12", "host": "box",
+		"policy_sha256": "ab12", "image": "debian-12", "host": "box", "sandbox": "agent-1",
 		"events": int64(5), "allowed": int64(2), "denied": int64(7 + 1 + 1), "dns": int64(2), "net": int64(3),
 		"model_calls": int64(0), "input_tokens": int64(0), "output_tokens": int64(0), "cost_usd": 0.0, "lost": int64(0),
 		"exec": int64(0), "fs": int64(0), "agent": int64(0),

@@ -134,6 +134,8 @@ var sessionsTable = &table{
 		{name: "exec", decl: "INTEGER NOT NULL DEFAULT 0", doc: "rows in exec_events"},
 		{name: "fs", decl: "INTEGER NOT NULL DEFAULT 0", doc: "rows in fs_events"},
 		{name: "agent", decl: "INTEGER NOT NULL DEFAULT 0", doc: "rows in agent_events"},
+		{name: "sandbox", decl: "TEXT", doc: "the long-lived sandbox this session is a start of; NULL for a capsem run",
+			value: func(c *converter, s *source) any { return c.text(s.sess.Sandbox) }},
 	},
 }
 

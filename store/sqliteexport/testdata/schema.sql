@@ -21,7 +21,8 @@ CREATE TABLE sessions (
 	lost          INTEGER NOT NULL DEFAULT 0, -- events the writer could not record (store Counts.Lost), the unstored counts of recording_events included
 	exec          INTEGER NOT NULL DEFAULT 0, -- rows in exec_events
 	fs            INTEGER NOT NULL DEFAULT 0, -- rows in fs_events
-	agent         INTEGER NOT NULL DEFAULT 0  -- rows in agent_events
+	agent         INTEGER NOT NULL DEFAULT 0, -- rows in agent_events
+	sandbox       TEXT              -- the long-lived sandbox this session is a start of; NULL for a capsem run
 );
 CREATE TABLE net_events (
 	id                    INTEGER PRIMARY KEY,

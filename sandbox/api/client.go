@@ -1,0 +1,290 @@
+package api
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+
+	"github.com/capsem/capsem/guest/proto"
+)
+
+// Client talks to one supervisor over its unix socket.
+type Client struct {
+	socket string
+	hc     *http.Client
+}
+
+// NewClient returns a client of the supervisor listening on socket.
+func NewClient(socket string) *Client {
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", socket)
+		},
+		DisableCompression: true,
+	}
+	return &Client{socket: socket, hc: &http.Client{Transport: tr}}
+}
+
+// Close closes the idle connections.
+func (c *Client) Close() { c.hc.CloseIdleConnections() }
+
+// url is the request URL of path: the host part is not used on a unix
+// socket, but HTTP/1.1 wants one.
+func (c *Client) url(path string, q url.Values) string {
+	u := "http://capsem" + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	return u
+}
+
+func (c *Client) do(ctx context.Context, method, path string, q url.Values, body io.Reader, out any) error {
+	req, err := http.NewRequestWithContext(ctx, method, c.url(path, q), body)
+	if err != nil {
+		return err
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return responseError(resp)
+	}
+	if out == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return nil
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+// responseError reads an error response.
+func responseError(resp *http.Response) error {
+	var eb ErrorBody
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if json.Unmarshal(b, &eb) != nil || eb.Error == "" {
+		eb.Error = fmt.Sprintf("%s: %s", resp.Status, bytes.TrimSpace(b))
+	}
+	return &Error{Status: resp.StatusCode, Message: eb.Error}
+}
+
+// Status is GET /v1/sandbox.
+func (c *Client) Status(ctx context.Context) (Status, error) {
+	var st Status
+	err := c.do(ctx, http.MethodGet, PathSandbox, nil, nil, &st)
+	return st, err
+}
+
+// Stop is POST /v1/stop: the supervisor begins powering the guest off.
+func (c *Client) Stop(ctx context.Context) error {
+	return c.do(ctx, http.MethodPost, PathStop, nil, nil, nil)
+}
+
+// ReloadPolicy is POST /v1/policy/reload.
+func (c *Client) ReloadPolicy(ctx context.Context) (Reload, error) {
+	var rl Reload
+	err := c.do(ctx, http.MethodPost, PathPolicyReload, nil, nil, &rl)
+	return rl, err
+}
+
+// PutFile is PUT /v1/files: r becomes the guest's file at path (mode ""
+// keeps the default, 0644 under umask 022).
+func (c *Client) PutFile(ctx context.Context, path string, r io.Reader, mode string) error {
+	q := url.Values{"path": {path}}
+	if mode != "" {
+		q.Set("mode", mode)
+	}
+	return c.do(ctx, http.MethodPut, PathFiles, q, r, nil)
+}
+
+// GetFile is GET /v1/files: the guest's file at path, written to w. It
+// returns its size.
+func (c *Client) GetFile(ctx context.Context, path string, w io.Writer) (int64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url(PathFiles, url.Values{"path": {path}}), nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, responseError(resp)
+	}
+	n, err := io.CopyBuffer(w, resp.Body, make([]byte, 256<<10))
+	if err == nil && resp.ContentLength >= 0 && n != resp.ContentLength {
+		err = fmt.Errorf("api: %s: got %d of %d bytes", path, n, resp.ContentLength)
+	}
+	return n, err
+}
+
+// Events is GET /v1/events: fn gets each line (one row of the export, as
+// JSON) of the session's events after sequence number since; with follow
+// it returns when the sandbox stops or ctx ends.
+func (c *Client) Events(ctx context.Context, since uint64, follow bool, fn func(json.RawMessage) error) error {
+	q := url.Values{"since": {strconv.FormatUint(since, 10)}}
+	if follow {
+		q.Set("follow", "1")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url(PathEvents, q), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return responseError(resp)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	for sc.Scan() {
+		if err := fn(json.RawMessage(sc.Bytes())); err != nil {
+			return err
+		}
+	}
+	return sc.Err()
+}
+
+// Exec starts a streamed exec: POST /v1/exec upgraded to ExecProtocol.
+func (c *Client) Exec(ctx context.Context, req ExecRequest) (*ExecSession, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := (&net.Dialer{}).DialContext(ctx, "unix", c.socket)
+	if err != nil {
+		return nil, err
+	}
+	hreq, _ := http.NewRequest(http.MethodPost, c.url(PathExec, nil), bytes.NewReader(body))
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Connection", "Upgrade")
+	hreq.Header.Set("Upgrade", ExecProtocol)
+	if err := hreq.Write(conn); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	br := bufio.NewReaderSize(conn, 64<<10)
+	resp, err := http.ReadResponse(br, hreq)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		defer conn.Close()
+		return nil, responseError(resp)
+	}
+	s := &ExecSession{conn: conn, done: make(chan struct{})}
+	var so, se *io.PipeWriter
+	s.stdout, so = io.Pipe()
+	s.stderr, se = io.Pipe()
+	go s.read(br, so, se)
+	return s, nil
+}
+
+// ExecSession is a command running through the API. It has the methods of
+// a guest session (guest/proto.Session), so that what drives one drives
+// the other.
+type ExecSession struct {
+	conn   net.Conn
+	wmu    sync.Mutex
+	stdout *io.PipeReader
+	stderr *io.PipeReader
+	done   chan struct{}
+	exit   Exit
+	err    error
+}
+
+func (s *ExecSession) read(r io.Reader, so, se *io.PipeWriter) {
+	defer close(s.done)
+	var buf []byte
+	for {
+		typ, p, err := ReadFrame(r, buf)
+		if err != nil {
+			s.err = fmt.Errorf("api: the exec's connection ended before its exit: %w", err)
+			so.CloseWithError(s.err)
+			se.CloseWithError(s.err)
+			return
+		}
+		buf = p[:0]
+		switch typ {
+		case FrameStdout:
+			_, _ = so.Write(p)
+		case FrameStderr:
+			_, _ = se.Write(p)
+		case FrameExit:
+			so.Close()
+			se.Close()
+			if err := json.Unmarshal(p, &s.exit); err != nil {
+				s.err = fmt.Errorf("api: exit frame: %w", err)
+			}
+			s.conn.Close()
+			return
+		}
+	}
+}
+
+func (s *ExecSession) Stdout() io.Reader { return s.stdout }
+func (s *ExecSession) Stderr() io.Reader { return s.stderr }
+
+func (s *ExecSession) frame(typ byte, p []byte) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	return WriteFrame(s.conn, typ, p)
+}
+
+// Write sends p to the command's stdin.
+func (s *ExecSession) Write(p []byte) (int, error) {
+	if err := s.frame(FrameStdin, p); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+func (s *ExecSession) CloseStdin() error       { return s.frame(FrameStdinClose, nil) }
+func (s *ExecSession) Signal(sig string) error { return s.frame(FrameSignal, []byte(sig)) }
+
+func (s *ExecSession) Resize(rows, cols uint16) error {
+	var p [4]byte
+	binary.BigEndian.PutUint16(p[:], rows)
+	binary.BigEndian.PutUint16(p[2:], cols)
+	return s.frame(FrameResize, p[:])
+}
+
+// Done is closed once the exit arrived or the connection broke.
+func (s *ExecSession) Done() <-chan struct{} { return s.done }
+
+// Wait returns the command's exit as a guest session gives it: an error
+// with the shell's code when the command did not start (127 not found).
+func (s *ExecSession) Wait() (proto.Exit, error) {
+	<-s.done
+	if s.err != nil {
+		return proto.Exit{}, s.err
+	}
+	if s.exit.Error != "" {
+		return proto.Exit{Code: s.exit.Code}, proto.Error{Msg: s.exit.Error, Code: s.exit.Code}
+	}
+	return proto.Exit{Code: s.exit.Code, Signal: s.exit.Signal}, nil
+}
+
+// Exit is the exit frame as the server sent it (TimedOut included), once
+// Done is closed.
+func (s *ExecSession) Exit() Exit {
+	<-s.done
+	return s.exit
+}
+
+// Close ends the connection: the supervisor hangs up on the command.
+func (s *ExecSession) Close() error { return s.conn.Close() }

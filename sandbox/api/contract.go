@@ -1,0 +1,93 @@
+package api
+
+import (
+	"fmt"
+	"time"
+)
+
+// The API's paths (docs/API.md).
+const (
+	PathSandbox      = "/v1/sandbox"       // GET: Status
+	PathExec         = "/v1/exec"          // POST ExecRequest, upgraded to ExecProtocol: frames
+	PathPolicyReload = "/v1/policy/reload" // POST: Reload
+	PathStop         = "/v1/stop"          // POST: the guest powers off, the supervisor exits
+	PathEvents       = "/v1/events"        // GET ?since=SEQ&follow=1: the session's events as NDJSON
+	PathFiles        = "/v1/files"         // PUT, GET ?path=P: a file into or out of the guest
+)
+
+// ExecProtocol is the Upgrade token of a streamed exec.
+const ExecProtocol = "capsem-exec"
+
+// The states a sandbox is in.
+const (
+	StateRunning = "running" // its supervisor holds the lock and its guest answers
+	StateStopped = "stopped" // no supervisor; the disk and settings are kept
+	StateCrashed = "crashed" // its supervisor or guest died without a stop
+)
+
+// Status is a sandbox as GET /v1/sandbox and `capsem ls --json` show it.
+type Status struct {
+	Name         string    `json:"name"`
+	State        string    `json:"state"`
+	Created      time.Time `json:"created"`
+	Started      time.Time `json:"started,omitzero"` // the last start, zero if never
+	Policy       string    `json:"policy"`           // the policy file ("": the default policy)
+	PolicySHA256 string    `json:"policy_sha256"`    // of the policy in force (running) or of the file (stopped)
+	Workspace    string    `json:"workspace"`        // the host directory shared as /workspace
+	CPUs         int       `json:"cpus"`
+	MemoryMiB    int       `json:"memory_mib"`
+	DiskUsed     int64     `json:"disk_used"` // bytes the writable disk takes on the host
+	DiskSize     int64     `json:"disk_size"` // its cap in bytes
+	SessionID    string    `json:"session_id,omitempty"`
+	Image        string    `json:"image"`
+	PID          int       `json:"pid,omitempty"` // the supervisor's, while running
+	Log          string    `json:"log"`           // the supervisor's log
+	Crash        string    `json:"crash,omitempty"`
+}
+
+// ExecRequest starts a command (POST /v1/exec). Argv empty starts the
+// guest's interactive login shell.
+type ExecRequest struct {
+	Argv    []string `json:"argv"`
+	Env     []string `json:"env,omitempty"`     // "K=V": the command's environment on top of the guest's base
+	Workdir string   `json:"workdir,omitempty"` // default: /workspace
+	TTY     bool     `json:"tty,omitempty"`     // a pty: all output on stdout
+	Rows    uint16   `json:"rows,omitempty"`
+	Cols    uint16   `json:"cols,omitempty"`
+	// TimeoutMS kills the command after this many milliseconds; its Exit
+	// then has code 124 and timed_out. 0: no timeout.
+	TimeoutMS int64 `json:"timeout_ms,omitempty"`
+}
+
+// Exit ends a streamed exec: the last frame.
+type Exit struct {
+	Code     int    `json:"exit_code"`
+	Signal   string `json:"signal,omitempty"`    // the signal that killed it ("KILL"), if one did
+	TimedOut bool   `json:"timed_out,omitempty"` // killed after timeout_ms; Code is 124
+	// Error says why the command did not run or did not end normally
+	// (Code then is the shell's: 127 not found, 126 not executable, or -1).
+	Error string `json:"error,omitempty"`
+}
+
+// ExitTimeout is the exit code of a command killed after its timeout, as
+// timeout(1) gives.
+const ExitTimeout = 124
+
+// Reload is the answer to POST /v1/policy/reload.
+type Reload struct {
+	Policy string `json:"policy"`
+	SHA256 string `json:"sha256"`
+}
+
+// ErrorBody is every error response's body.
+type ErrorBody struct {
+	Error string `json:"error"`
+}
+
+// Error is an error response, as the client returns it.
+type Error struct {
+	Status  int    // the HTTP status
+	Message string // what the server said, which says what to do
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%s (HTTP %d)", e.Message, e.Status) }

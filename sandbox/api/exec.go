@@ -1,0 +1,259 @@
+package api
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/capsem/capsem/guest/proto"
+)
+
+// goneGrace is how long a command whose client went away has after HUP
+// before it is killed.
+const goneGrace = 2 * time.Second
+
+// maxBufferedOutput caps each of stdout and stderr in a buffered exec's
+// JSON answer; beyond it the output is cut and says so.
+const maxBufferedOutput = 16 << 20
+
+func readExecRequest(w http.ResponseWriter, r *http.Request) (ExecRequest, bool) {
+	var req ExecRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequestJSON))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		WriteError(w, http.StatusBadRequest, "the body must be one ExecRequest as JSON ({\"argv\": [\"echo\", \"hi\"]}, see docs/API.md): "+err.Error())
+		return req, false
+	}
+	if req.TimeoutMS < 0 {
+		WriteError(w, http.StatusBadRequest, "timeout_ms must not be negative (0: no timeout)")
+		return req, false
+	}
+	return req, true
+}
+
+func (req ExecRequest) exec() proto.Exec {
+	return proto.Exec{Argv: req.Argv, Env: req.Env, Dir: req.Workdir, TTY: req.TTY, Rows: req.Rows, Cols: req.Cols}
+}
+
+// serveExec runs a command: streamed over frames when the request asks to
+// upgrade to ExecProtocol, else with no stdin and its output returned in
+// one JSON answer (for curl and scripts).
+func serveExec(b Backend, w http.ResponseWriter, r *http.Request) {
+	req, ok := readExecRequest(w, r)
+	if !ok {
+		return
+	}
+	upgrade := strings.EqualFold(r.Header.Get("Upgrade"), ExecProtocol)
+	s, err := b.Exec(context.Background(), req.exec())
+	if err != nil {
+		exit, ok := startError(err)
+		if !ok {
+			WriteError(w, http.StatusServiceUnavailable, "the command could not be started: "+err.Error())
+			return
+		}
+		if !upgrade {
+			writeJSON(w, http.StatusOK, BufferedExit{Exit: exit})
+			return
+		}
+		conn, rw, herr := hijack(w)
+		if herr != nil {
+			return
+		}
+		defer conn.Close()
+		_ = WriteFrame(rw, FrameExit, mustJSON(exit))
+		_ = rw.Flush()
+		return
+	}
+	if !upgrade {
+		serveBuffered(s, req, w, r.Context().Done())
+		return
+	}
+	conn, rw, err := hijack(w)
+	if err != nil {
+		_ = s.Signal("KILL")
+		return
+	}
+	defer conn.Close()
+	streamExec(s, req, rw.Reader, &lockedWriter{w: rw})
+}
+
+// hijack takes the connection over and answers 101 Switching Protocols.
+func hijack(w http.ResponseWriter) (io.Closer, *bufio.ReadWriter, error) {
+	conn, rw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		WriteError(w, http.StatusInternalServerError, "cannot take the connection over for a streamed exec: "+err.Error())
+		return nil, nil, err
+	}
+	fmt.Fprintf(rw, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: %s\r\n\r\n", ExecProtocol)
+	if err := rw.Flush(); err != nil {
+		conn.Close()
+		return nil, nil, err
+	}
+	return conn, rw, nil
+}
+
+// lockedWriter serialises the frames of the output goroutines, flushing
+// each so that output reaches the client as the command writes it.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  *bufio.ReadWriter
+}
+
+func (l *lockedWriter) frame(typ byte, p []byte) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := WriteFrame(l.w, typ, p); err != nil {
+		return err
+	}
+	return l.w.Flush()
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// streamExec relays session s over frames until it exits: output out,
+// stdin, signals and resizes in. A client that goes away gets its
+// command hung up on, then killed.
+func streamExec(s *proto.Session, req ExecRequest, in io.Reader, out *lockedWriter) {
+	var outputs sync.WaitGroup
+	relay := func(typ byte, r io.Reader) {
+		defer outputs.Done()
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := r.Read(buf)
+			if n > 0 {
+				if out.frame(typ, buf[:n]) != nil {
+					_, _ = io.Copy(io.Discard, r) // keep the guest's credit flowing
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}
+	outputs.Add(2)
+	go relay(FrameStdout, s.Stdout())
+	go relay(FrameStderr, s.Stderr())
+
+	gone := make(chan struct{})
+	go func() {
+		defer close(gone)
+		var buf []byte
+		for {
+			typ, p, err := ReadFrame(in, buf)
+			if err != nil {
+				return
+			}
+			buf = p[:0]
+			switch typ {
+			case FrameStdin:
+				if _, err := s.Write(p); err != nil {
+					return
+				}
+			case FrameStdinClose:
+				_ = s.CloseStdin()
+			case FrameSignal:
+				_ = s.Signal(string(p))
+			case FrameResize:
+				if len(p) == 4 {
+					_ = s.Resize(binary.BigEndian.Uint16(p), binary.BigEndian.Uint16(p[2:]))
+				}
+			}
+		}
+	}()
+
+	exit := waitExit(s, req, gone)
+	outputs.Wait()
+	_ = out.frame(FrameExit, mustJSON(exit))
+}
+
+// waitExit waits for s to end, killing it after the request's timeout or
+// once gone is closed (the client went away: HUP, then KILL after
+// goneGrace), and returns its Exit.
+func waitExit(s *proto.Session, req ExecRequest, gone <-chan struct{}) Exit {
+	var timeout, grace <-chan time.Time
+	if req.TimeoutMS > 0 {
+		t := time.NewTimer(time.Duration(req.TimeoutMS) * time.Millisecond)
+		defer t.Stop()
+		timeout = t.C
+	}
+	timedOut := false
+	for done := false; !done; {
+		select {
+		case <-s.Done():
+			done = true
+		case <-timeout:
+			timedOut = true
+			_ = s.Signal("KILL")
+		case <-gone:
+			gone = nil
+			_ = s.Signal("HUP")
+			grace = time.After(goneGrace)
+		case <-grace:
+			_ = s.Signal("KILL")
+		}
+	}
+	pe, err := s.Wait()
+	exit := Exit{Code: pe.Code, Signal: pe.Signal}
+	switch {
+	case timedOut:
+		exit = Exit{Code: ExitTimeout, Signal: "KILL", TimedOut: true}
+	case err != nil:
+		if e, ok := startError(err); ok {
+			exit = e
+		} else {
+			exit = Exit{Code: -1, Error: "the guest ended the command abnormally: " + err.Error()}
+		}
+	}
+	return exit
+}
+
+// BufferedExit is the answer to a POST /v1/exec that is not upgraded: the
+// command's exit and its output as text (invalid UTF-8 replaced), each
+// stream cut at 16 MiB.
+type BufferedExit struct {
+	Exit
+	Stdout    string `json:"stdout"`
+	Stderr    string `json:"stderr"`
+	Truncated bool   `json:"truncated,omitempty"` // an output was longer than 16 MiB and is cut
+}
+
+func serveBuffered(s *proto.Session, req ExecRequest, w http.ResponseWriter, gone <-chan struct{}) {
+	_ = s.CloseStdin()
+	var outs [2]strings.Builder
+	var cut [2]bool
+	var wg sync.WaitGroup
+	for i, r := range []io.Reader{s.Stdout(), s.Stderr()} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n, _ := io.Copy(&outs[i], io.LimitReader(r, maxBufferedOutput))
+			if n == maxBufferedOutput {
+				if m, _ := io.Copy(io.Discard, r); m > 0 {
+					cut[i] = true
+				}
+			}
+		}()
+	}
+	exit := waitExit(s, req, gone)
+	wg.Wait()
+	writeJSON(w, http.StatusOK, BufferedExit{
+		Exit:      exit,
+		Stdout:    strings.ToValidUTF8(outs[0].String(), "\uFFFD"),
+		Stderr:    strings.ToValidUTF8(outs[1].String(), "\uFFFD"),
+		Truncated: cut[0] || cut[1],
+	})
+}
