@@ -58,6 +58,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		ErrWriter:       stderr,
 		HideHelpCommand: true,
 		OnUsageError:    onUsageError,
-		Commands:        []*cli.Command{runCommand(), doctorCommand(), imageCommand(), caCommand(), exportCommand(), sessionsCommand(), inspectCommand()},
+		Commands: []*cli.Command{runCommand(), startCommand(), execCommand(), shellCommand(), lsCommand(), stopCommand(), rmCommand(), policyCommand(),
+			doctorCommand(), imageCommand(), caCommand(), exportCommand(), sessionsCommand(), inspectCommand(), superviseCommand()},
 	}
 }

@@ -64,7 +64,7 @@ func runCommand() *cli.Command {
 			&cli.BoolFlag{Name: "tty", Aliases: []string{"t"}, Usage: "give the command a pty (default: when stdin and stdout are terminals)"},
 			&cli.BoolFlag{Name: "no-tty", Usage: "never give the command a pty"},
 			dataFlag(),
-			&cli.StringFlag{Name: "ca-dir", Usage: "interception CA `DIR` (default: capsem ca path)"},
+			caDirFlag(),
 			&cli.StringFlag{Name: "log-level", Value: "warn", Usage: "capsem's own log: debug, info, warn, error"},
 			consoleLogMaxFlag(),
 		}, storeFlags()...),
@@ -105,12 +105,8 @@ func parseRunOptions(c *cli.Context) (*runOptions, error) {
 		return nil, usageError{fmt.Errorf("--log-level %q: want debug, info, warn or error", c.String("log-level"))}
 	}
 	o.log = slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: level}))
-	if p := c.String("policy"); p != "" {
-		if o.policy, err = policy.Load(p); err != nil {
-			return nil, usageError{err}
-		}
-	} else if o.policy, err = policy.Parse("default policy", defaultPolicy); err != nil {
-		return nil, err
+	if o.policy, err = loadPolicy(c.String("policy")); err != nil {
+		return nil, usageError{err}
 	}
 	o.workspace = c.String("workspace")
 	if o.workspace == "" {
@@ -162,6 +158,15 @@ func tapRecorder(w *store.Writer, see func(store.Event)) netstack.Recorder {
 		return w
 	}
 	return eventTap{w, see}
+}
+
+// loadPolicy reads the policy file at path, or the default policy when
+// path is "".
+func loadPolicy(path string) (*policy.Policy, error) {
+	if path == "" {
+		return policy.Parse("default policy", defaultPolicy)
+	}
+	return policy.Load(path)
 }
 
 func consoleLogMaxFlag() cli.Flag {

@@ -42,6 +42,7 @@ type Status struct {
 	Image        string    `json:"image"`
 	PID          int       `json:"pid,omitempty"` // the supervisor's, while running
 	Log          string    `json:"log"`           // the supervisor's log
+	Socket       string    `json:"socket"`        // the API's unix socket (while running)
 	Crash        string    `json:"crash,omitempty"`
 }
 

@@ -1,0 +1,238 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/capsem/capsem/sandbox/api"
+)
+
+func lsCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "ls",
+		Usage:     "list the sandboxes: name, state (running, stopped, crashed), created, last started, policy, workspace, size",
+		UsageText: "capsem ls [--data DIR] [--json]",
+		Flags:     []cli.Flag{dataFlag(), &cli.BoolFlag{Name: "json", Usage: "a JSON array of objects (name, state, created, …; see docs/API.md, Status)"}},
+		Action: func(c *cli.Context) error {
+			dirs, err := listSandboxes(c.String("data"))
+			if err != nil {
+				return err
+			}
+			list := make([]api.Status, 0, len(dirs))
+			for _, d := range dirs {
+				st, err := d.status()
+				if err != nil {
+					fmt.Fprintf(c.App.ErrWriter, "capsem: %v\n", err)
+					continue
+				}
+				list = append(list, st)
+			}
+			if c.Bool("json") {
+				enc := json.NewEncoder(c.App.Writer)
+				enc.SetIndent("", "  ")
+				return enc.Encode(list)
+			}
+			tw := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tSTATE\tCREATED\tSTARTED\tCPUS\tMEMORY\tDISK\tSESSION\tWORKSPACE\tPOLICY")
+			for _, st := range list {
+				started := "-"
+				if !st.Started.IsZero() {
+					started = st.Started.Local().Format("2006-01-02 15:04")
+				}
+				state := st.State
+				if st.State == api.StateCrashed {
+					state += " (log: " + st.Log + ")"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d MiB\t%s / %s\t%s\t%s\t%s %.12s\n", st.Name, state,
+					st.Created.Local().Format("2006-01-02 15:04"), started, st.CPUs, st.MemoryMiB,
+					humanSize(st.DiskUsed), humanSize(st.DiskSize), dash(st.SessionID), st.Workspace, policyName(st.Policy), st.PolicySHA256)
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// humanSize is n bytes in binary units.
+func humanSize(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+func stopCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "stop",
+		Usage:     "power a sandbox's guest off through its agent (sync, unmount); its disk and settings are kept",
+		UsageText: "capsem stop [--data DIR] NAME",
+		Flags:     []cli.Flag{dataFlag()},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 1 {
+				return usageError{errors.New("want one sandbox NAME")}
+			}
+			name := c.Args().First()
+			if err := checkSandboxName(name); err != nil {
+				return err
+			}
+			d := newSandboxDir(c.String("data"), name)
+			st, err := d.status()
+			if err != nil {
+				return err
+			}
+			switch st.State {
+			case api.StateStopped:
+				fmt.Fprintf(c.App.ErrWriter, "capsem: sandbox %s is not running\n", name)
+				return nil
+			case api.StateCrashed:
+				clearCrash(d)
+				fmt.Fprintf(c.App.ErrWriter, "capsem: sandbox %s had crashed (%s); it is marked stopped\n", name, st.Crash)
+				return nil
+			}
+			return stopSandbox(c.Context, d, false)
+		},
+	}
+}
+
+// clearCrash forgets a crash: the sandbox is stopped.
+func clearCrash(d sandboxDir) {
+	_ = os.Remove(d.runPath())
+	_ = os.Remove(d.crashPath())
+}
+
+// stopGrace is how long a stop waits for the supervisor to power the
+// guest off and record the session: the agent's shutdown takes 5 s at
+// most before the VM is stopped, the session's flush and move a few more.
+const stopGrace = 30 * time.Second
+
+// stopSandbox asks the supervisor to stop and waits until it gave its lock
+// back; kill then kills a supervisor that does not (rm --force).
+func stopSandbox(ctx context.Context, d sandboxDir, kill bool) error {
+	client := api.NewClient(d.socketPath())
+	defer client.Close()
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	err := client.Stop(sctx)
+	cancel()
+	if err != nil && !kill {
+		return fmt.Errorf("sandbox %s: the supervisor did not take the stop (%v); its log: %s", d.Name, err, d.log())
+	}
+	deadline := time.Now().Add(stopGrace)
+	if err != nil {
+		deadline = time.Now()
+	}
+	for d.locked() {
+		if time.Now().After(deadline) {
+			if !kill {
+				return fmt.Errorf("sandbox %s did not stop within %s; its log: %s (capsem rm --force %s kills it)", d.Name, stopGrace, d.log(), d.Name)
+			}
+			if run, ok := d.readRun(); ok && run.PID > 0 {
+				_ = syscall.Kill(run.PID, syscall.SIGKILL) // QEMU dies with it
+			}
+			for i := 0; d.locked() && i < 100; i++ {
+				time.Sleep(50 * time.Millisecond)
+			}
+			if d.locked() {
+				return fmt.Errorf("sandbox %s: its supervisor holds on after SIGKILL", d.Name)
+			}
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return nil
+}
+
+func rmCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "rm",
+		Usage:     "delete a sandbox and its disk (its sessions stay in the event store)",
+		UsageText: "capsem rm [--force] [--data DIR] NAME",
+		Flags:     []cli.Flag{dataFlag(), &cli.BoolFlag{Name: "force", Aliases: []string{"f"}, Usage: "stop a running sandbox first"}},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 1 {
+				return usageError{errors.New("want one sandbox NAME")}
+			}
+			name := c.Args().First()
+			if err := checkSandboxName(name); err != nil {
+				return err
+			}
+			d := newSandboxDir(c.String("data"), name)
+			if !d.exists() {
+				if _, err := os.Stat(d.Dir); err != nil {
+					return fmt.Errorf("no sandbox %q in %s", name, c.String("data"))
+				}
+			}
+			if d.locked() {
+				if !c.Bool("force") {
+					return fmt.Errorf("sandbox %s is running: capsem stop %s first, or capsem rm --force %s", name, name, name)
+				}
+				if err := stopSandbox(c.Context, d, true); err != nil {
+					return err
+				}
+			}
+			sock := d.socketPath()
+			if err := os.RemoveAll(d.Dir); err != nil {
+				return fmt.Errorf("remove sandbox %s: %w", name, err)
+			}
+			_ = os.Remove(sock)
+			// Its sessions' events still waiting to be moved are moved now.
+			if _, err := mergeRuns(c.String("data"), 2*time.Second); err != nil {
+				fmt.Fprintf(c.App.ErrWriter, "capsem: warning: %v\n", err)
+			}
+			return nil
+		},
+	}
+}
+
+func policyCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "policy",
+		Usage: "a running sandbox's policy",
+		Flags: []cli.Flag{dataFlag()},
+		Subcommands: []*cli.Command{{
+			Name:      "reload",
+			Usage:     "read the sandbox's policy file again: new flows and requests see it at once; a broken file keeps the policy in force",
+			UsageText: "capsem policy reload [--data DIR] NAME",
+			Flags:     []cli.Flag{dataFlag()},
+			Action: func(c *cli.Context) error {
+				if c.NArg() != 1 {
+					return usageError{errors.New("want one sandbox NAME")}
+				}
+				client, _, err := runningClient(c, c.Args().First())
+				if err != nil {
+					return err
+				}
+				defer client.Close()
+				rl, err := client.ReloadPolicy(c.Context)
+				var ae *api.Error
+				if errors.As(err, &ae) && ae.Status == 422 {
+					return usageError{errors.New(ae.Message)}
+				}
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(c.App.ErrWriter, "capsem: %s: policy %s (sha256 %.12s) in force\n", c.Args().First(), rl.Policy, rl.SHA256)
+				return nil
+			},
+		}},
+	}
+}

@@ -1,0 +1,250 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/capsem/capsem/sandbox"
+)
+
+// Defaults of a new sandbox.
+const (
+	defaultCPUs      = 2
+	defaultMemoryMiB = 2048
+	defaultDiskGiB   = 8
+)
+
+func startCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "start",
+		Usage: "create a long-lived sandbox, or start a stopped one again with what it kept",
+		UsageText: "capsem start [--policy FILE] [--workspace DIR] [--env K=V]… [--cpus N] [--memory MiB] [--disk GiB] [--foreground] NAME\n" +
+			"   NAME: 1 to 63 of a-z, 0-9 and '-', starting with a letter or digit",
+		Description: "The first start creates the sandbox under --data (sandboxes/NAME): its settings, the guest image it\n" +
+			"keeps using until capsem rm, and a disk of --disk GiB that holds everything the guest writes outside\n" +
+			"/tmp and /workspace (/root, /etc, /usr/local, /var, what apt, pip and npm install), kept across\n" +
+			"stop and start. Later starts reuse the stored settings; flags given to a restart replace the stored\n" +
+			"ones (--disk may only grow it). capsem start returns once the guest's agent answers, leaving a\n" +
+			"supervisor process running the sandbox (its log: sandboxes/NAME/supervisor.log); --foreground runs\n" +
+			"that supervisor in place instead, until capsem stop or SIGTERM (for systemd, containers, schedulers).\n" +
+			"Exit status: 0 running, 1 already running or failed to start, 2 bad flags or name.",
+		Flags: append([]cli.Flag{
+			&cli.StringFlag{Name: "policy", Usage: "policy `FILE` (default: the AI providers' APIs only)"},
+			&cli.StringFlag{Name: "workspace", Usage: "host `DIR` shared as /workspace (default at creation: the current directory)"},
+			&cli.StringSliceFlag{Name: "env", Usage: "`K=V` for every command in the sandbox (repeatable; on a restart the whole list is replaced)"},
+			&cli.IntFlag{Name: "cpus", Value: defaultCPUs, Usage: "guest vCPUs"},
+			&cli.IntFlag{Name: "memory", Value: defaultMemoryMiB, Usage: "guest memory in `MiB`"},
+			&cli.IntFlag{Name: "disk", Value: defaultDiskGiB, Usage: "the writable disk's cap in `GiB` (the host file is sparse: it takes what the guest wrote)"},
+			&cli.BoolFlag{Name: "foreground", Usage: "run the supervisor in this process until the sandbox stops"},
+			dataFlag(),
+			caDirFlag(),
+			logLevelFlag(),
+		}, storeFlags()...),
+		Action: startAction,
+	}
+}
+
+func startAction(c *cli.Context) error {
+	if c.NArg() != 1 {
+		return usageError{fmt.Errorf("want one sandbox NAME after the options (capsem start [OPTIONS] NAME), got %d arguments", c.NArg())}
+	}
+	name := c.Args().First()
+	if err := checkSandboxName(name); err != nil {
+		return err
+	}
+	data := c.String("data")
+	d := newSandboxDir(data, name)
+	if d.locked() {
+		return errAlreadyRunning{name}
+	}
+	if _, err := superviseOptionsFrom(c); err != nil {
+		return err
+	}
+	if err := sandbox.CheckHypervisor(); err != nil {
+		return err
+	}
+	if err := prepareSandbox(c, d); err != nil {
+		return err
+	}
+	if c.Bool("foreground") {
+		opts, _ := superviseOptionsFrom(c)
+		return supervise(c.Context, data, name, opts, func(m readyMsg) {
+			if m.OK {
+				fmt.Fprintf(c.App.ErrWriter, "capsem: sandbox %s is running; capsem stop %s (or SIGTERM) stops it\n", name, name)
+			}
+		})
+	}
+	return spawnSupervisor(c, d)
+}
+
+// prepareSandbox creates the sandbox's directory, settings, image and disk
+// the first time, and applies the flags given to a restart.
+func prepareSandbox(c *cli.Context, d sandboxDir) error {
+	fresh := !d.exists()
+	var s settingsFile
+	if fresh {
+		s = settingsFile{Name: d.Name, Created: time.Now().UTC(), CPUs: defaultCPUs, MemoryMiB: defaultMemoryMiB, DiskGiB: defaultDiskGiB}
+	} else {
+		var err error
+		if s, err = d.readSettings(); err != nil {
+			return err
+		}
+	}
+	given := func(flag string) bool { return fresh || c.IsSet(flag) }
+	if given("policy") {
+		p := c.String("policy")
+		if p != "" {
+			abs, err := filepath.Abs(p)
+			if err != nil {
+				return err
+			}
+			p = abs
+		}
+		if _, err := loadPolicy(p); err != nil {
+			return usageError{err}
+		}
+		s.Policy = p
+	}
+	if given("workspace") {
+		ws := c.String("workspace")
+		if ws == "" {
+			var err error
+			if ws, err = os.Getwd(); err != nil {
+				return err
+			}
+		}
+		abs, err := filepath.Abs(ws)
+		if err != nil {
+			return err
+		}
+		if st, err := os.Stat(abs); err != nil || !st.IsDir() {
+			return usageError{fmt.Errorf("--workspace %s: not a directory", abs)}
+		}
+		s.Workspace = abs
+	}
+	if given("env") {
+		env, err := guestEnv(nil, c.StringSlice("env"))
+		if err != nil {
+			return usageError{err}
+		}
+		s.Env = env
+	}
+	if given("cpus") {
+		if s.CPUs = c.Int("cpus"); s.CPUs < 1 {
+			return usageError{fmt.Errorf("--cpus %d: want at least 1", s.CPUs)}
+		}
+	}
+	if given("memory") {
+		if s.MemoryMiB = c.Int("memory"); s.MemoryMiB < 256 {
+			return usageError{fmt.Errorf("--memory %d: want at least 256 MiB", s.MemoryMiB)}
+		}
+	}
+	if given("disk") {
+		n := c.Int("disk")
+		if n < 1 {
+			return usageError{fmt.Errorf("--disk %d: want at least 1 GiB", n)}
+		}
+		if !fresh && n < s.DiskGiB {
+			return usageError{fmt.Errorf("--disk %d: the disk is %d GiB and cannot shrink (capsem rm %s, then start it with --disk %d, makes a new one)", n, s.DiskGiB, d.Name, n)}
+		}
+		s.DiskGiB = n
+	}
+	if fresh {
+		if err := os.MkdirAll(d.Dir, 0o700); err != nil {
+			return err
+		}
+		g, err := defaultGuest(c.Context, c.App.ErrWriter, false)
+		if err != nil {
+			os.RemoveAll(d.Dir)
+			return err
+		}
+		if err := d.pinImage(g); err != nil {
+			os.RemoveAll(d.Dir)
+			return err
+		}
+		s.Image = g.ID
+	}
+	if err := ensureDisk(c, d, s.DiskGiB); err != nil {
+		if fresh {
+			os.RemoveAll(d.Dir)
+		}
+		return err
+	}
+	// The settings go last: a sandbox whose settings exist is complete.
+	return d.writeSettings(s)
+}
+
+// ensureDisk makes the sandbox's disk when it has none, and grows it to
+// gib when it is smaller.
+func ensureDisk(c *cli.Context, d sandboxDir, gib int) error {
+	size := int64(gib) << 30
+	st, err := os.Stat(d.disk())
+	if errors.Is(err, os.ErrNotExist) {
+		return createDataDiskPending(c.Context, d.disk(), size)
+	}
+	if err != nil {
+		return err
+	}
+	if st.Size() < size {
+		return growDataDiskPending(c.Context, d.disk(), size)
+	}
+	return nil
+}
+
+// spawnSupervisor starts the sandbox's supervisor detached (a session of
+// its own, its output to supervisor.log) and waits for it to report.
+func spawnSupervisor(c *cli.Context, d sandboxDir) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	logf, err := os.OpenFile(d.log(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	fmt.Fprintf(logf, "--- %s capsem start %s\n", time.Now().UTC().Format(time.RFC3339), d.Name)
+	r, w, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	args := []string{"supervise", "--data", c.String("data"), "--ca-dir", c.String("ca-dir"), "--log-level", c.String("log-level"),
+		"--max-session-bytes", c.String("max-session-bytes"), "--min-free-disk", c.String("min-free-disk"), d.Name}
+	cmd := exec.Command(exe, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.ExtraFiles = []*os.File{w} // fd 3
+	cmd.Env = append(os.Environ(), readyFDEnv+"=3")
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		w.Close()
+		return fmt.Errorf("start the supervisor: %w", err)
+	}
+	w.Close()
+	pid := cmd.Process.Pid
+	_ = cmd.Process.Release()
+	b, _ := io.ReadAll(r) // the supervisor reports once, or dies (EOF)
+	var m readyMsg
+	if json.Unmarshal(b, &m) != nil {
+		tail := strings.TrimSpace(sandbox.ConsoleTail(d.log(), 10))
+		return fmt.Errorf("the supervisor (pid %d) exited without saying why; its log %s ends:\n  %s", pid, d.log(), tail)
+	}
+	if m.Running {
+		return errAlreadyRunning{d.Name}
+	}
+	if !m.OK {
+		return fmt.Errorf("sandbox %s did not start: %s\n(the supervisor's log: %s)", d.Name, m.Error, d.log())
+	}
+	return nil
+}

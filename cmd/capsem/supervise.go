@@ -1,0 +1,356 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/capsem/capsem/guest/proto"
+	"github.com/capsem/capsem/hypervisor"
+	"github.com/capsem/capsem/mitm/ca"
+	"github.com/capsem/capsem/sandbox"
+	"github.com/capsem/capsem/sandbox/api"
+	"github.com/capsem/capsem/store"
+)
+
+// The supervisor of a running sandbox is the capsem binary in another mode
+// (`capsem supervise`, started by `capsem start` detached in a session of
+// its own, or run in place by `capsem start --foreground`). It holds the
+// sandbox's lock, its guest (QEMU, which dies with it), the netstack, the
+// MITM and the session's event writer, and serves the API on the unix
+// socket until it is stopped (POST /v1/stop, SIGTERM or SIGINT) or its
+// guest dies; either way it records the session's end and gives its lock
+// back.
+
+// readyFDEnv names the environment variable that tells a detached
+// supervisor which inherited descriptor to report readiness on.
+const readyFDEnv = "CAPSEM_READY_FD"
+
+// readyMsg is what a supervisor reports once: ready, or why not.
+type readyMsg struct {
+	OK      bool   `json:"ok,omitempty"`
+	Error   string `json:"error,omitempty"`
+	Running bool   `json:"running,omitempty"` // the error is that it already runs
+}
+
+func superviseCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "supervise",
+		Usage:     "run a sandbox's supervisor (capsem start runs this; use capsem start --foreground)",
+		UsageText: "capsem supervise [--data DIR] NAME",
+		Hidden:    true,
+		Flags:     append([]cli.Flag{dataFlag(), logLevelFlag(), caDirFlag()}, storeFlags()...),
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 1 {
+				return usageError{errors.New("want one sandbox NAME")}
+			}
+			opts, err := superviseOptionsFrom(c)
+			if err != nil {
+				return err
+			}
+			report := func(m readyMsg) {}
+			if fd := os.Getenv(readyFDEnv); fd != "" {
+				var n int
+				if _, err := fmt.Sscan(fd, &n); err == nil {
+					f := os.NewFile(uintptr(n), "ready")
+					report = func(m readyMsg) {
+						_ = json.NewEncoder(f).Encode(m)
+						f.Close()
+					}
+				}
+				os.Unsetenv(readyFDEnv)
+			}
+			return supervise(c.Context, c.String("data"), c.Args().First(), opts, report)
+		},
+	}
+}
+
+func logLevelFlag() cli.Flag {
+	return &cli.StringFlag{Name: "log-level", Value: "info", Usage: "the supervisor's log: debug, info, warn, error"}
+}
+
+// superviseOptions are what a supervisor takes from its flags.
+type superviseOptions struct {
+	store store.Options
+	log   *slog.Logger
+	caDir string // "": ca.DefaultDir()
+}
+
+func superviseOptionsFrom(c *cli.Context) (superviseOptions, error) {
+	o := superviseOptions{caDir: c.String("ca-dir")}
+	var err error
+	if o.store, err = storeOptions(c); err != nil {
+		return o, err
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
+		return o, usageError{fmt.Errorf("--log-level %q: want debug, info, warn or error", c.String("log-level"))}
+	}
+	o.log = slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: level}))
+	return o, nil
+}
+
+// supervisor is a running sandbox: the api.Backend its API serves.
+type supervisor struct {
+	dir      sandboxDir
+	settings settingsFile
+	sb       *sandbox.Sandbox
+	rs       *runStore
+	log      *slog.Logger
+	started  time.Time
+
+	stopOnce sync.Once
+	stopping chan struct{} // closed when a stop is asked for
+
+	mu  sync.Mutex // guards run (rewritten on a policy reload)
+	run runFile
+}
+
+// supervise runs sandbox name until it is stopped or its guest dies. It
+// calls report once: when the guest answers, or with why it does not.
+func supervise(ctx context.Context, data, name string, o superviseOptions, report func(readyMsg)) (err error) {
+	reported := false
+	defer func() {
+		if !reported {
+			m := readyMsg{Error: "the supervisor failed"}
+			if err != nil {
+				m.Error = err.Error()
+			}
+			var ar errAlreadyRunning
+			m.Running = errors.As(err, &ar)
+			report(m)
+		}
+	}()
+	d := newSandboxDir(data, name)
+	settings, err := d.readSettings()
+	if err != nil {
+		return err
+	}
+	lock, err := d.lock()
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	_ = os.Remove(d.crashPath())
+	_ = os.Remove(d.runPath())
+	log := o.log.With("sandbox", name)
+
+	pol, err := loadPolicy(settings.Policy)
+	if err != nil {
+		return usageError{err}
+	}
+	caDir := o.caDir
+	if caDir == "" {
+		if caDir, err = ca.DefaultDir(); err != nil {
+			return err
+		}
+	}
+	authority, err := ca.LoadOrCreate(caDir)
+	if err != nil {
+		return err
+	}
+	host, _ := os.Hostname()
+	rs, err := openRunStoreWith(data, store.Session{Command: []string{"capsem", "start", name}, PolicySHA256: pol.SHA256, Image: settings.Image, Host: host, Sandbox: name}, o.store)
+	if err != nil {
+		return err
+	}
+	sup := &supervisor{dir: d, settings: settings, rs: rs, log: log, stopping: make(chan struct{})}
+
+	// SIGTERM and SIGINT stop the sandbox, also while it boots; SIGHUP
+	// reloads the policy (a hangup of the terminal that started a
+	// detached supervisor never reaches it: it has its own session).
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	bootCtx, cancelBoot := context.WithCancel(ctx)
+	defer cancelBoot()
+	go func() {
+		for sig := range sigs {
+			if sig == syscall.SIGHUP {
+				if _, err := sup.ReloadPolicy(); err != nil {
+					log.Error("SIGHUP: policy reload failed; the policy in force is kept", "err", err)
+				}
+				continue
+			}
+			log.Info("stopping on " + sig.String())
+			cancelBoot()
+			sup.Stop()
+		}
+	}()
+
+	sb, err := sandbox.Start(bootCtx, sandbox.Config{
+		Guest:       d.guest(settings),
+		Policy:      pol,
+		Workspace:   settings.Workspace,
+		DataDisk:    d.disk(),
+		CPUs:        settings.CPUs,
+		MemoryMiB:   settings.MemoryMiB,
+		Recorder:    rs.w,
+		Authority:   authority,
+		ConsoleLog:  d.consoleLog(),
+		BootTimeout: hypervisor.DefaultBootTimeout,
+		Logger:      log,
+		Host:        hostName(),
+	})
+	if err != nil {
+		_ = rs.end(nil)
+		_, _ = mergeRuns(data, 5*time.Second)
+		return err
+	}
+	sup.sb, sup.started = sb, time.Now()
+
+	sock := d.socketPath()
+	ln, err := listenUnix(sock)
+	if err != nil {
+		sb.Shutdown("capsem could not serve the sandbox's API")
+		_ = rs.end(nil)
+		return err
+	}
+	srv := &http.Server{Handler: api.Handler(sup), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	sup.run = runFile{PID: os.Getpid(), Started: sup.started, SessionID: rs.w.ID(), PolicySHA256: pol.SHA256, Socket: sock}
+	if err := sup.writeRun(); err != nil {
+		log.Warn("run.json not written: capsem ls shows less", "err", err)
+	}
+	log.Info("sandbox running", "session", rs.w.ID(), "socket", sock, "boot", time.Duration(sb.Ready().Uptime).Round(time.Millisecond))
+	reported = true
+	report(readyMsg{OK: true})
+
+	crashed := false
+	select {
+	case <-sup.stopping:
+	case <-sb.Done():
+		crashed = true
+		sup.Stop()
+	}
+	_ = srv.Close() // new requests are refused; running execs end with the guest
+	if crashed {
+		why := "the guest stopped on its own (see its console log: " + d.consoleLog() + ")"
+		log.Error(why)
+		_ = os.WriteFile(d.crashPath(), []byte(why), 0o600)
+	}
+	sb.Shutdown("capsem stop " + name)
+	code := 0
+	if crashed {
+		code = -1
+	}
+	endErr := rs.end(&code)
+	if _, err := mergeRuns(data, 5*time.Second); err != nil {
+		log.Warn("the session stays in its own store until the next capsem command", "err", err)
+	}
+	_ = os.Remove(sock)
+	_ = os.Remove(d.runPath())
+	log.Info("sandbox stopped", "session", rs.w.ID())
+	if crashed {
+		return errors.New("the guest stopped on its own")
+	}
+	return endErr
+}
+
+// listenUnix listens on a unix socket only its owner may connect to.
+func listenUnix(path string) (net.Listener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, err
+	}
+	_ = os.Remove(path) // a socket left by a supervisor that died; the lock says none runs
+	old := syscall.Umask(0o177)
+	ln, err := net.Listen("unix", path)
+	syscall.Umask(old)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", path, err)
+	}
+	return ln, nil
+}
+
+func (s *supervisor) writeRun() error {
+	s.mu.Lock()
+	b, _ := json.Marshal(s.run)
+	s.mu.Unlock()
+	return writeFileAtomic(s.dir.runPath(), b, 0o600)
+}
+
+func (s *supervisor) Status() api.Status {
+	st, err := s.dir.status()
+	if err != nil {
+		st = api.Status{Name: s.dir.Name}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st.State, st.PID, st.Started, st.SessionID, st.PolicySHA256 = api.StateRunning, s.run.PID, s.run.Started, s.run.SessionID, s.sb.Policy().SHA256
+	return st
+}
+
+// Exec runs a command with the sandbox's environment under the request's
+// (which wins, key by key).
+func (s *supervisor) Exec(ctx context.Context, ex proto.Exec) (*proto.Session, error) {
+	select {
+	case <-s.stopping:
+		return nil, errors.New("the sandbox is stopping")
+	default:
+	}
+	ex.Env = mergeEnv(s.settings.Env, ex.Env)
+	return s.sb.Exec(ctx, ex)
+}
+
+// mergeEnv is base with over's variables added, over's value winning
+// where both set a key.
+func mergeEnv(base, over []string) []string {
+	if len(base) == 0 {
+		return over
+	}
+	set := map[string]bool{}
+	for _, kv := range over {
+		k, _, _ := strings.Cut(kv, "=")
+		set[k] = true
+	}
+	var out []string
+	for _, kv := range base {
+		if k, _, _ := strings.Cut(kv, "="); !set[k] {
+			out = append(out, kv)
+		}
+	}
+	return append(out, over...)
+}
+
+func (s *supervisor) ReloadPolicy() (api.Reload, error) {
+	p, err := loadPolicy(s.settings.Policy)
+	if err != nil {
+		return api.Reload{}, err
+	}
+	s.sb.SetPolicy(p)
+	s.mu.Lock()
+	s.run.PolicySHA256 = p.SHA256
+	s.mu.Unlock()
+	_ = s.writeRun()
+	s.log.Info("policy reloaded", "sha256", p.SHA256)
+	return api.Reload{Policy: policyName(s.settings.Policy), SHA256: p.SHA256}, nil
+}
+
+// policyName is how a policy file is named to the user.
+func policyName(path string) string {
+	if path == "" {
+		return "(the default policy)"
+	}
+	return path
+}
+
+func (s *supervisor) Stop() { s.stopOnce.Do(func() { close(s.stopping) }) }
+
+func (s *supervisor) Events(after uint64, fn func(store.Event) error) error {
+	return s.rs.st.EventsAfter(s.rs.w.ID(), after, fn)
+}
+
+func (s *supervisor) Done() <-chan struct{} { return s.stopping }

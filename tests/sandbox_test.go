@@ -1,0 +1,279 @@
+package tests
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The long-lived sandbox tests drive `capsem start/exec/ls/stop/rm` as a
+// user does, against the real guest under QEMU (TCG here).
+
+// sbEnv is one test's data directory, CA and workspace.
+type sbEnv struct {
+	t                    *testing.T
+	data, caDir, ws, bin string
+	env                  []string // the capsem processes' environment additions
+}
+
+func newSBEnv(t *testing.T) *sbEnv {
+	t.Helper()
+	needGuest(t)
+	e := &sbEnv{t: t, data: t.TempDir(), caDir: t.TempDir(), ws: t.TempDir(), bin: capsemBin}
+	t.Cleanup(e.removeAll)
+	return e
+}
+
+// removeAll removes every sandbox the test left, running or not.
+func (e *sbEnv) removeAll() {
+	entries, _ := os.ReadDir(filepath.Join(e.data, "sandboxes"))
+	for _, d := range entries {
+		_, _ = e.capsem(nil, "rm", "--force", "--data", e.data, d.Name())
+	}
+}
+
+// sbResult is one finished capsem command.
+type sbResult struct {
+	stdout, stderr string
+	code           int
+	took           time.Duration
+}
+
+// capsem runs the capsem binary with args and stdin.
+func (e *sbEnv) capsem(stdin []byte, args ...string) (sbResult, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, e.bin, args...)
+	cmd.Env = append(os.Environ(), e.env...)
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	t0 := time.Now()
+	err := cmd.Run()
+	r := sbResult{stdout: stdout.String(), stderr: stderr.String(), code: cmd.ProcessState.ExitCode(), took: time.Since(t0)}
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		return r, err
+	}
+	return r, nil
+}
+
+// must runs a capsem subcommand (with --data), failing the test when it
+// does not exit with want.
+func (e *sbEnv) must(want int, stdin []byte, sub string, args ...string) sbResult {
+	e.t.Helper()
+	full := append([]string{sub, "--data", e.data}, args...)
+	r, err := e.capsem(stdin, full...)
+	if err != nil {
+		e.t.Fatalf("capsem %s: %v", strings.Join(full, " "), err)
+	}
+	if r.code != want {
+		e.t.Fatalf("capsem %s: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", strings.Join(full, " "), r.code, want, r.stdout, r.stderr)
+	}
+	return r
+}
+
+func (e *sbEnv) start(name string, flags ...string) sbResult {
+	e.t.Helper()
+	args := append([]string{"--ca-dir", e.caDir, "--workspace", e.ws}, flags...)
+	r := e.must(0, nil, "start", append(args, name)...)
+	e.t.Logf("capsem start %s: %v", name, r.took.Round(time.Millisecond))
+	return r
+}
+
+// exec runs CMD in sandbox name and returns the result, whatever its code.
+func (e *sbEnv) exec(name string, flags []string, stdin []byte, argv ...string) sbResult {
+	e.t.Helper()
+	args := append([]string{"exec", "--data", e.data}, flags...)
+	args = append(append(append(args, name), "--"), argv...)
+	r, err := e.capsem(stdin, args...)
+	if err != nil {
+		e.t.Fatalf("capsem exec %q: %v", argv, err)
+	}
+	return r
+}
+
+// sh runs a shell script in sandbox name and wants it to exit 0.
+func (e *sbEnv) sh(name, script string) string {
+	e.t.Helper()
+	r := e.exec(name, nil, nil, "sh", "-c", script)
+	if r.code != 0 {
+		e.t.Fatalf("in %s: sh -c %q: exit %d\nstdout:\n%s\nstderr:\n%s", name, script, r.code, r.stdout, r.stderr)
+	}
+	return r.stdout
+}
+
+// sbStatus is what `capsem ls --json` says of one sandbox.
+type sbStatus struct {
+	Name      string `json:"name"`
+	State     string `json:"state"`
+	SessionID string `json:"session_id"`
+	PID       int    `json:"pid"`
+	Log       string `json:"log"`
+	Socket    string `json:"socket"`
+	Policy    string `json:"policy"`
+	PolicySHA string `json:"policy_sha256"`
+	DiskUsed  int64  `json:"disk_used"`
+	DiskSize  int64  `json:"disk_size"`
+	Workspace string `json:"workspace"`
+	CPUs      int    `json:"cpus"`
+	MemoryMiB int    `json:"memory_mib"`
+}
+
+func (e *sbEnv) ls() map[string]sbStatus {
+	e.t.Helper()
+	r := e.must(0, nil, "ls", "--json")
+	var list []sbStatus
+	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil {
+		e.t.Fatalf("capsem ls --json: %v\n%s", err, r.stdout)
+	}
+	out := map[string]sbStatus{}
+	for _, s := range list {
+		out[s.Name] = s
+	}
+	return out
+}
+
+func (e *sbEnv) state(name string) string { return e.ls()[name].State }
+
+// qemuOf lists the live QEMU processes whose command line holds mark (a
+// sandbox's directory); zombies, which hold nothing, are not counted.
+func qemuOf(mark string) []int {
+	var pids []int
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil || !bytes.Contains(b, []byte("qemu-system")) || !bytes.Contains(b, []byte(mark)) {
+			continue
+		}
+		var pid int
+		fmt.Sscanf(filepath.Base(filepath.Dir(p)), "%d", &pid)
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+// Two sandboxes see neither each other's files nor processes.
+func TestSandboxIsolation(t *testing.T) {
+	e := newSBEnv(t)
+	e.start("iso-a")
+	e.start("iso-b")
+	e.sh("iso-a", "echo a > /root/mine; sleep 300 >/dev/null 2>&1 &")
+	if out := e.sh("iso-b", "ls /root/mine 2>&1 || true; pgrep -c 'sleep' || true"); !strings.Contains(out, "No such file") || !strings.HasSuffix(out, "0\n") {
+		t.Errorf("iso-b sees iso-a's file or process: %q", out)
+	}
+}
+
+// A policy reload swaps the policy for new flows; a broken file keeps the
+// one in force and exits 2 with file:line.
+func TestSandboxPolicyReload(t *testing.T) {
+	e := newSBEnv(t)
+	pol := filepath.Join(t.TempDir(), "policy.toml")
+	write := func(s string) {
+		if err := os.WriteFile(pol, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("[network]\ndefault = \"deny\"\nallow = [\"one.test\"]\n")
+	e.start("pol", "--policy", pol)
+	resolves := func(name string) bool {
+		r := e.exec("pol", nil, nil, "getent", "hosts", name)
+		return r.code == 0
+	}
+	if !resolves("one.test") || resolves("two.test") {
+		t.Fatal("before the reload: one.test must resolve and two.test not")
+	}
+	sha := e.ls()["pol"].PolicySHA
+
+	write("[network]\ndefault = \"deny\"\nallow = [\"two.test\"]\n[broken\n")
+	r := e.must(2, nil, "policy", "reload", "pol")
+	if !strings.Contains(r.stderr, pol+":") {
+		t.Errorf("a broken policy's reload says %q, want file:line", r.stderr)
+	}
+	if !resolves("one.test") || resolves("two.test") || e.ls()["pol"].PolicySHA != sha {
+		t.Error("a broken reload changed the policy in force")
+	}
+
+	write("[network]\ndefault = \"deny\"\nallow = [\"two.test\"]\n")
+	e.must(0, nil, "policy", "reload", "pol")
+	if resolves("one.test") || !resolves("two.test") {
+		t.Error("after the reload: two.test must resolve and one.test not")
+	}
+	if e.ls()["pol"].PolicySHA == sha {
+		t.Error("ls shows the old policy's sha256 after the reload")
+	}
+}
+
+// Ctrl-C over a pty ends the command, not the sandbox.
+func TestSandboxCtrlC(t *testing.T) {
+	e := newSBEnv(t)
+	e.start("intr")
+	ptm, pts, err := openPTY()
+	if err != nil {
+		t.Skipf("no pty: %v", err)
+	}
+	defer ptm.Close()
+	cmd := exec.Command(capsemBin, "exec", "--data", e.data, "intr", "--", "sh", "-c", "echo ready; sleep 600")
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = pts, pts, pts
+	cmd.SysProcAttr = &unix.SysProcAttr{Setsid: true, Setctty: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pts.Close()
+	var out bytes.Buffer
+	var mu sync.Mutex
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := ptm.Read(buf)
+			mu.Lock()
+			out.Write(buf[:n])
+			mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		mu.Lock()
+		ready := strings.Contains(out.String(), "ready")
+		mu.Unlock()
+		if ready {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("no \"ready\" on the terminal: %q", out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ptm.Write([]byte{3}) // Ctrl-C
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("Ctrl-C did not end the command within 30 s")
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 130 {
+		t.Errorf("exit %d after Ctrl-C, want 130 (128+SIGINT)", code)
+	}
+	if out := e.sh("intr", "echo still here"); out != "still here\n" {
+		t.Errorf("the sandbox after Ctrl-C: %q", out)
+	}
+}
