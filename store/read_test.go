@@ -36,3 +36,36 @@ func TestEventsAfter(t *testing.T) {
 		}
 	}
 }
+
+// A checkpoint of a store being written opens read-only beside it, with
+// every event synced before it.
+func TestCheckpointWhileWriting(t *testing.T) {
+	dir := t.TempDir()
+	s := openT(t, dir+"/live")
+	w := beginT(t, s, Session{Sandbox: "box"})
+	for i := range 100 {
+		w.Append(Event{Net: &Net{Port: uint16(i + 1), Decision: Allowed}})
+	}
+	if err := w.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Checkpoint(dir + "/copy"); err != nil {
+		t.Fatal(err)
+	}
+	w.Append(Event{Net: &Net{Port: 999, Decision: Allowed}}) // after the copy
+	ro, err := OpenReadOnly(dir + "/copy")
+	if err != nil {
+		t.Fatalf("open the checkpoint while the store is open: %v", err)
+	}
+	defer ro.Close()
+	sess, err := ro.Session(w.ID())
+	if err != nil || sess.Sandbox != "box" || !sess.EndedAt.IsZero() {
+		t.Fatalf("the session in the copy: %+v, %v", sess, err)
+	}
+	if n := len(collect(t, ro, w.ID())); n != 100 {
+		t.Errorf("the copy has %d events, want the 100 synced before it", n)
+	}
+	if err := s.Checkpoint(dir + "/copy"); err == nil {
+		t.Error("a checkpoint into an existing directory succeeded")
+	}
+}

@@ -215,6 +215,25 @@ func TestSandboxPolicyReload(t *testing.T) {
 	if e.ls()["pol"].PolicySHA == sha {
 		t.Error("ls shows the old policy's sha256 after the reload")
 	}
+
+	// The running session is seen by sessions, inspect and export.
+	id := e.ls()["pol"].SessionID
+	r = e.must(0, nil, "sessions", "--json")
+	var sums []struct {
+		ID      string `json:"id"`
+		Running bool   `json:"running"`
+		Sandbox string `json:"sandbox"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &sums); err != nil || len(sums) == 0 || sums[0].ID != id || !sums[0].Running || sums[0].Sandbox != "pol" {
+		t.Errorf("capsem sessions --json while running: %s (%v); want %s first, running, sandbox pol", r.stdout, err, id)
+	}
+	if r = e.must(0, nil, "inspect", id); !strings.Contains(r.stdout, "two.test") {
+		t.Errorf("capsem inspect %s of the running session does not show its DNS queries:\n%s", id, r.stdout)
+	}
+	db := exportRun(t, e.data, id)
+	if q := queryStrings(t, db, "SELECT qname FROM dns_events WHERE decision = 'allowed' ORDER BY seq"); !contains(q, "one.test") || !contains(q, "two.test") {
+		t.Errorf("the export of the running session has allowed DNS answers %v, want one.test and two.test", q)
+	}
 }
 
 // Ctrl-C over a pty ends the command, not the sandbox.

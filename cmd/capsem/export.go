@@ -42,13 +42,13 @@ func runExport(c *cli.Context) error {
 	if len(ids) > 0 && c.Bool("all") {
 		return usageError{errors.New("give --session or --all, not both")}
 	}
-	st, err := openStoreForReading(c)
+	v, err := openStoreView(c)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer v.Close()
 	if len(ids) == 0 && !c.Bool("all") {
-		sessions, err := st.Sessions()
+		sessions, _, err := v.Sessions()
 		if err != nil {
 			return err
 		}
@@ -56,6 +56,15 @@ func runExport(c *cli.Context) error {
 			return fmt.Errorf("no sessions in %s", c.String("data"))
 		}
 		ids = []string{sessions[0].ID}
+	}
+	st := v.main // --all: the finished sessions
+	if len(ids) == 0 && len(v.live) > 0 {
+		fmt.Fprintf(c.App.ErrWriter, "capsem: --all exports the finished sessions; %d running sandbox session(s) are exported on their own, with --session ID\n", len(v.live))
+	}
+	if len(ids) > 0 {
+		if st, err = v.storeOf(ids); err != nil {
+			return err
+		}
 	}
 	res, err := sqliteexport.Export(context.Background(), st, c.String("sqlite"), sqliteexport.Options{
 		Sessions:  ids,

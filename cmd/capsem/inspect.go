@@ -70,14 +70,14 @@ func runInspect(c *cli.Context) error {
 	if n < 0 {
 		return usageError{errors.New("-n must not be negative")}
 	}
-	st, err := openStoreForReading(c)
+	v, err := openStoreView(c)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer v.Close()
 	id := c.Args().First()
 	if id == "" {
-		sessions, err := st.Sessions()
+		sessions, _, err := v.Sessions()
 		if err != nil {
 			return err
 		}
@@ -85,6 +85,10 @@ func runInspect(c *cli.Context) error {
 			return fmt.Errorf("no sessions in %s", c.String("data"))
 		}
 		id = sessions[0].ID
+	}
+	st, err := v.storeOf([]string{id})
+	if err != nil {
+		return err
 	}
 	sess, err := st.Session(id)
 	if err != nil {

@@ -137,16 +137,14 @@ func openMainStore(data string, wait time.Duration) (*store.Store, error) {
 }
 
 // openStoreForReading opens the main store of --data read-only, after
-// moving the sessions of finished runs into it. Runs still going are
-// mentioned, not waited for.
-func openStoreForReading(c *cli.Context) (*store.Store, error) {
+// moving the sessions of finished runs into it, and says how many sessions
+// are still elsewhere (runs and sandboxes going on, or not yet moved).
+func openStoreForReading(c *cli.Context) (*store.Store, int, error) {
 	data := c.String("data")
 	pending, err := mergeRuns(data, 2*time.Second)
 	if err != nil {
 		fmt.Fprintf(c.App.ErrWriter, "capsem: warning: %v\n", err)
 	}
-	if pending > 0 {
-		fmt.Fprintf(c.App.ErrWriter, "capsem: %d session(s) still running or not yet moved into %s are not included\n", pending, data)
-	}
-	return store.OpenReadOnly(data)
+	st, err := store.OpenReadOnly(data)
+	return st, pending, err
 }

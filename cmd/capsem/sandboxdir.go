@@ -31,6 +31,7 @@ import (
 //	  run.json        the running supervisor's facts (runFile); left behind = crashed
 //	  crash           why it crashed, when the supervisor saw it happen
 //	  api.sock        the API's unix socket (see socketPath)
+//	  snapshots/      copies of the running session's store for readers (POST /v1/snapshot)
 //
 // The CLI reads these files; only the supervisor writes lock, run.json,
 // crash and the socket.
@@ -64,6 +65,7 @@ func (d sandboxDir) log() string          { return filepath.Join(d.Dir, "supervi
 func (d sandboxDir) lockPath() string     { return filepath.Join(d.Dir, "lock") }
 func (d sandboxDir) runPath() string      { return filepath.Join(d.Dir, "run.json") }
 func (d sandboxDir) crashPath() string    { return filepath.Join(d.Dir, "crash") }
+func (d sandboxDir) snapshotsDir() string { return filepath.Join(d.Dir, "snapshots") }
 
 // maxSocketPath is the longest unix socket path this code binds: sun_path
 // holds 108 bytes on Linux and 104 on macOS, with the terminating NUL.

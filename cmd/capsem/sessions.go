@@ -37,7 +37,11 @@ type sessionSummary struct {
 	// only once the run is over, so a session without an end there is one
 	// whose process died (SIGKILL, a crash) before recording it; its events
 	// up to the last synced batch are there.
-	Crashed    bool     `json:"crashed"`
+	Crashed bool `json:"crashed"`
+	// Running: the session of a running sandbox, read from a snapshot of
+	// its supervisor's store; it has no end yet.
+	Running    bool     `json:"running"`
+	Sandbox    string   `json:"sandbox,omitempty"` // the long-lived sandbox it is a start of
 	DurationMS *int64   `json:"duration_ms"`
 	Command    []string `json:"command"`
 	ExitCode   *int     `json:"exit_code"`
@@ -57,7 +61,7 @@ type sessionSummary struct {
 
 func summarize(s store.Session) sessionSummary {
 	out := sessionSummary{
-		ID: s.ID, StartedAt: s.StartedAt, Command: s.Command, ExitCode: s.ExitCode,
+		ID: s.ID, StartedAt: s.StartedAt, Command: s.Command, ExitCode: s.ExitCode, Sandbox: s.Sandbox,
 		Events: s.Counts.Events, Allowed: s.Counts.Allowed, Denied: s.Counts.Denied, Lost: s.Counts.Lost,
 		AgentSilent:  s.Counts.Agent[store.AgentSilent] > 0,
 		AgentCutOff:  s.Counts.Agent[store.AgentViolation] > 0,
@@ -78,18 +82,22 @@ func runSessions(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return usageError{fmt.Errorf("unexpected argument %q", c.Args().First())}
 	}
-	st, err := openStoreForReading(c)
+	v, err := openStoreView(c)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	sessions, err := st.Sessions()
+	defer v.Close()
+	sessions, running, err := v.Sessions()
 	if err != nil {
 		return err
 	}
 	sums := make([]sessionSummary, 0, len(sessions))
 	for _, s := range sessions {
-		sums = append(sums, summarize(s))
+		sum := summarize(s)
+		if running[s.ID] {
+			sum.Crashed, sum.Running = false, true
+		}
+		sums = append(sums, sum)
 	}
 	if c.Bool("json") {
 		return writeJSON(c.App.Writer, sums)
@@ -102,6 +110,9 @@ func runSessions(c *cli.Context) error {
 	fmt.Fprintln(tw, "ID\tSTARTED\tDURATION\tEXIT\tALLOWED\tDENIED\tAGENT\tCOMMAND")
 	for _, s := range sums {
 		dur, exit := "crashed (no end)", "-"
+		if s.Running {
+			dur = "running"
+		}
 		if s.DurationMS != nil {
 			dur = (time.Duration(*s.DurationMS) * time.Millisecond).String()
 		}

@@ -146,6 +146,7 @@ func supervise(ctx context.Context, data, name string, o superviseOptions, repor
 	defer lock.Close()
 	_ = os.Remove(d.crashPath())
 	_ = os.Remove(d.runPath())
+	_ = os.RemoveAll(d.snapshotsDir()) // readers that died left theirs
 	log := o.log.With("sandbox", name)
 
 	pol, err := loadPolicy(settings.Policy)
@@ -354,3 +355,16 @@ func (s *supervisor) Events(after uint64, fn func(store.Event) error) error {
 }
 
 func (s *supervisor) Done() <-chan struct{} { return s.stopping }
+
+// Snapshot checkpoints the session's store into the sandbox's snapshots
+// directory, which the reader removes (and the next start clears).
+func (s *supervisor) Snapshot() (api.Snapshot, error) {
+	if err := os.MkdirAll(s.dir.snapshotsDir(), 0o700); err != nil {
+		return api.Snapshot{}, err
+	}
+	dir := filepath.Join(s.dir.snapshotsDir(), fmt.Sprintf("%d", time.Now().UnixNano()))
+	if err := s.rs.st.Checkpoint(dir); err != nil {
+		return api.Snapshot{}, err
+	}
+	return api.Snapshot{Dir: dir, SessionID: s.rs.w.ID()}, nil
+}

@@ -96,6 +96,13 @@ func (c *Client) ReloadPolicy(ctx context.Context) (Reload, error) {
 	return rl, err
 }
 
+// Snapshot is POST /v1/snapshot.
+func (c *Client) Snapshot(ctx context.Context) (Snapshot, error) {
+	var snap Snapshot
+	err := c.do(ctx, http.MethodPost, PathSnapshot, nil, nil, &snap)
+	return snap, err
+}
+
 // PutFile is PUT /v1/files: r becomes the guest's file at path (mode ""
 // keeps the default, 0644 under umask 022).
 func (c *Client) PutFile(ctx context.Context, path string, r io.Reader, mode string) error {

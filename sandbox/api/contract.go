@@ -13,6 +13,7 @@ const (
 	PathStop         = "/v1/stop"          // POST: the guest powers off, the supervisor exits
 	PathEvents       = "/v1/events"        // GET ?since=SEQ&follow=1: the session's events as NDJSON
 	PathFiles        = "/v1/files"         // PUT, GET ?path=P: a file into or out of the guest
+	PathSnapshot     = "/v1/snapshot"      // POST: Snapshot, a read-only copy of the event store
 )
 
 // ExecProtocol is the Upgrade token of a streamed exec.
@@ -78,6 +79,14 @@ const ExitTimeout = 124
 type Reload struct {
 	Policy string `json:"policy"`
 	SHA256 string `json:"sha256"`
+}
+
+// Snapshot is the answer to POST /v1/snapshot: a consistent copy of the
+// supervisor's event store (the running session's events so far), for
+// store.OpenReadOnly. The caller removes it when done.
+type Snapshot struct {
+	Dir       string `json:"dir"`
+	SessionID string `json:"session_id"`
 }
 
 // ErrorBody is every error response's body.

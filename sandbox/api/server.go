@@ -32,6 +32,8 @@ type Backend interface {
 	Events(after uint64, fn func(store.Event) error) error
 	// Done is closed when the sandbox is stopping: no events follow.
 	Done() <-chan struct{}
+	// Snapshot writes a read-only copy of the event store.
+	Snapshot() (Snapshot, error)
 }
 
 // maxRequestJSON caps a JSON request body: an ExecRequest with its argv
@@ -60,12 +62,20 @@ func Handler(b Backend) http.Handler {
 		b.Stop()
 		writeJSON(w, http.StatusAccepted, map[string]string{"state": "stopping"})
 	})
+	mux.HandleFunc("POST "+PathSnapshot, func(w http.ResponseWriter, r *http.Request) {
+		snap, err := b.Snapshot()
+		if err != nil {
+			WriteError(w, http.StatusInternalServerError, "no snapshot of the event store: "+err.Error())
+			return
+		}
+		writeJSON(w, http.StatusOK, snap)
+	})
 	mux.HandleFunc("GET "+PathEvents, func(w http.ResponseWriter, r *http.Request) { serveEvents(b, w, r) })
 	mux.HandleFunc("PUT "+PathFiles, func(w http.ResponseWriter, r *http.Request) { servePut(b, w, r) })
 	mux.HandleFunc("GET "+PathFiles, func(w http.ResponseWriter, r *http.Request) { serveGet(b, w, r) })
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		WriteError(w, http.StatusNotFound, fmt.Sprintf("no %s %s in this API: see docs/API.md (GET %s, POST %s, POST %s, POST %s, GET %s, PUT/GET %s)",
-			r.Method, r.URL.Path, PathSandbox, PathExec, PathPolicyReload, PathStop, PathEvents, PathFiles))
+		WriteError(w, http.StatusNotFound, fmt.Sprintf("no %s %s in this API: see docs/API.md (GET %s, POST %s, POST %s, POST %s, GET %s, PUT/GET %s, POST %s)",
+			r.Method, r.URL.Path, PathSandbox, PathExec, PathPolicyReload, PathStop, PathEvents, PathFiles, PathSnapshot))
 	})
 	return mux
 }
@@ -73,7 +83,9 @@ func Handler(b Backend) http.Handler {
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
 }
 
 // WriteError answers with an ErrorBody.
@@ -99,6 +111,7 @@ func serveEvents(b Backend, w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	flusher, _ := w.(http.Flusher)
 	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
 	send := func(ev store.Event) error {
 		for _, row := range sqliteexport.EventRows(ev) {
 			row.Columns["table"] = row.Table
