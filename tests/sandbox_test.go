@@ -296,3 +296,57 @@ func TestSandboxCtrlC(t *testing.T) {
 		t.Errorf("the sandbox after Ctrl-C: %q", out)
 	}
 }
+
+// A dry run prints the plan and creates nothing; it never prints an
+// --env value. A bad name is refused with the rule.
+func TestSandboxDryRunAndNames(t *testing.T) {
+	e := &sbEnv{t: t, data: t.TempDir(), caDir: t.TempDir(), ws: t.TempDir(), bin: capsemBin}
+	pol := filepath.Join(t.TempDir(), "p.toml")
+	if err := os.WriteFile(pol, []byte("[network]\nallow = [\"a.test\", \"b.test:8443\"]\n[[http]]\nhost = \"a.test\"\nmethods = [\"POST\"]\naction = \"deny\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"start", "--data", e.data, "--dry-run", "--json", "--policy", pol, "--workspace", e.ws, "--env", "TOKEN=s3cret-value", "--disk", "3", "plan-me"},
+		{"run", "--data", e.data, "--dry-run", "--json", "--policy", pol, "--workspace", e.ws, "--env", "TOKEN=s3cret-value", "--", "echo", "hi"},
+	} {
+		r, err := e.capsem(nil, args...)
+		if err != nil || r.code != 0 {
+			t.Fatalf("capsem %s: exit %d %v\n%s", strings.Join(args, " "), r.code, err, r.stderr)
+		}
+		var p struct {
+			Policy struct {
+				Allow []string `json:"allow"`
+				HTTP  []string `json:"http_rules"`
+			} `json:"policy"`
+			EnvNames  []string `json:"env_names"`
+			Workspace string   `json:"workspace"`
+			DiskGiB   int      `json:"disk_gib"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &p); err != nil {
+			t.Fatalf("%s: %v\n%s", args[0], err, r.stdout)
+		}
+		if strings.Join(p.Policy.Allow, ",") != "a.test,b.test:8443" || len(p.Policy.HTTP) != 1 || !contains(p.EnvNames, "TOKEN") || p.Workspace != e.ws {
+			t.Errorf("%s --dry-run plan: %s", args[0], r.stdout)
+		}
+		if args[0] == "start" && p.DiskGiB != 3 {
+			t.Errorf("start --dry-run: disk_gib %d, want 3", p.DiskGiB)
+		}
+		if strings.Contains(r.stdout+r.stderr, "s3cret-value") {
+			t.Errorf("%s --dry-run printed an --env value:\n%s", args[0], r.stdout)
+		}
+		entries, _ := os.ReadDir(e.data)
+		if len(entries) > 0 {
+			t.Errorf("%s --dry-run created %v in the data directory", args[0], entries)
+		}
+	}
+	for _, bad := range []string{"Upper", "-lead", "a_b", strings.Repeat("a", 64), "a/b"} {
+		r, _ := e.capsem(nil, "start", "--data", e.data, "--", bad)
+		if r.code != 2 || !strings.Contains(r.stderr, "a-z, 0-9") {
+			t.Errorf("capsem start %q: exit %d %q, want 2 with the rule", bad, r.code, r.stderr)
+		}
+	}
+	r, _ := e.capsem(nil, "exec", "--data", e.data, "nobox", "--", "true")
+	if r.code != 1 || !strings.Contains(r.stderr, "capsem start nobox") {
+		t.Errorf("exec in a missing sandbox: exit %d %q, want 1 naming capsem start nobox", r.code, r.stderr)
+	}
+}

@@ -48,7 +48,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 func newApp(stdout, stderr io.Writer) *cli.App {
-	return &cli.App{
+	app := &cli.App{
 		Name:    "capsem",
 		Usage:   "run AI coding agents in a Linux VM whose only way out is capsem's filtering netstack",
 		Version: version(),
@@ -60,5 +60,18 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		OnUsageError:    onUsageError,
 		Commands: []*cli.Command{runCommand(), startCommand(), execCommand(), shellCommand(), lsCommand(), stopCommand(), rmCommand(), policyCommand(),
 			doctorCommand(), imageCommand(), caCommand(), exportCommand(), sessionsCommand(), inspectCommand(), superviseCommand()},
+	}
+	usageErrorsExit2(app.Commands)
+	return app
+}
+
+// usageErrorsExit2 has every subcommand's flag errors exit with exitUsage,
+// as the app's do.
+func usageErrorsExit2(cmds []*cli.Command) {
+	for _, c := range cmds {
+		if c.OnUsageError == nil {
+			c.OnUsageError = onUsageError
+		}
+		usageErrorsExit2(c.Subcommands)
 	}
 }

@@ -46,7 +46,7 @@ func runCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "run",
 		Usage: "run a command in a fresh guest whose only network is capsem's filter",
-		UsageText: "capsem run [--policy FILE] [--workspace DIR] [--env K=V]… [--cpus N] [--memory MiB] [--timeout D] -- CMD…\n" +
+		UsageText: "capsem run [--dry-run [--json]] [--policy FILE] [--workspace DIR] [--env K=V]… [--cpus N] [--memory MiB] [--timeout D] -- CMD…\n" +
 			"   with no CMD: an interactive shell",
 		Description: "The current directory (or --workspace) is shared read-write as /workspace, where the command\n" +
 			"runs. Nothing of the host environment enters the guest except --env and TERM, LANG, TZ.\n" +
@@ -67,7 +67,7 @@ func runCommand() *cli.Command {
 			caDirFlag(),
 			&cli.StringFlag{Name: "log-level", Value: "warn", Usage: "capsem's own log: debug, info, warn, error"},
 			consoleLogMaxFlag(),
-		}, storeFlags()...),
+		}, append(storeFlags(), dryRunFlags()...)...),
 		Action: runAction,
 	}
 }
@@ -199,6 +199,12 @@ func runAction(c *cli.Context) error {
 	o, err := parseRunOptions(c)
 	if err != nil {
 		return err
+	}
+	if c.Bool("dry-run") {
+		return runPlan(c, o)
+	}
+	if c.Bool("json") {
+		return usageError{errors.New("--json goes with --dry-run")}
 	}
 	return runRecorded(c, o)
 }

@@ -28,7 +28,7 @@ func startCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "start",
 		Usage: "create a long-lived sandbox, or start a stopped one again with what it kept",
-		UsageText: "capsem start [--policy FILE] [--workspace DIR] [--env K=V]… [--cpus N] [--memory MiB] [--disk GiB] [--foreground] NAME\n" +
+		UsageText: "capsem start [--dry-run [--json]] [--policy FILE] [--workspace DIR] [--env K=V]… [--cpus N] [--memory MiB] [--disk GiB] [--foreground] NAME\n" +
 			"   NAME: 1 to 63 of a-z, 0-9 and '-', starting with a letter or digit",
 		Description: "The first start creates the sandbox under --data (sandboxes/NAME): its settings, the guest image it\n" +
 			"keeps using until capsem rm, and a disk of --disk GiB that holds everything the guest writes outside\n" +
@@ -49,7 +49,7 @@ func startCommand() *cli.Command {
 			dataFlag(),
 			caDirFlag(),
 			logLevelFlag(),
-		}, storeFlags()...),
+		}, append(storeFlags(), dryRunFlags()...)...),
 		Action: startAction,
 	}
 }
@@ -64,6 +64,12 @@ func startAction(c *cli.Context) error {
 	}
 	data := c.String("data")
 	d := newSandboxDir(data, name)
+	if c.Bool("dry-run") {
+		return startPlan(c, d)
+	}
+	if c.Bool("json") {
+		return usageError{errors.New("--json goes with --dry-run")}
+	}
 	if d.locked() {
 		return errAlreadyRunning{name}
 	}
@@ -90,74 +96,9 @@ func startAction(c *cli.Context) error {
 // prepareSandbox creates the sandbox's directory, settings, image and disk
 // the first time, and applies the flags given to a restart.
 func prepareSandbox(c *cli.Context, d sandboxDir) error {
-	fresh := !d.exists()
-	var s settingsFile
-	if fresh {
-		s = settingsFile{Name: d.Name, Created: time.Now().UTC(), CPUs: defaultCPUs, MemoryMiB: defaultMemoryMiB, DiskGiB: defaultDiskGiB}
-	} else {
-		var err error
-		if s, err = d.readSettings(); err != nil {
-			return err
-		}
-	}
-	given := func(flag string) bool { return fresh || c.IsSet(flag) }
-	if given("policy") {
-		p := c.String("policy")
-		if p != "" {
-			abs, err := filepath.Abs(p)
-			if err != nil {
-				return err
-			}
-			p = abs
-		}
-		if _, err := loadPolicy(p); err != nil {
-			return usageError{err}
-		}
-		s.Policy = p
-	}
-	if given("workspace") {
-		ws := c.String("workspace")
-		if ws == "" {
-			var err error
-			if ws, err = os.Getwd(); err != nil {
-				return err
-			}
-		}
-		abs, err := filepath.Abs(ws)
-		if err != nil {
-			return err
-		}
-		if st, err := os.Stat(abs); err != nil || !st.IsDir() {
-			return usageError{fmt.Errorf("--workspace %s: not a directory", abs)}
-		}
-		s.Workspace = abs
-	}
-	if given("env") {
-		env, err := guestEnv(nil, c.StringSlice("env"))
-		if err != nil {
-			return usageError{err}
-		}
-		s.Env = env
-	}
-	if given("cpus") {
-		if s.CPUs = c.Int("cpus"); s.CPUs < 1 {
-			return usageError{fmt.Errorf("--cpus %d: want at least 1", s.CPUs)}
-		}
-	}
-	if given("memory") {
-		if s.MemoryMiB = c.Int("memory"); s.MemoryMiB < 256 {
-			return usageError{fmt.Errorf("--memory %d: want at least 256 MiB", s.MemoryMiB)}
-		}
-	}
-	if given("disk") {
-		n := c.Int("disk")
-		if n < 1 {
-			return usageError{fmt.Errorf("--disk %d: want at least 1 GiB", n)}
-		}
-		if !fresh && n < s.DiskGiB {
-			return usageError{fmt.Errorf("--disk %d: the disk is %d GiB and cannot shrink (capsem rm %s, then start it with --disk %d, makes a new one)", n, s.DiskGiB, d.Name, n)}
-		}
-		s.DiskGiB = n
+	s, fresh, err := resolveSettings(c, d)
+	if err != nil {
+		return err
 	}
 	if fresh {
 		if err := os.MkdirAll(d.Dir, 0o700); err != nil {
@@ -182,6 +123,80 @@ func prepareSandbox(c *cli.Context, d sandboxDir) error {
 	}
 	// The settings go last: a sandbox whose settings exist is complete.
 	return d.writeSettings(s)
+}
+
+// resolveSettings is the sandbox's settings as a start with c's flags
+// makes them: the stored ones with the given flags applied, or a new
+// sandbox's. It checks the flags and changes nothing.
+func resolveSettings(c *cli.Context, d sandboxDir) (s settingsFile, fresh bool, err error) {
+	fresh = !d.exists()
+	if fresh {
+		s = settingsFile{Name: d.Name, Created: time.Now().UTC(), CPUs: defaultCPUs, MemoryMiB: defaultMemoryMiB, DiskGiB: defaultDiskGiB}
+	} else {
+		if s, err = d.readSettings(); err != nil {
+			return s, fresh, err
+		}
+	}
+	given := func(flag string) bool { return fresh || c.IsSet(flag) }
+	if given("policy") {
+		p := c.String("policy")
+		if p != "" {
+			abs, err := filepath.Abs(p)
+			if err != nil {
+				return s, fresh, err
+			}
+			p = abs
+		}
+		if _, err := loadPolicy(p); err != nil {
+			return s, fresh, usageError{err}
+		}
+		s.Policy = p
+	}
+	if given("workspace") {
+		ws := c.String("workspace")
+		if ws == "" {
+			var err error
+			if ws, err = os.Getwd(); err != nil {
+				return s, fresh, err
+			}
+		}
+		abs, err := filepath.Abs(ws)
+		if err != nil {
+			return s, fresh, err
+		}
+		if st, err := os.Stat(abs); err != nil || !st.IsDir() {
+			return s, fresh, usageError{fmt.Errorf("--workspace %s: not a directory", abs)}
+		}
+		s.Workspace = abs
+	}
+	if given("env") {
+		env, err := guestEnv(nil, c.StringSlice("env"))
+		if err != nil {
+			return s, fresh, usageError{err}
+		}
+		s.Env = env
+	}
+	if given("cpus") {
+		if s.CPUs = c.Int("cpus"); s.CPUs < 1 {
+			return s, fresh, usageError{fmt.Errorf("--cpus %d: want at least 1", s.CPUs)}
+		}
+	}
+	if given("memory") {
+		if s.MemoryMiB = c.Int("memory"); s.MemoryMiB < 256 {
+			return s, fresh, usageError{fmt.Errorf("--memory %d: want at least 256 MiB", s.MemoryMiB)}
+		}
+	}
+	if given("disk") {
+		n := c.Int("disk")
+		if n < 1 {
+			return s, fresh, usageError{fmt.Errorf("--disk %d: want at least 1 GiB", n)}
+		}
+		if !fresh && n < s.DiskGiB {
+			return s, fresh, usageError{fmt.Errorf("--disk %d: the disk is %d GiB and cannot shrink (capsem rm %s, then start it with --disk %d, makes a new one)", n, s.DiskGiB, d.Name, n)}
+		}
+		s.DiskGiB = n
+	}
+	return s, fresh, nil
 }
 
 // ensureDisk makes the sandbox's disk when it has none, and grows it to

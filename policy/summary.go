@@ -1,0 +1,56 @@
+package policy
+
+import (
+	"net"
+	"sort"
+	"strconv"
+)
+
+// Summary is what a policy allows, as its file wrote it, for a person or a
+// program to check before a sandbox exists (capsem start --dry-run).
+type Summary struct {
+	Source       string            `json:"source"` // the file ("default policy" for the built-in one)
+	SHA256       string            `json:"sha256"`
+	Allow        []string          `json:"allow"` // [network] allow entries: names, "*.x" patterns, ":port" suffixes
+	Deny         []string          `json:"deny"`
+	HTTP         []string          `json:"http_rules"`             // [[http]] rules, in file order, as a decision names them
+	Passthrough  []string          `json:"tls_passthrough"`        // names whose TLS is not intercepted
+	Resolve      map[string]string `json:"resolve,omitempty"`      // [upstream] resolve: name → where capsem connects
+	AllowPrivate bool              `json:"allow_private"`          // [upstream] allow_private
+	CAFiles      []string          `json:"upstream_ca_files"`      // [upstream] ca_files
+	PreviewBytes int               `json:"mitm_preview_bytes"`     // [mitm] preview_bytes in force
+	MaxWildcard  int               `json:"dns_max_wildcard_names"` // [dns] max_wildcard_names in force
+}
+
+// Summarize describes p. Lists are never nil, so that JSON shows [].
+func (p *Policy) Summarize() Summary {
+	s := Summary{Allow: []string{}, Deny: []string{}, HTTP: []string{}, Passthrough: []string{}, CAFiles: []string{}}
+	if !p.usable() {
+		return s
+	}
+	s.Source, s.SHA256, s.AllowPrivate = p.Source, p.SHA256, p.AllowPrivate
+	s.Allow = append(s.Allow, p.allowText...)
+	s.Deny = append(s.Deny, p.denyText...)
+	for i := range p.http {
+		s.HTTP = append(s.HTTP, p.http[i].text)
+	}
+	for _, m := range []map[string]string{p.passExact, p.passWild} {
+		for _, text := range m {
+			s.Passthrough = append(s.Passthrough, text)
+		}
+	}
+	sort.Strings(s.Passthrough)
+	s.CAFiles = append(s.CAFiles, p.UpstreamCAFiles()...)
+	if len(p.resolve) > 0 {
+		s.Resolve = map[string]string{}
+		for name, t := range p.resolve {
+			to := t.Host
+			if t.Port != 0 {
+				to = net.JoinHostPort(t.Host, strconv.Itoa(int(t.Port)))
+			}
+			s.Resolve[name] = to
+		}
+	}
+	s.PreviewBytes, s.MaxWildcard = p.PreviewBytes(), p.MaxWildcardNames()
+	return s
+}
