@@ -175,6 +175,16 @@ func TestSandboxIsolation(t *testing.T) {
 	if out := e.sh("iso-b", "ls /root/mine 2>&1 || true; pgrep -c 'sleep' || true"); !strings.Contains(out, "No such file") || !strings.HasSuffix(out, "0\n") {
 		t.Errorf("iso-b sees iso-a's file or process: %q", out)
 	}
+
+	// capsem doctor --sandbox proves the walls inside a sandbox that
+	// exists, under its own (default) policy, and leaves nothing there.
+	r := e.must(0, nil, "doctor", "--sandbox", "iso-b")
+	if !strings.Contains(r.stdout, " passed") || strings.Contains(r.stdout, " failed") {
+		t.Errorf("capsem doctor --sandbox iso-b:\n%s", r.stdout)
+	}
+	if out := e.sh("iso-b", "ls /tmp | grep -c capsem-doctor || true"); out != "0\n" {
+		t.Errorf("the doctor left its suite in the sandbox's /tmp: %q", out)
+	}
 }
 
 // A policy reload swaps the policy for new flows; a broken file keeps the

@@ -41,16 +41,20 @@ func doctorCommand() *cli.Command {
 		Name:  "doctor",
 		Usage: "run capsem-doctor, the in-guest test suite that proves the sandbox holds (or check the host with --host)",
 		UsageText: "capsem doctor [-k EXPR] [-x] [-v] [--suite DIR]\n" +
+			"   capsem doctor --sandbox NAME [-k EXPR] [-x] [-v] [--suite DIR]\n" +
 			"   capsem doctor --host",
 		Description: "Boots a guest with the doctor's policy and a local upstream the host side serves, runs the pytest\n" +
 			"suite of guest/diagnostics in it (embedded in capsem; --suite DIR runs a directory instead, so a\n" +
-			"changed test needs no rebuild) and exits with pytest's code. --host checks this machine instead.",
+			"changed test needs no rebuild) and exits with pytest's code. --sandbox NAME runs the suite in a running\n" +
+			"sandbox instead, under its own policy: the tests that need the doctor's upstream skip, the walls are\n" +
+			"checked as that sandbox has them. --host checks this machine instead.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "k", Usage: "only the tests matching pytest `EXPR`"},
 			&cli.BoolFlag{Name: "x", Usage: "stop at the first failure"},
 			&cli.BoolFlag{Name: "v", Usage: "one line per test"},
 			&cli.StringFlag{Name: "suite", Usage: "run the *.py files of `DIR` instead of the embedded suite"},
 			&cli.BoolFlag{Name: "host", Usage: "check the host (QEMU, accelerator, image, CA, store) instead"},
+			&cli.StringFlag{Name: "sandbox", Usage: "run the suite inside the running sandbox `NAME`, under its own policy"},
 			dataFlag(),
 			&cli.StringFlag{Name: "ca-dir", Usage: "interception CA `DIR` (default: capsem ca path)"},
 			&cli.StringFlag{Name: "log-level", Value: "warn", Usage: "capsem's own log: debug, info, warn, error"},
@@ -68,6 +72,9 @@ func doctorAction(c *cli.Context) error {
 	}
 	if c.Bool("host") {
 		return hostCheck(c)
+	}
+	if name := c.String("sandbox"); name != "" {
+		return doctorInSandbox(c, name)
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
@@ -103,20 +110,8 @@ func doctorAction(c *cli.Context) error {
 		return fmt.Errorf("doctor policy: %w", err)
 	}
 
-	argv := []string{"python3", "-m", "pytest", "-p", "no:cacheprovider", "-rfEs", "--color=no", "/workspace/" + doctorSuiteDir}
-	if k := c.String("k"); k != "" {
-		argv = append(argv, "-k", k)
-	}
-	if c.Bool("x") {
-		argv = append(argv, "-x")
-	}
-	if c.Bool("v") {
-		argv = append(argv, "-v")
-	} else {
-		argv = append(argv, "-q")
-	}
 	o := &runOptions{
-		argv: argv,
+		argv: pytestArgv(c, "/workspace/"+doctorSuiteDir),
 		env: []string{
 			"CAPSEM_DOCTOR=1",
 			"CAPSEM_DOCTOR_HOST=" + doctorHost,
@@ -137,6 +132,23 @@ func doctorAction(c *cli.Context) error {
 		onEvent:   up.recordEvent,
 	}
 	return runRecorded(c, o)
+}
+
+// pytestArgv runs the suite in dir with the doctor's pytest flags.
+func pytestArgv(c *cli.Context, dir string) []string {
+	argv := []string{"python3", "-m", "pytest", "-p", "no:cacheprovider", "-rfEs", "--color=no", dir}
+	if k := c.String("k"); k != "" {
+		argv = append(argv, "-k", k)
+	}
+	if c.Bool("x") {
+		argv = append(argv, "-x")
+	}
+	if c.Bool("v") {
+		argv = append(argv, "-v")
+	} else {
+		argv = append(argv, "-q")
+	}
+	return argv
 }
 
 // doctorPolicy allows the doctor's host on 443 only, sends it to the local

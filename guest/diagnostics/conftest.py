@@ -5,6 +5,11 @@ Everything here is skipped unless the suite runs inside a capsem guest
 contract arrives as environment variables: CAPSEM_DOCTOR_HOST (an allowed
 name with a local HTTPS upstream behind capsem's MITM) and
 CAPSEM_DOCTOR_DENIED (a name the policy does not allow).
+
+Under `capsem doctor --sandbox NAME` (CAPSEM_DOCTOR_MODE=sandbox) the suite
+runs in a user's long-lived sandbox, under its own policy, without the
+doctor's upstream or host file: the tests that need those skip and say so;
+the rest (the walls, the guest's hardening, the runtimes) must pass.
 """
 
 import json
@@ -86,11 +91,25 @@ def describe(p):
     return f"exit {p.returncode}\nstdout: {p.stdout[-2000:]!r}\nstderr: {p.stderr[-2000:]!r}"
 
 
+def in_user_sandbox():
+    """True under `capsem doctor --sandbox NAME`."""
+    return os.environ.get("CAPSEM_DOCTOR_MODE") == "sandbox"
+
+
+def needs_doctor_guest(what):
+    """Skips the test in a user's sandbox: it needs the doctor's own guest
+    (its policy, its upstream, its workspace), which `capsem doctor` boots."""
+    if in_user_sandbox():
+        pytest.skip(f"needs {what}, which only `capsem doctor`'s own guest has")
+
+
 def required_env(name):
     """The variable the host must set; a missing one fails the test (the
-    sandbox and network tests must never skip in a capsem guest)."""
+    sandbox and network tests must never skip in a capsem guest), except in
+    a user's sandbox, which has no doctor upstream: there it skips."""
     v = os.environ.get(name, "")
     if not v:
+        needs_doctor_guest(f"{name} (the doctor's upstream)")
         pytest.fail(f"{name} is not set: run the suite with `capsem doctor`, which sets it")
     return v
 
