@@ -6,7 +6,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"github.com/capsem/capsem/guest/bootparam"
 	"io"
 	"log/slog"
 	"os"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/capsem/capsem/bench/internal/stats"
+	"github.com/capsem/capsem/guest/bootparam"
 	"github.com/capsem/capsem/guest/image"
 	"github.com/capsem/capsem/hypervisor"
 	"github.com/capsem/capsem/hypervisor/qemu"
