@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/capsem/capsem/tests/harness"
 )
 
 // The long-lived sandbox tests drive `capsem start/exec/ls/stop/rm` as a
@@ -358,5 +360,67 @@ func TestSandboxDryRunAndNames(t *testing.T) {
 	r, _ := e.capsem(nil, "exec", "--data", e.data, "nobox", "--", "true")
 	if r.code != 1 || !strings.Contains(r.stderr, "capsem start nobox") {
 		t.Errorf("exec in a missing sandbox: exit %d %q, want 1 naming capsem start nobox", r.code, r.stderr)
+	}
+}
+
+// --foreground runs the supervisor in place: the process is the sandbox,
+// and SIGTERM stops it cleanly. A guest that powers itself off leaves the
+// sandbox crashed, and a start recovers it.
+func TestSandboxForegroundAndGuestDeath(t *testing.T) {
+	e := newSBEnv(t)
+	cmd := exec.Command(capsemBin, "start", "--foreground", "--data", e.data, "--ca-dir", e.caDir, "--workspace", e.ws, "fg")
+	var stderr harness.SyncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for !strings.Contains(stderr.String(), "is running") {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("capsem start --foreground did not say it runs: %s", stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if st := e.ls()["fg"]; st.State != "running" || st.PID != cmd.Process.Pid {
+		t.Errorf("ls: %+v, want running with the foreground process's pid %d", st, cmd.Process.Pid)
+	}
+	if out := e.sh("fg", "echo hi"); out != "hi\n" {
+		t.Errorf("exec in a foreground sandbox: %q", out)
+	}
+	cmd.Process.Signal(unix.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("capsem start --foreground after SIGTERM: %v\n%s", err, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("SIGTERM did not stop the foreground supervisor within 30 s")
+	}
+	if st := e.state("fg"); st != "stopped" {
+		t.Errorf("state %q after SIGTERM, want stopped", st)
+	}
+
+	e.start("fg")
+	r := e.exec("fg", nil, nil, "sh", "-c", "echo o > /proc/sysrq-trigger; sleep 30")
+	if r.code == 0 {
+		t.Errorf("a command whose guest powered off under it exited 0")
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for e.state("fg") != "crashed" && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if st := e.ls()["fg"]; st.State != "crashed" {
+		t.Errorf("after the guest powered itself off: %+v, want crashed", st)
+	}
+	if q := qemuOf(filepath.Join(e.data, "sandboxes", "fg")); len(q) > 0 {
+		t.Errorf("QEMU left after the guest's death: %v", q)
+	}
+	e.start("fg")
+	if out := e.sh("fg", "echo back"); out != "back\n" {
+		t.Errorf("after the crash and a start: %q", out)
 	}
 }
