@@ -223,13 +223,7 @@ func runRecorded(c *cli.Context, o *runOptions) error {
 	if err != nil {
 		return err
 	}
-	caDir := o.caDir
-	if caDir == "" {
-		if caDir, err = ca.DefaultDir(); err != nil {
-			return err
-		}
-	}
-	authority, err := ca.LoadOrCreate(caDir)
+	authority, err := loadAuthority(o.caDir)
 	if err != nil {
 		return err
 	}
@@ -347,6 +341,18 @@ func runInSandbox(ctx context.Context, o *runOptions, cfg sandbox.Config, stdin 
 // execOptions is what execute needs of the run's options.
 func (o *runOptions) execOptions() execOptions {
 	return execOptions{argv: o.argv, env: o.env, tty: o.tty, timeout: o.timeout}
+}
+
+// loadAuthority loads the interception CA of dir ("": ca.DefaultDir()),
+// making it on first use.
+func loadAuthority(dir string) (*ca.Authority, error) {
+	if dir == "" {
+		var err error
+		if dir, err = ca.DefaultDir(); err != nil {
+			return nil, err
+		}
+	}
+	return ca.LoadOrCreate(dir)
 }
 
 // hostName is how capsem names itself to the guest's agent.

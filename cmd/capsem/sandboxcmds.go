@@ -53,7 +53,7 @@ func lsCommand() *cli.Command {
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d MiB\t%s / %s\t%s\t%s\t%s %.12s\n", st.Name, state,
 					st.Created.Local().Format("2006-01-02 15:04"), started, st.CPUs, st.MemoryMiB,
-					humanSize(st.DiskUsed), humanSize(st.DiskSize), dash(st.SessionID), st.Workspace, policyName(st.Policy), st.PolicySHA256)
+					humanBytes(st.DiskUsed), humanBytes(st.DiskSize), dash(st.SessionID), st.Workspace, policyName(st.Policy), st.PolicySHA256)
 			}
 			return tw.Flush()
 		},
@@ -67,20 +67,6 @@ func dash(s string) string {
 	return s
 }
 
-// humanSize is n bytes in binary units.
-func humanSize(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
-
 func stopCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "stop",
@@ -88,14 +74,11 @@ func stopCommand() *cli.Command {
 		UsageText: "capsem stop [--data DIR] NAME",
 		Flags:     []cli.Flag{dataFlag()},
 		Action: func(c *cli.Context) error {
-			if c.NArg() != 1 {
-				return usageError{errors.New("want one sandbox NAME")}
-			}
-			name := c.Args().First()
-			if err := checkSandboxName(name); err != nil {
+			d, err := sandboxArg(c)
+			if err != nil {
 				return err
 			}
-			d := newSandboxDir(c.String("data"), name)
+			name := d.Name
 			st, err := d.status()
 			if err != nil {
 				return err
@@ -168,14 +151,11 @@ func rmCommand() *cli.Command {
 		UsageText: "capsem rm [--force] [--data DIR] NAME",
 		Flags:     []cli.Flag{dataFlag(), &cli.BoolFlag{Name: "force", Aliases: []string{"f"}, Usage: "stop a running sandbox first"}},
 		Action: func(c *cli.Context) error {
-			if c.NArg() != 1 {
-				return usageError{errors.New("want one sandbox NAME")}
-			}
-			name := c.Args().First()
-			if err := checkSandboxName(name); err != nil {
+			d, err := sandboxArg(c)
+			if err != nil {
 				return err
 			}
-			d := newSandboxDir(c.String("data"), name)
+			name := d.Name
 			if !d.exists() {
 				if _, err := os.Stat(d.Dir); err != nil {
 					return fmt.Errorf("no sandbox %q in %s", name, c.String("data"))

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
 
 	"github.com/capsem/capsem/guest/image"
@@ -51,6 +52,18 @@ func checkSandboxName(name string) error {
 type sandboxDir struct {
 	Name string
 	Dir  string
+}
+
+// sandboxArg is the sandbox a command's one argument names, under --data.
+func sandboxArg(c *cli.Context) (sandboxDir, error) {
+	if c.NArg() != 1 {
+		return sandboxDir{}, usageError{fmt.Errorf("want one sandbox NAME, got %d arguments", c.NArg())}
+	}
+	name := c.Args().First()
+	if err := checkSandboxName(name); err != nil {
+		return sandboxDir{}, err
+	}
+	return newSandboxDir(dataOf(c), name), nil
 }
 
 func newSandboxDir(data, name string) sandboxDir {

@@ -20,7 +20,6 @@ import (
 
 	"github.com/capsem/capsem/guest/proto"
 	"github.com/capsem/capsem/hypervisor"
-	"github.com/capsem/capsem/mitm/ca"
 	"github.com/capsem/capsem/sandbox"
 	"github.com/capsem/capsem/sandbox/api"
 	"github.com/capsem/capsem/store"
@@ -153,13 +152,7 @@ func supervise(ctx context.Context, data, name string, o superviseOptions, repor
 	if err != nil {
 		return usageError{err}
 	}
-	caDir := o.caDir
-	if caDir == "" {
-		if caDir, err = ca.DefaultDir(); err != nil {
-			return err
-		}
-	}
-	authority, err := ca.LoadOrCreate(caDir)
+	authority, err := loadAuthority(o.caDir)
 	if err != nil {
 		return err
 	}
