@@ -12,11 +12,33 @@ import (
 	"github.com/capsem/capsem/guest/bootparam"
 )
 
-// RootDevice is the guest device the read-only root image appears as: the
-// backends attach Config.RootImage as the first (and only) virtio block
-// device, and set Config.Boot's Root to it (capsem.root: the guest's /init
-// mounts it; root=RootDevice when there is no initramfs).
-const RootDevice = "/dev/vda"
+// The guest devices the disks appear as: the backends attach
+// Config.RootImage as the first virtio block device and Config.DataDisk as
+// the second, and DiskBoot names them to the guest.
+const (
+	// RootDevice is the read-only root image (capsem.root: the guest's
+	// /init mounts it; root=RootDevice when there is no initramfs).
+	RootDevice = "/dev/vda"
+	// DataDevice is the writable disk (capsem.rw: the root's writable
+	// layer).
+	DataDevice = "/dev/vdb"
+)
+
+// DiskBoot names the attached disks in p, as the backends attach them, and
+// returns the kernel's own root= words when there is a root image but no
+// initramfs to mount it.
+func DiskBoot(c *Config, p *bootparam.BootParams) (kernelWords []string) {
+	if c.RootImage != "" {
+		if c.Initramfs == "" {
+			return []string{"root=" + RootDevice, "ro"}
+		}
+		p.Root = RootDevice
+	}
+	if c.DataDisk != "" {
+		p.RW = DataDevice
+	}
+	return nil
+}
 
 // DefaultBootTimeout bounds how long a guest may take to say anything on
 // its control channel. Under TCG the measured boot to /init is ~1.5 s; the
@@ -59,6 +81,11 @@ type Config struct {
 	Initramfs string
 	// RootImage is attached read-only as RootDevice (erofs or squashfs).
 	RootImage string
+	// DataDisk is a raw ext4 image (guest/image.CreateDataDisk) attached
+	// writable as DataDevice: the root's writable layer, kept from one boot
+	// to the next. It needs RootImage and an initramfs. "": that layer is
+	// a tmpfs, gone at power-off.
+	DataDisk string
 	// Boot is what the guest's PID 1 is told on the kernel command line
 	// (the capsem.* parameters of guest/bootparam). The backend adds what
 	// is its own — the root device, the workspace filesystem, the vsock
@@ -106,8 +133,11 @@ func (c *Config) Validate() error {
 	if c.Kernel == "" {
 		return errors.New("hypervisor: no kernel given (build one with guest/image)")
 	}
+	if c.DataDisk != "" && (c.RootImage == "" || c.Initramfs == "") {
+		return errors.New("hypervisor: a data disk is the writable layer of the root image: it needs RootImage and an initramfs")
+	}
 	for _, f := range []struct{ what, path string }{
-		{"kernel", c.Kernel}, {"initramfs", c.Initramfs}, {"root image", c.RootImage},
+		{"kernel", c.Kernel}, {"initramfs", c.Initramfs}, {"root image", c.RootImage}, {"data disk", c.DataDisk},
 	} {
 		if f.path == "" {
 			continue

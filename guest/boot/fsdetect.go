@@ -10,6 +10,7 @@ import (
 const (
 	squashfsMagic = 0x73717368 // "hsqs", little-endian at offset 0
 	erofsMagic    = 0xE0F5E1E2 // little-endian at offset 1024
+	ext4Magic     = 0xEF53     // s_magic, little-endian at offset 1024+56
 )
 
 // ErrUnknownFS means the image's superblock is neither erofs nor squashfs.
@@ -26,4 +27,12 @@ func DetectFS(r io.ReaderAt) (string, error) {
 		return "erofs", nil
 	}
 	return "", ErrUnknownFS
+}
+
+// IsExt4 says whether the disk's superblock is an ext2/3/4 one (the
+// writable layer's disk, which the host formats as ext4).
+func IsExt4(r io.ReaderAt) bool {
+	var b [2]byte
+	_, err := r.ReadAt(b[:], 1024+56)
+	return err == nil && binary.LittleEndian.Uint16(b[:]) == ext4Magic
 }

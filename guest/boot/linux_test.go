@@ -54,10 +54,14 @@ func TestPlans(t *testing.T) {
 	if sys[0].FSType != "devpts" || !strings.Contains(sys[0].Data, "ptmxmode=0666") || sys[2].Target != "/tmp" {
 		t.Fatalf("system %v", sys)
 	}
-	r := RootMounts("/dev/vda", "erofs", DefaultRootLayout, "1g")
+	r := RootMounts("/dev/vda", "erofs", "", DefaultRootLayout, "1g")
 	if r[0].Flags&unix.MS_RDONLY == 0 || r[0].FSType != "erofs" || r[1].Data != "mode=0755,size=1g" ||
 		r[2].Data != "lowerdir=/run/capsem/lower,upperdir=/run/capsem/rw/upper,workdir=/run/capsem/rw/work" || r[2].Target != "/newroot" {
 		t.Fatalf("root %v", r)
+	}
+	r = RootMounts("/dev/vda", "erofs", "/dev/vdb", DefaultRootLayout, "1g")
+	if r[1].Source != "/dev/vdb" || r[1].FSType != "ext4" || r[1].Target != "/run/capsem/rw" || r[1].Data != RWDiskOptions {
+		t.Fatalf("root on a writable disk %v", r)
 	}
 	c, _ := bootparam.Parse("capsem.ws=9p")
 	m, ok := WorkspaceMount(c)
@@ -90,7 +94,7 @@ func TestMountRootErofs(t *testing.T) {
 	{
 		inNewNS(t, unix.CLONE_NEWNS)
 		l := RootLayout{Lower: filepath.Join(dir, "run/lower"), RW: filepath.Join(dir, "run/rw"), Target: filepath.Join(dir, "newroot")}
-		desc, err := MountRoot(img, "", l, "16m")
+		desc, err := MountRoot(img, "", "", l, "16m")
 		if errors.Is(err, unix.ENOTBLK) || err != nil && strings.Contains(err.Error(), "block device") {
 			t.Skipf("this kernel cannot mount erofs from a file: %v", err)
 		}

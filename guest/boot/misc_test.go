@@ -38,6 +38,22 @@ func TestDetectFS(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	ext := make([]byte, 4096)
+	binary.LittleEndian.PutUint16(ext[1024+56:], ext4Magic)
+	for _, c := range []struct {
+		disk []byte
+		want bool
+		why  string
+	}{
+		{ext, true, "s_magic at 1080"},
+		{ero, false, "the erofs root image is not a writable disk"},
+		{make([]byte, 4096), false, "a blank disk is refused, never formatted by the guest"},
+		{make([]byte, 1081), false, "cut inside the magic"},
+	} {
+		if got := IsExt4(byteReaderAt(c.disk)); got != c.want {
+			t.Errorf("IsExt4 = %v, want %v (%s)", got, c.want, c.why)
+		}
+	}
 }
 
 func TestApplySysctls(t *testing.T) {

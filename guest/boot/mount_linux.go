@@ -70,26 +70,38 @@ func WorkspaceMount(c bootparam.BootParams) (Mount, bool) {
 // RootLayout names the directories MountRoot uses.
 type RootLayout struct {
 	Lower  string // the read-only image
-	RW     string // the tmpfs holding the overlay's upper and work directories
+	RW     string // the tmpfs or ext4 disk holding the overlay's upper and work directories
 	Target string // the overlay: the new root
 }
+
+// RWDiskOptions are the writable disk's ext4 mount options. discard hands
+// the space of deleted files back to the host (QEMU punches it out of the
+// sparse file: `capsem ls` shows what the disk holds, not what it ever
+// held); noinit_itable skips zeroing inode tables in the background, which
+// the host's sparse file already reads as zeros, so that a fresh disk costs
+// the guest's CPU nothing after boot.
+const RWDiskOptions = "discard,noinit_itable"
 
 // DefaultRootLayout keeps the image and the tmpfs under /run/capsem (which
 // moves into the new root, so they stay visible there for diagnostics) and
 // builds the new root at /newroot in the initramfs.
 var DefaultRootLayout = RootLayout{Lower: "/run/capsem/lower", RW: "/run/capsem/rw", Target: "/newroot"}
 
-// RootMounts is the plan for the root: the image read-only, a tmpfs, and an
-// overlay of the two. rwSize is the tmpfs size option ("" for the default,
-// half of RAM).
-func RootMounts(dev, fstype string, l RootLayout, rwSize string) []Mount {
-	rwData := "mode=0755"
+// RootMounts is the plan for the root: the image read-only, the writable
+// layer, and an overlay of the two. The writable layer is the ext4 disk
+// rwDev, or with rwDev "" a tmpfs of rwSize ("" for the default, half of
+// RAM).
+func RootMounts(dev, fstype, rwDev string, l RootLayout, rwSize string) []Mount {
+	rw := Mount{Source: "tmpfs", Target: l.RW, FSType: "tmpfs", Flags: unix.MS_NODEV, Data: "mode=0755", Mode: 0o755}
 	if rwSize != "" {
-		rwData += ",size=" + rwSize
+		rw.Data += ",size=" + rwSize
+	}
+	if rwDev != "" {
+		rw = Mount{Source: rwDev, Target: l.RW, FSType: "ext4", Flags: unix.MS_NODEV, Data: RWDiskOptions, Mode: 0o755}
 	}
 	return []Mount{
 		{Source: dev, Target: l.Lower, FSType: fstype, Flags: unix.MS_RDONLY | unix.MS_NODEV, Mode: 0o755},
-		{Source: "tmpfs", Target: l.RW, FSType: "tmpfs", Flags: unix.MS_NODEV, Data: rwData, Mode: 0o755},
+		rw,
 		{Source: "overlay", Target: l.Target, FSType: "overlay", Data: fmt.Sprintf("lowerdir=%s,upperdir=%s/upper,workdir=%s/work",
 			l.Lower, l.RW, l.RW), Mode: 0o755},
 	}
@@ -144,9 +156,11 @@ func WaitFile(path string, timeout time.Duration) error {
 }
 
 // MountRoot mounts the root image dev (erofs or squashfs; fstype "" to
-// detect it) read-only with a writable tmpfs overlay at l.Target, and
-// describes what it did.
-func MountRoot(dev, fstype string, l RootLayout, rwSize string) (string, error) {
+// detect it) read-only under a writable overlay at l.Target — its upper
+// layer on the ext4 disk rwDev, or in a tmpfs when rwDev is "" — and
+// describes what it did. A disk that is not ext4 is refused, never
+// formatted: the host makes it (guest/image.CreateDataDisk).
+func MountRoot(dev, fstype, rwDev string, l RootLayout, rwSize string) (string, error) {
 	if fstype == "" {
 		f, err := os.Open(dev)
 		if err != nil {
@@ -158,12 +172,28 @@ func MountRoot(dev, fstype string, l RootLayout, rwSize string) (string, error) 
 			return "", fmt.Errorf("root image %s: %w", dev, err)
 		}
 	}
-	plan := RootMounts(dev, fstype, l, rwSize)
+	layer := "tmpfs"
+	if rwDev != "" {
+		if err := WaitFile(rwDev, 10*time.Second); err != nil {
+			return "", fmt.Errorf("writable disk: %w", err)
+		}
+		f, err := os.Open(rwDev)
+		if err != nil {
+			return "", fmt.Errorf("writable disk: %w", err)
+		}
+		ok := IsExt4(f)
+		f.Close()
+		if !ok {
+			return "", fmt.Errorf("writable disk %s has no ext4 superblock: the host formats it (capsem rm, then start, makes a new one)", rwDev)
+		}
+		layer = "ext4 " + rwDev
+	}
+	plan := RootMounts(dev, fstype, rwDev, l, rwSize)
 	if err := Do(plan[0]); err != nil {
 		return "", err
 	}
 	if err := Do(plan[1]); err != nil {
-		return "", err
+		return "", fmt.Errorf("writable layer: %w", err)
 	}
 	for _, d := range []string{l.RW + "/upper", l.RW + "/work"} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -173,7 +203,7 @@ func MountRoot(dev, fstype string, l RootLayout, rwSize string) (string, error) 
 	if err := Do(plan[2]); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("%s %s (read-only) + tmpfs overlay", fstype, dev), nil
+	return fmt.Sprintf("%s %s (read-only) + %s overlay", fstype, dev, layer), nil
 }
 
 // SwitchRoot makes newRoot the root, as switch_root(8) does: it moves

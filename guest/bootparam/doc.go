@@ -16,6 +16,7 @@
 //	capsem.hostname=capsem
 //	capsem.root=/dev/vda                root image (default: stay in the initramfs)
 //	capsem.rootfs=erofs|squashfs|auto   default auto (superblock magic)
+//	capsem.rw=/dev/vdb                  an ext4 disk for the root's writable layer (default: a tmpfs)
 //	capsem.ws=9p|virtiofs|none          workspace filesystem (default none)
 //	capsem.ws.tag=workspace             its mount tag
 //	capsem.ws.path=/workspace           its mount point

@@ -58,7 +58,7 @@ func TestParseErrors(t *testing.T) {
 		"capsem.ip=198.18.0.2", "capsem.ip=::1/64", "capsem.ip=bogus", "capsem.ip=1.2.3.4/0",
 		"capsem.gw=x", "capsem.gw=fe80::1", "capsem.dns=1.1.1.1,", "capsem.mtu=100", "capsem.mtu=70000", "capsem.mtu=x",
 		"capsem.if=", "capsem.if=a/b", "capsem.if=waytoolonginterfacename",
-		"capsem.root=vda", "capsem.rootfs=ext4", "capsem.ws=nfs", "capsem.ws.tag=", "capsem.ws.path=relative",
+		"capsem.root=vda", "capsem.rw=vdb", "capsem.rootfs=ext4", "capsem.ws=nfs", "capsem.ws.tag=", "capsem.ws.path=relative",
 		"capsem.ws.path=/", "capsem.ws.path=/a/../etc", "capsem.port=", "capsem.vsock=0", "capsem.vsock=x",
 		"capsem.vsock=4294967295", "capsem.ca=!!!", "capsem.ca=" + base64.StdEncoding.EncodeToString([]byte("not der")),
 		"capsem.modules=rel/path", "capsem.lockdown=maybe", "capsem.hostname=",
@@ -98,6 +98,8 @@ func TestString(t *testing.T) {
 			base64.RawURLEncoding.EncodeToString(der) + " capsem.debug=1 capsem.vsock=1024",
 			"the order capsem run and the backends wrote the words in by hand, whatever order the fields are set in"},
 		{BootParams{NoLockdown: true}, "capsem.lockdown=0", "the lockdown is off only when asked"},
+		{BootParams{Root: "/dev/vda", RW: "/dev/vdb", WSFS: "9p"}, "capsem.root=/dev/vda capsem.rw=/dev/vdb capsem.ws=9p",
+			"a long-lived sandbox's writable disk follows the root it is layered on"},
 		{BootParams{WSPath: "/my work"}, `capsem.ws.path="/my work"`, "a value with a space is quoted, as the kernel splits"},
 	} {
 		got := c.p.String()
@@ -120,7 +122,7 @@ func TestString(t *testing.T) {
 // the same parameters (the host's words are what the guest reads).
 func FuzzParse(f *testing.F) {
 	f.Add("console=ttyS0 capsem.ip=198.18.0.2/24 capsem.gw=198.18.0.1 capsem.dns=198.18.0.1 capsem.mtu=4000 capsem.ws=9p")
-	f.Add(`capsem.ip=none capsem.root=/dev/vda capsem.vsock=7 capsem.ws.path="/a b" capsem.lockdown=0 capsem.x=y capsem.x=z`)
+	f.Add(`capsem.ip=none capsem.root=/dev/vda capsem.rw=/dev/vdb capsem.vsock=7 capsem.ws.path="/a b" capsem.lockdown=0 capsem.x=y capsem.x=z`)
 	f.Add("capsem.ca=MIIB capsem.debug capsem.hostname=h capsem.if=eth1 capsem.modules=/m")
 	f.Fuzz(func(t *testing.T, line string) {
 		p, err := Parse(line)

@@ -6,19 +6,19 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/capsem/capsem/guest/bootparam"
 )
 
 // Where the guest finds its modules in the initramfs: the files are
-// ModulesDir/<name>.ko, and ModuleOrderFile lists their file names, one a
-// line, in the order to finit_module them (dependencies first; virtio_mmio
-// before any virtio device driver).
-const (
-	ModulesDir      = "/lib/modules"
-	ModuleOrderFile = "/lib/modules/capsem.order"
-)
+// ModulesDir/<name>.ko, and bootparam.ModuleOrder lists their file names,
+// one a line, in the order to finit_module them (dependencies first;
+// virtio_mmio before any virtio device driver); bootparam.RWModuleOrder
+// those a writable disk needs besides.
+const ModulesDir = "/lib/modules"
 
 // initramfsFormat changes whenever the initramfs layout changes.
-const initramfsFormat = "capsem-initramfs-1"
+const initramfsFormat = "capsem-initramfs-2"
 
 // NewBootInitramfs is the guest's initramfs: /init (the static binary at
 // initPath), /dev/console so /init has stdio before it mounts devtmpfs,
@@ -41,15 +41,20 @@ func NewBootInitramfs(k *Kernel, initPath string) (*Initramfs, error) {
 	if err := r.AddFileFrom("init", 0o755, initPath); err != nil {
 		return nil, err
 	}
-	var order strings.Builder
-	for _, m := range k.Modules {
-		if err := r.AddFileFrom(filepath.Join(ModulesDir, m+".ko"), 0o644, k.ModulePath(m)); err != nil {
+	for _, list := range []struct {
+		file string
+		mods []string
+	}{{bootparam.ModuleOrder, k.Modules}, {bootparam.RWModuleOrder, k.RWModules}} {
+		var order strings.Builder
+		for _, m := range list.mods {
+			if err := r.AddFileFrom(filepath.Join(ModulesDir, m+".ko"), 0o644, k.ModulePath(m)); err != nil {
+				return nil, err
+			}
+			order.WriteString(m + ".ko\n")
+		}
+		if err := r.AddFile(list.file, 0o644, []byte(order.String())); err != nil {
 			return nil, err
 		}
-		order.WriteString(m + ".ko\n")
-	}
-	if err := r.AddFile(ModuleOrderFile, 0o644, []byte(order.String())); err != nil {
-		return nil, err
 	}
 	return r, nil
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -56,6 +57,12 @@ var DefaultModules = []string{
 	"erofs",
 	"squashfs",
 }
+
+// RWModules are the modules a long-lived sandbox's writable disk needs
+// besides DefaultModules: ext4 (with jbd2, mbcache, crc16 and crc32c). The
+// guest loads them only when it has such a disk (bootparam.RWModuleOrder):
+// measured, they add ~150 ms to the module loading of every boot under TCG.
+var RWModules = []string{"ext4"}
 
 // DebFile is the file name apt-get download gives the package.
 func (k KernelPackage) DebFile() string {
@@ -126,6 +133,9 @@ type Kernel struct {
 	Compression string   `json:"compression"` // of the bzImage payload
 	PVHEntry    uint32   `json:"pvh_entry"`
 	Modules     []string `json:"modules"` // load order, dependencies first
+	// RWModules are the RWModules and their dependencies not in Modules,
+	// in load order (after Modules).
+	RWModules []string `json:"rw_modules,omitempty"`
 }
 
 // Vmlinux is the path of the ELF kernel.
@@ -141,7 +151,7 @@ func (k *Kernel) ModulePath(name string) string {
 
 // kernelFormat changes whenever PrepareKernel's output changes for the
 // same inputs, so old cache entries are not reused.
-const kernelFormat = "capsem-kernel-2"
+const kernelFormat = "capsem-kernel-3"
 
 // KernelOptions select a kernel; the zero value is DefaultKernel with
 // DefaultModules, fetched with apt-get.
@@ -194,7 +204,7 @@ func planKernel(opts KernelOptions) (kernelPlan, error) {
 		}
 		pl.debSum = strings.ToLower(pl.pkg.SHA256)
 	}
-	pl.key = Key(append([]string{kernelFormat, pl.debSum, pl.pkg.Release}, pl.mods...)...)
+	pl.key = Key(append(append([]string{kernelFormat, pl.debSum, pl.pkg.Release}, pl.mods...), append([]string{"rw:"}, RWModules...)...)...)
 	return pl, nil
 }
 
@@ -345,6 +355,16 @@ func buildKernel(ctx context.Context, deb string, pkg KernelPackage, want []stri
 	if err != nil {
 		return nil, err
 	}
+	all, err := loadOrder(append(slices.Clone(want), RWModules...), infos, builtin)
+	if err != nil {
+		return nil, err
+	}
+	var rw []string
+	for _, n := range all {
+		if !slices.Contains(order, n) {
+			rw = append(rw, n)
+		}
+	}
 	if err := os.WriteFile(filepath.Join(dir, "vmlinux"), v.ELF, 0o644); err != nil {
 		return nil, err
 	}
@@ -356,7 +376,7 @@ func buildKernel(ctx context.Context, deb string, pkg KernelPackage, want []stri
 	if err := os.MkdirAll(filepath.Join(dir, "modules"), 0o755); err != nil {
 		return nil, err
 	}
-	for _, n := range order {
+	for _, n := range all {
 		if err := os.Rename(staged[n], filepath.Join(dir, "modules", n+".ko")); err != nil {
 			return nil, err
 		}
@@ -367,5 +387,6 @@ func buildKernel(ctx context.Context, deb string, pkg KernelPackage, want []stri
 		Compression: v.Compression,
 		PVHEntry:    v.PVHEntry,
 		Modules:     order,
+		RWModules:   rw,
 	}, nil
 }

@@ -53,13 +53,7 @@ func optEscape(s string) string { return strings.ReplaceAll(s, ",", ",,") }
 func kernelCmdline(cfg *hypervisor.Config, tscKHz int) string {
 	w := hypervisor.BaseCmdline(tscKHz)
 	p := cfg.Boot
-	if cfg.RootImage != "" {
-		if cfg.Initramfs != "" {
-			p.Root = hypervisor.RootDevice
-		} else {
-			w = append(w, "root="+hypervisor.RootDevice, "ro")
-		}
-	}
+	w = append(w, hypervisor.DiskBoot(cfg, &p)...)
 	if cfg.Workspace != "" {
 		p.WSFS = "9p"
 	}
@@ -129,6 +123,17 @@ func buildArgs(cfg *hypervisor.Config, accel Accel, tscKHz int, fds fdLayout, fa
 		a = append(a,
 			"-drive", "file="+optEscape(cfg.RootImage)+",if=none,id=root,format=raw,readonly=on",
 			"-device", "virtio-blk-device,drive=root",
+		)
+	}
+	if cfg.DataDisk != "" {
+		// The second virtio-blk device, hence hypervisor.DataDevice. The
+		// guest's discards punch holes in the sparse file (discard=unmap);
+		// cache=writeback (QEMU's default) leaves the host's page cache in
+		// the path and honours the guest's flushes, so what ext4's journal
+		// commits is on the host's disk.
+		a = append(a,
+			"-drive", "file="+optEscape(cfg.DataDisk)+",if=none,id=data,format=raw,discard=unmap,cache=writeback",
+			"-device", "virtio-blk-device,drive=data",
 		)
 	}
 	if cfg.Workspace != "" {

@@ -94,6 +94,25 @@ func TestKernelCmdlineRoot(t *testing.T) {
 	}
 }
 
+// A data disk is the second virtio-blk device, writable, its discards
+// punched into the host file, and the guest is told it is its root's
+// writable layer.
+func TestDataDisk(t *testing.T) {
+	cfg := &hypervisor.Config{Kernel: "/k", Initramfs: "/i", RootImage: "/r", DataDisk: "/d,1.ext4"}
+	got := buildArgs(cfg, Accel{Name: "tcg"}, 0, layoutFor(false, false), startFacts{})
+	root := slices.Index(got, "virtio-blk-device,drive=root")
+	data := slices.Index(got, "virtio-blk-device,drive=data")
+	if root < 0 || data < root {
+		t.Fatalf("the data disk must be attached after the root image (it is %s): %q", hypervisor.DataDevice, got)
+	}
+	if !slices.Contains(got, "file=/d,,1.ext4,if=none,id=data,format=raw,discard=unmap,cache=writeback") {
+		t.Errorf("data drive: %q", got)
+	}
+	if line := kernelCmdline(cfg, 0); !strings.HasSuffix(line, "capsem.root=/dev/vda capsem.rw=/dev/vdb") {
+		t.Errorf("kernel command line: %s", line)
+	}
+}
+
 func TestOptEscape(t *testing.T) {
 	if got := optEscape("/a,b,,c"); got != "/a,,b,,,,c" {
 		t.Fatalf("optEscape = %q", got)

@@ -21,13 +21,7 @@ func kernelCmdline(cfg *hypervisor.Config, port uint32) string {
 	w := hypervisor.BaseCmdline(0)
 	w = append(w, "console=hvc0")
 	p := cfg.Boot
-	if cfg.RootImage != "" {
-		if cfg.Initramfs != "" {
-			p.Root = hypervisor.RootDevice
-		} else {
-			w = append(w, "root="+hypervisor.RootDevice, "ro")
-		}
-	}
+	w = append(w, hypervisor.DiskBoot(cfg, &p)...)
 	w = append(w, cfg.Cmdline...)
 	// The control channel on vsock instead of the virtio-serial port, and
 	// the workspace over virtio-fs.

@@ -135,16 +135,28 @@ func buildMachine(cfg *hypervisor.Config, opts *Options, cmdline string) (_ mach
 	}
 	conf.SetEntropyDevicesVirtualMachineConfiguration([]*vzf.VirtioEntropyDeviceConfiguration{entropy})
 
-	if cfg.RootImage != "" {
-		diskAtt, err := vzf.NewDiskImageStorageDeviceAttachment(cfg.RootImage, true)
+	// The root image first, the data disk second: the order
+	// hypervisor.DiskBoot names them in.
+	var disks []vzf.StorageDeviceConfiguration
+	for _, d := range []struct {
+		what, path string
+		readOnly   bool
+	}{{"root image", cfg.RootImage, true}, {"data disk", cfg.DataDisk, false}} {
+		if d.path == "" {
+			continue
+		}
+		diskAtt, err := vzf.NewDiskImageStorageDeviceAttachment(d.path, d.readOnly)
 		if err != nil {
-			return nil, wrap("root image "+cfg.RootImage, err)
+			return nil, wrap(d.what+" "+d.path, err)
 		}
 		disk, err := vzf.NewVirtioBlockDeviceConfiguration(diskAtt)
 		if err != nil {
-			return nil, wrap("root image", err)
+			return nil, wrap(d.what, err)
 		}
-		conf.SetStorageDevicesVirtualMachineConfiguration([]vzf.StorageDeviceConfiguration{disk})
+		disks = append(disks, disk)
+	}
+	if len(disks) > 0 {
+		conf.SetStorageDevicesVirtualMachineConfiguration(disks)
 	}
 
 	if cfg.NIC != nil {

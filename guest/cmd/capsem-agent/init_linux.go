@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -102,6 +103,15 @@ func bootSteps() (bootInfo, *server, *slog.Logger, error) {
 	if err != nil {
 		s.warn("kernel modules: %v", err)
 	}
+	if cfg.RW != "" {
+		// The writable disk's filesystem: without it the mount fails and
+		// says so.
+		rw, err := boot.LoadModuleList(filepath.Join(filepath.Dir(cfg.Modules), filepath.Base(bootparam.RWModuleOrder)))
+		if err != nil {
+			s.warn("writable disk's kernel modules: %v", err)
+		}
+		mods = append(mods, rw...)
+	}
 	s.ready.Modules = mods
 	s.step("modules loaded")
 
@@ -109,7 +119,7 @@ func bootSteps() (bootInfo, *server, *slog.Logger, error) {
 		if err := boot.WaitFile(cfg.Root, 10*time.Second); err != nil {
 			return bi, srv, s.log, err
 		}
-		desc, err := boot.MountRoot(cfg.Root, cfg.RootFS, boot.DefaultRootLayout, "")
+		desc, err := boot.MountRoot(cfg.Root, cfg.RootFS, cfg.RW, boot.DefaultRootLayout, "")
 		if err != nil {
 			return bi, srv, s.log, err
 		}
