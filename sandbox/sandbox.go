@@ -126,6 +126,7 @@ func Start(ctx context.Context, cfg Config) (sb *Sandbox, err error) {
 		CPUs:          cfg.CPUs,
 		MemoryMiB:     cfg.MemoryMiB,
 		NIC:           vmNIC,
+		DataDisk:      cfg.DataDisk,
 		Workspace:     cfg.Workspace,
 		BootTimeout:   cfg.BootTimeout,
 		ConsoleLog:    cfg.ConsoleLog,
@@ -156,6 +157,11 @@ func Start(ctx context.Context, cfg Config) (sb *Sandbox, err error) {
 	}
 	for _, w := range sb.client.Ready().Warnings {
 		log.Warn("guest: " + w)
+	}
+	if cfg.DataDisk != "" && !strings.Contains(sb.client.Ready().Root, "ext4") {
+		// An agent that does not know capsem.rw keeps the writable layer
+		// in a tmpfs: everything written would be lost at stop.
+		return sb, fmt.Errorf("boot the guest: its agent did not put the root's writable layer on the data disk (root: %q); the guest image predates writable disks: remove the sandbox and create it again", sb.client.Ready().Root)
 	}
 	wctx, wcancel := context.WithCancel(ctx)
 	sb.watchCancel, sb.watchDone = wcancel, make(chan struct{})

@@ -222,7 +222,7 @@ func (d sandboxDir) status() (api.Status, error) {
 		CPUs: s.CPUs, MemoryMiB: s.MemoryMiB, DiskSize: int64(s.DiskGiB) << 30, Image: s.Image, Log: d.log(),
 		Socket: d.socketPath(),
 	}
-	if used, size, err := diskUsage(d.disk()); err == nil {
+	if used, size, err := image.DiskUsage(d.disk()); err == nil {
 		st.DiskUsed, st.DiskSize = used, size
 	}
 	run, hasRun := d.readRun()
@@ -322,13 +322,4 @@ func listSandboxes(data string) ([]sandboxDir, error) {
 		}
 	}
 	return out, nil
-}
-
-// diskUsage is what a sparse disk file takes on the host and its size.
-func diskUsage(path string) (used, size int64, err error) {
-	var st unix.Stat_t
-	if err := unix.Stat(path, &st); err != nil {
-		return 0, 0, err
-	}
-	return st.Blocks * 512, st.Size, nil
 }

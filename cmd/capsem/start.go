@@ -14,6 +14,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/capsem/capsem/guest/image"
 	"github.com/capsem/capsem/sandbox"
 )
 
@@ -205,13 +206,13 @@ func ensureDisk(c *cli.Context, d sandboxDir, gib int) error {
 	size := int64(gib) << 30
 	st, err := os.Stat(d.disk())
 	if errors.Is(err, os.ErrNotExist) {
-		return createDataDiskPending(c.Context, d.disk(), size)
+		return image.CreateDataDisk(c.Context, d.disk(), size)
 	}
 	if err != nil {
 		return err
 	}
 	if st.Size() < size {
-		return growDataDiskPending(c.Context, d.disk(), size)
+		return image.GrowDataDisk(c.Context, d.disk(), size)
 	}
 	return nil
 }

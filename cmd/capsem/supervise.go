@@ -230,7 +230,13 @@ func supervise(ctx context.Context, data, name string, o superviseOptions, repor
 		crashed = true
 		sup.Stop()
 	}
-	_ = srv.Close() // new requests are refused; running execs end with the guest
+	// New requests are refused; the ones under way get a moment to answer
+	// (the stop's own 202, an event stream's last lines); execs still
+	// running end with the guest.
+	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	_ = srv.Shutdown(sctx)
+	cancel()
+	_ = srv.Close()
 	if crashed {
 		why := "the guest stopped on its own (see its console log: " + d.consoleLog() + ")"
 		log.Error(why)
