@@ -1,0 +1,26 @@
+"""capsem: drive long-lived capsem sandboxes from Python (standard library
+only). See sdk/python/README.md and docs/API.md.
+
+    import capsem
+    sb = capsem.Sandbox.start("task-1", workspace="/src/repo")
+    r = sb.exec(["pytest", "-q"], timeout=600)
+    print(r.exit_code, r.stdout.decode())
+    sb.rm(force=True)
+"""
+
+from .errors import (
+    AlreadyRunning,
+    APIError,
+    CapsemError,
+    CLIError,
+    PolicyError,
+    SandboxNotFound,
+    SandboxNotRunning,
+)
+from .sandbox import EXIT_TIMEOUT, ExecStream, Result, Sandbox, ls
+
+__all__ = [
+    "Sandbox", "Result", "ExecStream", "ls", "EXIT_TIMEOUT",
+    "CapsemError", "SandboxNotFound", "SandboxNotRunning", "AlreadyRunning",
+    "PolicyError", "APIError", "CLIError",
+]

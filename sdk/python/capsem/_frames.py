@@ -1,0 +1,49 @@
+"""The frames of a streamed exec (docs/API.md, sandbox/api/frame.go): an
+8-byte header — type, three zero bytes, the payload's length as a big-endian
+uint32 — then the payload, at most 1 MiB."""
+
+import struct
+
+STDIN = 0
+STDOUT = 1
+STDERR = 2
+EXIT = 3
+STDIN_CLOSE = 4
+SIGNAL = 5
+RESIZE = 6
+
+HEADER = struct.Struct(">B3xI")
+MAX_PAYLOAD = 1 << 20
+
+
+def encode(typ, payload=b""):
+    """The frames carrying payload (split when longer than MAX_PAYLOAD)."""
+    if not payload:
+        return HEADER.pack(typ, 0)
+    out = []
+    for i in range(0, len(payload), MAX_PAYLOAD):
+        chunk = payload[i : i + MAX_PAYLOAD]
+        out.append(HEADER.pack(typ, len(chunk)) + chunk)
+    return b"".join(out)
+
+
+def read_exact(f, n):
+    """n bytes from the binary file f, or EOFError when it ends first."""
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = f.read(n - len(buf))
+        if not chunk:
+            raise EOFError("the exec's connection ended before its exit")
+        buf += chunk
+    return bytes(buf)
+
+
+def read(f):
+    """One frame from f, as (type, payload)."""
+    header = read_exact(f, HEADER.size)
+    if header[1:4] != b"\0\0\0":
+        raise ValueError(f"bad frame header {header.hex()}")
+    typ, n = HEADER.unpack(header)
+    if n > MAX_PAYLOAD:
+        raise ValueError(f"frame of {n} bytes, over 1 MiB")
+    return typ, read_exact(f, n) if n else b""

@@ -1,0 +1,44 @@
+"""The errors the client raises: one base class, and one class per thing a
+caller would handle differently."""
+
+
+class CapsemError(Exception):
+    """Base of every error this package raises."""
+
+
+class SandboxNotFound(CapsemError):
+    """No sandbox of that name exists (``capsem start NAME`` creates it)."""
+
+
+class SandboxNotRunning(CapsemError):
+    """The sandbox exists but is stopped or crashed (``Sandbox.start`` starts it)."""
+
+
+class AlreadyRunning(CapsemError):
+    """``capsem start`` of a sandbox that is already running."""
+
+
+class PolicyError(CapsemError):
+    """A policy reload was refused; the policy in force is kept. The message
+    names the file and line."""
+
+
+class APIError(CapsemError):
+    """An error answer of the sandbox's API (docs/API.md): ``status`` is the
+    HTTP status, ``message`` says what to do."""
+
+    def __init__(self, status, message):
+        super().__init__(f"{message} (HTTP {status})")
+        self.status = status
+        self.message = message
+
+
+class CLIError(CapsemError):
+    """The capsem command failed: ``code`` is its exit status, ``stderr`` what
+    it said."""
+
+    def __init__(self, args, code, stderr):
+        super().__init__(f"capsem {' '.join(args)}: exit {code}: {stderr.strip()}")
+        self.args_ = args
+        self.code = code
+        self.stderr = stderr

@@ -1,0 +1,394 @@
+"""Sandbox: one long-lived capsem sandbox, driven through its supervisor's
+API (docs/API.md) for commands and files, and through the capsem CLI for
+what needs a process of its own (start, stop, rm)."""
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import urllib.parse
+from typing import Iterator, NamedTuple, Optional
+
+from . import _frames
+from ._http import UnixHTTPConnection, raise_for, request
+from .errors import (
+    AlreadyRunning,
+    APIError,
+    CapsemError,
+    CLIError,
+    PolicyError,
+    SandboxNotFound,
+    SandboxNotRunning,
+)
+
+EXEC_PROTOCOL = "capsem-exec"
+EXIT_TIMEOUT = 124
+
+
+class Result(NamedTuple):
+    """A finished command: its exit code (124 after a timeout, 127 when not
+    found), its output, and why it ended when not by itself."""
+
+    exit_code: int
+    stdout: bytes
+    stderr: bytes
+    timed_out: bool = False
+    signal: Optional[str] = None  # the signal that killed it ("KILL"), if one did
+    error: Optional[str] = None  # why it did not run or did not end normally
+
+
+def _capsem_bin(explicit=None):
+    b = explicit or os.environ.get("CAPSEM_BIN") or shutil.which("capsem")
+    if not b:
+        raise CapsemError("the capsem binary is not found: pass capsem=PATH, set CAPSEM_BIN, or put capsem on PATH")
+    return b
+
+
+def _data_dir(explicit=None):
+    return explicit or os.environ.get("CAPSEM_DATA") or None
+
+
+def _cli(capsem, args, data=None):
+    """Runs `capsem SUB [--data D] ARGS…` (args[0] is the subcommand) and
+    returns its stdout, raising CLIError when it fails."""
+    full = [args[0]] + (["--data", data] if data else []) + list(args[1:])
+    p = subprocess.run([capsem] + full, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise CLIError(full, p.returncode, p.stderr)
+    return p.stdout
+
+
+def ls(data=None, capsem=None):
+    """Every sandbox, as `capsem ls --json` gives it: dicts with name, state
+    (running, stopped, crashed), created, started, policy, workspace, cpus,
+    memory_mib, disk_used, disk_size, session_id, socket, …"""
+    return json.loads(_cli(_capsem_bin(capsem), ["ls", "--json"], _data_dir(data)))
+
+
+class Sandbox:
+    """A sandbox by name. ``Sandbox.start(name, …)`` creates or starts one;
+    ``Sandbox(name)`` attaches to one that runs."""
+
+    def __init__(self, name, data=None, capsem=None):
+        self.name = name
+        self.data = _data_dir(data)
+        self.capsem = _capsem_bin(capsem)
+        self._sock = None
+
+    @classmethod
+    def start(cls, name, policy=None, workspace=None, env=None, cpus=None, memory=None, disk=None,
+              data=None, ca_dir=None, capsem=None):
+        """Creates sandbox name the first time, or starts it again with what
+        it kept; returns once its guest answers. Arguments given to a
+        restart replace the stored ones. env is a dict (or K=V strings) for
+        every command in the sandbox: nothing of this process's environment
+        enters the guest otherwise."""
+        sb = cls(name, data=data, capsem=capsem)
+        args = ["start"]
+        for flag, value in (("--policy", policy), ("--workspace", workspace), ("--cpus", cpus),
+                            ("--memory", memory), ("--disk", disk), ("--ca-dir", ca_dir)):
+            if value is not None:
+                args += [flag, str(value)]
+        for kv in _env_list(env):
+            args += ["--env", kv]
+        try:
+            _cli(sb.capsem, args + [name], sb.data)
+        except CLIError as e:
+            if e.code == 1 and "already running" in e.stderr:
+                raise AlreadyRunning(e.stderr.strip()) from None
+            raise
+        return sb
+
+    # The socket, from capsem ls (its one home is the Go code).
+    def _socket(self):
+        if self._sock and os.path.exists(self._sock):
+            return self._sock
+        for s in ls(self.data, self.capsem):
+            if s["name"] == self.name:
+                if s["state"] != "running":
+                    raise SandboxNotRunning(f"sandbox {self.name} is {s['state']}: Sandbox.start({self.name!r}) starts it")
+                self._sock = s["socket"]
+                return self._sock
+        raise SandboxNotFound(f"no sandbox {self.name}: Sandbox.start({self.name!r}) creates it")
+
+    def _api(self, method, path, body=None, headers=None):
+        try:
+            return request(self._socket(), method, path, body=body, headers=headers)
+        except (FileNotFoundError, ConnectionRefusedError):
+            self._sock = None
+            self._socket()  # raises SandboxNotRunning when it stopped meanwhile
+            raise
+
+    def status(self):
+        """GET /v1/sandbox."""
+        return self._api("GET", "/v1/sandbox")
+
+    def exec(self, cmd, env=None, timeout=None, workdir=None, stdin=None) -> Result:
+        """Runs cmd (a list of words, or a str run with sh -c) and waits for
+        it: its exit code and its stdout and stderr, apart. timeout is in
+        seconds: the command is killed after it (exit 124, timed_out)."""
+        stream = self.exec_stream(cmd, env=env, timeout=timeout, workdir=workdir)
+        feeder = None
+        if stdin is not None:
+            data = stdin if isinstance(stdin, bytes) else stdin.encode()
+
+            def feed():
+                try:
+                    stream.send_stdin(data)
+                    stream.close_stdin()
+                except OSError:
+                    pass  # the command ended without reading it all
+
+            feeder = threading.Thread(target=feed, daemon=True)
+            feeder.start()
+        else:
+            stream.close_stdin()
+        out, err = bytearray(), bytearray()
+        with stream:
+            for name, chunk in stream:
+                (out if name == "stdout" else err).extend(chunk)
+        if feeder:
+            feeder.join(timeout=5)
+        x = stream.exit
+        return Result(x.get("exit_code", -1), bytes(out), bytes(err), bool(x.get("timed_out")),
+                      x.get("signal"), x.get("error"))
+
+    def exec_stream(self, cmd, env=None, timeout=None, workdir=None, tty=False, rows=None, cols=None):
+        """Starts cmd and returns an ExecStream: iterate it for
+        ("stdout"|"stderr", bytes) chunks as the command writes them; send
+        stdin, signals and window sizes; its exit once the iteration ends."""
+        argv = ["sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
+        req = {"argv": argv, "env": _env_list(env)}
+        if workdir:
+            req["workdir"] = workdir
+        if timeout is not None:
+            req["timeout_ms"] = max(1, int(timeout * 1000))
+        if tty:
+            req.update(tty=True, rows=rows or 24, cols=cols or 80)
+        return ExecStream(self._socket(), req)
+
+    def put_file(self, path, data, mode=None):
+        """Writes data (bytes, or a binary file object, streamed) to path in
+        the guest (absolute, or relative to /workspace), its directory made
+        first; mode is an octal string ("0755")."""
+        q = {"path": path}
+        if mode is not None:
+            q["mode"] = mode if isinstance(mode, str) else oct(mode)[2:]
+        url = "/v1/files?" + urllib.parse.urlencode(q)
+        conn = UnixHTTPConnection(self._socket())
+        try:
+            if isinstance(data, (bytes, bytearray, memoryview)):
+                conn.request("PUT", url, body=bytes(data))
+            else:
+                size = _file_size(data)
+                if size is None:
+                    conn.request("PUT", url, body=_chunks(data), encode_chunked=True,
+                                 headers={"Transfer-Encoding": "chunked"})
+                else:
+                    conn.request("PUT", url, body=data, headers={"Content-Length": str(size)})
+            resp = conn.getresponse()
+            raise_for(resp)
+            return json.loads(resp.read())
+        finally:
+            conn.close()
+
+    def get_file(self, path, fileobj=None):
+        """The guest's file at path: its bytes, or, with fileobj, written
+        there (streamed) and its size returned."""
+        conn = UnixHTTPConnection(self._socket())
+        try:
+            conn.request("GET", "/v1/files?" + urllib.parse.urlencode({"path": path}))
+            resp = conn.getresponse()
+            raise_for(resp)
+            want = resp.getheader("Content-Length")
+            if fileobj is None:
+                body = resp.read()
+                n = len(body)
+            else:
+                body, n = None, 0
+                while True:
+                    chunk = resp.read(256 << 10)
+                    if not chunk:
+                        break
+                    fileobj.write(chunk)
+                    n += len(chunk)
+            if want is not None and n != int(want):
+                raise CapsemError(f"{path}: got {n} of {want} bytes")
+            return body if fileobj is None else n
+        finally:
+            conn.close()
+
+    def events(self, since=0, follow=False) -> Iterator[dict]:
+        """The session's events after sequence number since, one dict per
+        row of the SQLite export ({"table": "exec_events", …}); with follow
+        it goes on until the sandbox stops."""
+        q = {"since": str(since)}
+        if follow:
+            q["follow"] = "1"
+        conn = UnixHTTPConnection(self._socket())
+        try:
+            conn.request("GET", "/v1/events?" + urllib.parse.urlencode(q))
+            resp = conn.getresponse()
+            raise_for(resp)
+            while True:
+                line = resp.readline()
+                if not line:
+                    return
+                if line.strip():
+                    yield json.loads(line)
+        finally:
+            conn.close()
+
+    def reload_policy(self):
+        """Reads the sandbox's policy file again; a broken file raises
+        PolicyError (file:line) and keeps the policy in force."""
+        try:
+            return self._api("POST", "/v1/policy/reload")
+        except APIError as e:
+            if e.status == 422:
+                raise PolicyError(e.message) from None
+            raise
+
+    def stop(self):
+        """Powers the guest off (sync, unmount) and waits until it is down;
+        the disk and settings are kept."""
+        _cli(self.capsem, ["stop", self.name], self.data)
+        self._sock = None
+
+    def rm(self, force=False):
+        """Deletes the sandbox and its disk (force: even while it runs). Its
+        sessions stay in the event store."""
+        try:
+            _cli(self.capsem, ["rm"] + (["--force"] if force else []) + [self.name], self.data)
+        except CLIError as e:
+            if "no sandbox" in e.stderr:
+                raise SandboxNotFound(e.stderr.strip()) from None
+            raise
+        self._sock = None
+
+    def __repr__(self):
+        return f"Sandbox({self.name!r})"
+
+
+class ExecStream:
+    """A command running through POST /v1/exec upgraded to capsem-exec:
+    iterate for its output, then read .exit (a dict: exit_code, signal,
+    timed_out, error). Usable as a context manager, which closes the
+    connection (a command still running is then hung up on)."""
+
+    def __init__(self, sock_path, req):
+        body = json.dumps(req).encode()
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(sock_path)
+        s.sendall(
+            b"POST /v1/exec HTTP/1.1\r\nHost: capsem\r\nContent-Type: application/json\r\n"
+            b"Connection: Upgrade\r\nUpgrade: " + EXEC_PROTOCOL.encode() + b"\r\n"
+            b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+        )
+        self._sock = s
+        self._r = s.makefile("rb")
+        self._wlock = threading.Lock()
+        self.exit = None
+        status = self._r.readline().decode("latin-1")
+        headers = {}
+        while True:
+            line = self._r.readline().decode("latin-1").strip()
+            if not line:
+                break
+            k, _, v = line.partition(":")
+            headers[k.strip().lower()] = v.strip()
+        parts = status.split(" ", 2)
+        code = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
+        if code != 101:
+            n = int(headers.get("content-length", "0") or 0)
+            raw = self._r.read(n) if n else b""
+            self.close()
+            try:
+                msg = json.loads(raw)["error"]
+            except (ValueError, KeyError, TypeError):
+                msg = f"{status.strip()}: {raw[:200]!r}"
+            raise APIError(code, msg)
+
+    def __iter__(self):
+        while self.exit is None:
+            try:
+                typ, payload = _frames.read(self._r)
+            except (EOFError, OSError) as e:
+                self.exit = {"exit_code": -1, "error": str(e)}
+                return
+            if typ == _frames.STDOUT:
+                yield "stdout", payload
+            elif typ == _frames.STDERR:
+                yield "stderr", payload
+            elif typ == _frames.EXIT:
+                self.exit = json.loads(payload)
+
+    def _send(self, typ, payload=b""):
+        # A command that has ended (or never started) has its exit on the
+        # way and the server has closed its side: what is sent then has no
+        # one to go to, which is not an error of the caller's.
+        with self._wlock:
+            try:
+                self._sock.sendall(_frames.encode(typ, payload))
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+
+    def send_stdin(self, data):
+        self._send(_frames.STDIN, data)
+
+    def close_stdin(self):
+        self._send(_frames.STDIN_CLOSE)
+
+    def signal(self, sig):
+        """A signal by name without SIG: "INT", "TERM", "KILL", …"""
+        self._send(_frames.SIGNAL, sig.encode())
+
+    def resize(self, rows, cols):
+        self._send(_frames.RESIZE, rows.to_bytes(2, "big") + cols.to_bytes(2, "big"))
+
+    def wait(self):
+        """Drains the output and returns the exit code."""
+        for _ in self:
+            pass
+        return self.exit.get("exit_code", -1)
+
+    def close(self):
+        try:
+            self._r.close()
+        finally:
+            self._sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _env_list(env):
+    if env is None:
+        return []
+    if isinstance(env, dict):
+        return [f"{k}={v}" for k, v in env.items()]
+    return list(env)
+
+
+def _file_size(f):
+    try:
+        st = os.fstat(f.fileno())
+        return st.st_size - f.tell()
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def _chunks(f, size=256 << 10):
+    while True:
+        b = f.read(size)
+        if not b:
+            return
+        yield b
+
+
+__all__ = ["Sandbox", "Result", "ExecStream", "ls", "EXIT_TIMEOUT"]

@@ -1,0 +1,35 @@
+"""The terminal-backend example against real sandboxes: one per task,
+state kept within a task and apart between tasks, output in the order it
+was written, the host environment only from the allowlist, timeouts as
+124, cleanup."""
+
+import os
+
+import capsem
+from terminal_backend import CapsemTerminalBackend, sandbox_name
+
+
+def test_terminal_backend(env, monkeypatch):
+    monkeypatch.setenv("ALLOWED_VAR", "passed")
+    monkeypatch.setenv("SECRET_VAR", "must-not-pass")
+    b = CapsemTerminalBackend(env_allowlist=["ALLOWED_VAR", "ABSENT_VAR"], workspace=env["workspace"],
+                              data=env["data"], ca_dir=env["ca_dir"], capsem_bin=env["capsem"])
+    try:
+        r = b.run("echo one; echo two >&2; echo three; exit 3", task_id="Task A/1")
+        assert r == {"output": "one\ntwo\nthree\n", "exit_code": 3}
+        b.run("echo kept > /root/note", task_id="Task A/1")
+        assert b.run("cat /root/note", task_id="Task A/1")["output"] == "kept\n"
+        assert b.run("cat /root/note", task_id="task-b")["exit_code"] != 0, "tasks share a sandbox"
+        out = b.run("env", task_id="task-b")["output"]
+        assert "ALLOWED_VAR=passed" in out
+        assert "SECRET_VAR" not in out and "must-not-pass" not in out
+        r = b.run("sleep 60", task_id="task-b", timeout=1)
+        assert r["exit_code"] == 124 and "timed out" in r["output"]
+        names = {s["name"] for s in capsem.ls(data=env["data"], capsem=env["capsem"])}
+        assert {sandbox_name("Task A/1"), sandbox_name("task-b")} <= names
+    finally:
+        b.cleanup("Task A/1")
+        b.cleanup("task-b")
+    names = {s["name"] for s in capsem.ls(data=env["data"], capsem=env["capsem"])}
+    assert sandbox_name("Task A/1") not in names and sandbox_name("task-b") not in names
+    assert not os.path.exists(os.path.join(env["data"], "sandboxes", sandbox_name("task-b")))
