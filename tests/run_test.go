@@ -42,7 +42,7 @@ func needGuest(t *testing.T) {
 	}
 	guestOnce.Do(func() {
 		if os.Geteuid() != 0 {
-			guestWhy = "building the guest image needs root (mmdebstrap); run the tests as root"
+			guestWhy = "the VM tests run as root (they make network namespaces, users and workspaces owned by others); run the tests as root"
 			return
 		}
 		for _, bin := range []string{"qemu-system-x86_64", "mmdebstrap", "mkfs.erofs", "npm"} {

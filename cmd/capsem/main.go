@@ -8,6 +8,8 @@ import (
 	"runtime/debug"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/capsem/capsem/guest/image"
 )
 
 func version() string {
@@ -26,6 +28,7 @@ type usageError struct{ error }
 func onUsageError(_ *cli.Context, err error, _ bool) error { return usageError{err} }
 
 func main() {
+	image.RunRootfsJob() // a guest image build re-executes capsem in a user namespace
 	os.Exit(run(os.Args, os.Stdout, os.Stderr))
 }
 

@@ -31,7 +31,7 @@ func CreateDataDisk(ctx context.Context, path string, size int64) error {
 	if size < 64<<20 {
 		return fmt.Errorf("data disk: %d bytes is too small for ext4 with a journal (64 MiB at least)", size)
 	}
-	mkfs, err := exec.LookPath("mkfs.ext4")
+	mkfs, err := lookPathSbin("mkfs.ext4")
 	if err != nil {
 		return fmt.Errorf("data disk: mkfs.ext4 not found: %s", mkfsFix)
 	}
@@ -74,13 +74,16 @@ func GrowDataDisk(ctx context.Context, path string, size int64) error {
 	if size <= st.Size() {
 		return nil
 	}
-	for _, tool := range []string{"e2fsck", "resize2fs"} {
-		if _, err := exec.LookPath(tool); err != nil {
+	var tools [2]string
+	for i, tool := range []string{"e2fsck", "resize2fs"} {
+		p, err := lookPathSbin(tool)
+		if err != nil {
 			return fmt.Errorf("data disk: %s not found: %s", tool, mkfsFix)
 		}
+		tools[i] = p
 	}
 	// e2fsck exits 1 when it fixed something, which is fine before a resize.
-	if out, err := exec.CommandContext(ctx, "e2fsck", "-f", "-p", path).CombinedOutput(); err != nil {
+	if out, err := exec.CommandContext(ctx, tools[0], "-f", "-p", path).CombinedOutput(); err != nil {
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || ee.ExitCode() > 1 {
 			return fmt.Errorf("data disk: e2fsck %s: %v: %s", path, err, bytes.TrimSpace(out))
@@ -89,7 +92,7 @@ func GrowDataDisk(ctx context.Context, path string, size int64) error {
 	if err := os.Truncate(path, size); err != nil {
 		return fmt.Errorf("data disk: %w", err)
 	}
-	if out, err := exec.CommandContext(ctx, "resize2fs", path).CombinedOutput(); err != nil {
+	if out, err := exec.CommandContext(ctx, tools[1], path).CombinedOutput(); err != nil {
 		return fmt.Errorf("data disk: resize2fs %s: %v: %s", path, err, strings.TrimSpace(string(out)))
 	}
 	return nil

@@ -8,7 +8,10 @@
 // at pinned versions, no setuid or setgid bit anywhere.
 //
 // Guest, BuildDefault and FindDefault are the whole guest as one unit for
-// the CLI; List and Remove manage the cache.
+// the CLI; List and Remove manage the cache. A normal user's build runs the
+// root filesystem's steps in a user namespace (rootfs_userns_linux.go), so
+// the program calls RunRootfsJob first in main. CreateDataDisk makes a
+// long-lived sandbox's writable disk.
 //
 // It must never put anything in an image that was not named by its inputs
 // (a pinned package, a checksum, a file the caller gave), and it must never

@@ -29,14 +29,17 @@ var rootfsTools = []struct{ name, fix string }{
 }
 
 // RootfsPreflight says what is missing to build a root filesystem on this
-// host: root, and the tools. nil means a build can start.
+// host: the tools, and for a normal user what a user namespace needs (see
+// rootfs_userns_linux.go). nil means a build can start.
 func RootfsPreflight() error {
 	if os.Geteuid() != 0 {
-		return errors.New("building the root filesystem needs root (mmdebstrap --mode=root, chroot): run the build as root, e.g. with sudo")
+		if err := userNSPreflight(); err != nil {
+			return err
+		}
 	}
 	var missing, fixes []string
 	for _, t := range rootfsTools {
-		if _, err := exec.LookPath(t.name); err != nil {
+		if _, err := lookPathSbin(t.name); err != nil {
 			missing = append(missing, t.name)
 			fixes = append(fixes, t.fix)
 		}
@@ -99,6 +102,9 @@ type rootfsManifest struct {
 func buildRootfs(ctx context.Context, r RootfsRecipe, dir string, p *progress) (*rootfsManifest, error) {
 	if err := RootfsPreflight(); err != nil {
 		return nil, err
+	}
+	if os.Geteuid() != 0 {
+		return buildRootfsInUserNS(ctx, r, dir, p)
 	}
 	m := &rootfsManifest{Key: r.Key(), Recipe: r, Versions: map[string]string{}}
 	tree := filepath.Join(dir, ".tree")
