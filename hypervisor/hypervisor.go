@@ -22,6 +22,9 @@ const (
 	// DataDevice is the writable disk (capsem.rw: the root's writable
 	// layer).
 	DataDevice = "/dev/vdb"
+	// TransferDevice is the transfer disk (Config.TransferDisk), the
+	// third: files into and out of the guest go through it.
+	TransferDevice = "/dev/vdc"
 )
 
 // DiskBoot names the attached disks in p, as the backends attach them, and
@@ -86,6 +89,11 @@ type Config struct {
 	// to the next. It needs RootImage and an initramfs. "": that layer is
 	// a tmpfs, gone at power-off.
 	DataDisk string
+	// TransferDisk is a raw file attached writable as TransferDevice, for
+	// the host to pass file contents through (sandbox.PutFile, GetFile)
+	// faster than the control channel can; it holds no filesystem. It
+	// needs DataDisk (it is the third disk). "": none.
+	TransferDisk string
 	// Boot is what the guest's PID 1 is told on the kernel command line
 	// (the capsem.* parameters of guest/bootparam). The backend adds what
 	// is its own — the root device, the workspace filesystem, the vsock
@@ -136,8 +144,11 @@ func (c *Config) Validate() error {
 	if c.DataDisk != "" && (c.RootImage == "" || c.Initramfs == "") {
 		return errors.New("hypervisor: a data disk is the writable layer of the root image: it needs RootImage and an initramfs")
 	}
+	if c.TransferDisk != "" && c.DataDisk == "" {
+		return errors.New("hypervisor: a transfer disk is the third disk: it needs DataDisk")
+	}
 	for _, f := range []struct{ what, path string }{
-		{"kernel", c.Kernel}, {"initramfs", c.Initramfs}, {"root image", c.RootImage}, {"data disk", c.DataDisk},
+		{"kernel", c.Kernel}, {"initramfs", c.Initramfs}, {"root image", c.RootImage}, {"data disk", c.DataDisk}, {"transfer disk", c.TransferDisk},
 	} {
 		if f.path == "" {
 			continue

@@ -29,15 +29,19 @@ type Config struct {
 	// DataDisk is an ext4 image that holds the writable layer over the
 	// read-only root, so what the guest writes outside /tmp and /workspace
 	// outlives the boot. "": a tmpfs, gone at power-off.
-	DataDisk    string
-	CPUs        int
-	MemoryMiB   int
-	Recorder    netstack.Recorder // gets every event of the run: the session's store.Writer, or a tap on it
-	Authority   *ca.Authority     // the interception CA the guest trusts
-	ConsoleLog  string
-	ConsoleMax  int64 // the console log's cap in bytes (0: hypervisor.DefaultConsoleLogMax)
-	BootTimeout time.Duration
-	Logger      *slog.Logger
+	DataDisk string
+	// TransferDisk is a file of TransferDiskSize bytes that PutFile and
+	// GetFile pass file contents through (it needs DataDisk). "": they use
+	// the control channel, several times slower.
+	TransferDisk string
+	CPUs         int
+	MemoryMiB    int
+	Recorder     netstack.Recorder // gets every event of the run: the session's store.Writer, or a tap on it
+	Authority    *ca.Authority     // the interception CA the guest trusts
+	ConsoleLog   string
+	ConsoleMax   int64 // the console log's cap in bytes (0: hypervisor.DefaultConsoleLogMax)
+	BootTimeout  time.Duration
+	Logger       *slog.Logger
 	// Host names the host side to the agent in the handshake ("capsem
 	// v1.2.3").
 	Host string
@@ -54,6 +58,7 @@ type Sandbox struct {
 	vm     hypervisor.VM
 	client *proto.Client
 	guest  *guestRecord // the record of what the agent reports and does
+	xfer   *transfer    // the transfer disk's host side, or nil
 
 	watchCancel context.CancelFunc // stops the agent watchdog
 	watchDone   chan struct{}
@@ -127,10 +132,16 @@ func Start(ctx context.Context, cfg Config) (sb *Sandbox, err error) {
 		MemoryMiB:     cfg.MemoryMiB,
 		NIC:           vmNIC,
 		DataDisk:      cfg.DataDisk,
+		TransferDisk:  cfg.TransferDisk,
 		Workspace:     cfg.Workspace,
 		BootTimeout:   cfg.BootTimeout,
 		ConsoleLog:    cfg.ConsoleLog,
 		ConsoleLogMax: cfg.ConsoleMax,
+	}
+	if cfg.TransferDisk != "" {
+		if sb.xfer, err = openTransfer(cfg.TransferDisk); err != nil {
+			return sb, err
+		}
 	}
 	vm, err := newVM(vmCfg, log)
 	if err != nil {
@@ -298,6 +309,9 @@ func (sb *Sandbox) teardown() {
 	}
 	if sb.proxy != nil {
 		_ = sb.proxy.Close()
+	}
+	if sb.xfer != nil {
+		_ = sb.xfer.close()
 	}
 }
 

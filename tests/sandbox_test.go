@@ -257,7 +257,9 @@ func TestSandboxCtrlC(t *testing.T) {
 		t.Skipf("no pty: %v", err)
 	}
 	defer ptm.Close()
-	cmd := exec.Command(capsemBin, "exec", "--data", e.data, "intr", "--", "sh", "-c", "echo ready; sleep 600")
+	// One process, ready once its SIGINT handling is in place (a shell that
+	// gets the signal before it has forked its sleep may outlive it).
+	cmd := exec.Command(capsemBin, "exec", "--data", e.data, "intr", "--", "python3", "-c", "import time; print('ready', flush=True); time.sleep(600)")
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = pts, pts, pts
 	cmd.SysProcAttr = &unix.SysProcAttr{Setsid: true, Setctty: true}
 	if err := cmd.Start(); err != nil {

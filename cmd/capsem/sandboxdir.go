@@ -26,6 +26,7 @@ import (
 //	  image/          the guest it was created on: hard links to the cache's files,
 //	                  so that an image rebuild or `capsem image rm` never breaks it
 //	  disk.ext4       the writable layer over the image's read-only root
+//	  transfer.img    the disk files pass through (PUT and GET /v1/files), made at each start
 //	  console.log     the guest's serial console
 //	  supervisor.log  its supervisor's log (stdout and stderr)
 //	  lock            flock'd by the running supervisor: held = running
@@ -73,6 +74,7 @@ func newSandboxDir(data, name string) sandboxDir {
 func (d sandboxDir) settingsPath() string { return filepath.Join(d.Dir, "settings.json") }
 func (d sandboxDir) imageDir() string     { return filepath.Join(d.Dir, "image") }
 func (d sandboxDir) disk() string         { return filepath.Join(d.Dir, "disk.ext4") }
+func (d sandboxDir) transferDisk() string { return filepath.Join(d.Dir, "transfer.img") }
 func (d sandboxDir) consoleLog() string   { return filepath.Join(d.Dir, "console.log") }
 func (d sandboxDir) log() string          { return filepath.Join(d.Dir, "supervisor.log") }
 func (d sandboxDir) lockPath() string     { return filepath.Join(d.Dir, "lock") }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -185,19 +186,26 @@ func supervise(ctx context.Context, data, name string, o superviseOptions, repor
 		}
 	}()
 
+	// The transfer disk: made anew at each start, its contents nothing.
+	xferPath := d.transferDisk()
+	if err := makeTransferDisk(xferPath); err != nil {
+		_ = rs.end(nil)
+		return err
+	}
 	sb, err := sandbox.Start(bootCtx, sandbox.Config{
-		Guest:       d.guest(settings),
-		Policy:      pol,
-		Workspace:   settings.Workspace,
-		DataDisk:    d.disk(),
-		CPUs:        settings.CPUs,
-		MemoryMiB:   settings.MemoryMiB,
-		Recorder:    rs.w,
-		Authority:   authority,
-		ConsoleLog:  d.consoleLog(),
-		BootTimeout: hypervisor.DefaultBootTimeout,
-		Logger:      log,
-		Host:        hostName(),
+		Guest:        d.guest(settings),
+		Policy:       pol,
+		Workspace:    settings.Workspace,
+		DataDisk:     d.disk(),
+		TransferDisk: xferPath,
+		CPUs:         settings.CPUs,
+		MemoryMiB:    settings.MemoryMiB,
+		Recorder:     rs.w,
+		Authority:    authority,
+		ConsoleLog:   d.consoleLog(),
+		BootTimeout:  hypervisor.DefaultBootTimeout,
+		Logger:       log,
+		Host:         hostName(),
 	})
 	if err != nil {
 		_ = rs.end(nil)
@@ -366,4 +374,22 @@ func (s *supervisor) Snapshot() (api.Snapshot, error) {
 		return api.Snapshot{}, err
 	}
 	return api.Snapshot{Dir: dir, SessionID: s.rs.w.ID()}, nil
+}
+
+func (s *supervisor) PutFile(ctx context.Context, path, mode string, size int64, body io.Reader) (int64, error) {
+	return s.sb.PutFile(ctx, path, mode, size, body)
+}
+
+func (s *supervisor) GetFile(ctx context.Context, path string, open func(int64) (io.Writer, error)) (int64, error) {
+	return s.sb.GetFile(ctx, path, open)
+}
+
+// makeTransferDisk makes path a sparse file of sandbox.TransferDiskSize.
+func makeTransferDisk(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("transfer disk: %w", err)
+	}
+	err = f.Truncate(sandbox.TransferDiskSize)
+	return errors.Join(err, f.Close())
 }

@@ -136,6 +136,14 @@ func buildArgs(cfg *hypervisor.Config, accel Accel, tscKHz int, fds fdLayout, fa
 			"-device", "virtio-blk-device,drive=data",
 		)
 	}
+	if cfg.TransferDisk != "" {
+		// The third, hence hypervisor.TransferDevice. No discard: the host
+		// punches its holes itself after each transfer.
+		a = append(a,
+			"-drive", "file="+optEscape(cfg.TransferDisk)+",if=none,id=transfer,format=raw,cache=writeback",
+			"-device", "virtio-blk-device,drive=transfer",
+		)
+	}
 	if cfg.Workspace != "" {
 		// security_model=mapped-xattr: the guest's owners, modes and special
 		// files live in user.virtfs.* extended attributes of the host files,

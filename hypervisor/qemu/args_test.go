@@ -111,6 +111,11 @@ func TestDataDisk(t *testing.T) {
 	if line := kernelCmdline(cfg, 0); !strings.HasSuffix(line, "capsem.root=/dev/vda capsem.rw=/dev/vdb") {
 		t.Errorf("kernel command line: %s", line)
 	}
+	cfg.TransferDisk = "/x"
+	got = buildArgs(cfg, Accel{Name: "tcg"}, 0, layoutFor(false, false), startFacts{})
+	if xfer := slices.Index(got, "virtio-blk-device,drive=transfer"); xfer < slices.Index(got, "virtio-blk-device,drive=data") {
+		t.Errorf("the transfer disk must be the third (%s): %q", hypervisor.TransferDevice, got)
+	}
 }
 
 func TestOptEscape(t *testing.T) {

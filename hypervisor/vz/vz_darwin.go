@@ -135,13 +135,13 @@ func buildMachine(cfg *hypervisor.Config, opts *Options, cmdline string) (_ mach
 	}
 	conf.SetEntropyDevicesVirtualMachineConfiguration([]*vzf.VirtioEntropyDeviceConfiguration{entropy})
 
-	// The root image first, the data disk second: the order
-	// hypervisor.DiskBoot names them in.
+	// The root image first, the data disk second, the transfer disk
+	// third: the order hypervisor names them in.
 	var disks []vzf.StorageDeviceConfiguration
 	for _, d := range []struct {
 		what, path string
 		readOnly   bool
-	}{{"root image", cfg.RootImage, true}, {"data disk", cfg.DataDisk, false}} {
+	}{{"root image", cfg.RootImage, true}, {"data disk", cfg.DataDisk, false}, {"transfer disk", cfg.TransferDisk, false}} {
 		if d.path == "" {
 			continue
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -34,6 +35,13 @@ type Backend interface {
 	Done() <-chan struct{}
 	// Snapshot writes a read-only copy of the event store.
 	Snapshot() (Snapshot, error)
+	// PutFile writes body (size bytes, -1 when unknown) to path in the
+	// guest, mode "" keeping the default; it returns the bytes taken.
+	PutFile(ctx context.Context, path, mode string, size int64, body io.Reader) (int64, error)
+	// GetFile copies the guest's file at path to what open returns, open
+	// being called once with its size; an error with NotFound() true says
+	// it was not there.
+	GetFile(ctx context.Context, path string, open func(size int64) (io.Writer, error)) (int64, error)
 }
 
 // maxRequestJSON caps a JSON request body: an ExecRequest with its argv

@@ -48,7 +48,9 @@ def test_exec_stream(sb):
 
 
 def test_signal_ends_the_command_not_the_sandbox(sb):
-    with sb.exec_stream(["sh", "-c", "echo ready; sleep 600"]) as s:
+    # One process that prints once its SIGINT handling is in place: a shell
+    # that gets the signal before it has forked its sleep may outlive it.
+    with sb.exec_stream(["python3", "-c", "import time; print('ready', flush=True); time.sleep(600)"]) as s:
         it = iter(s)
         assert next(it) == ("stdout", b"ready\n")
         s.signal("INT")
@@ -57,6 +59,13 @@ def test_signal_ends_the_command_not_the_sandbox(sb):
 
 
 def test_files_round_trip(sb):
+    # Over two slots of the transfer disk, with a tail that is not a whole
+    # block: every path of the fast transfer; then a stream of unknown
+    # size, which goes over the control channel.
+    big = os.urandom((70 << 20) + 7)
+    assert sb.put_file("/root/dir/big.bin", big)["size"] == len(big)
+    assert sb.get_file("/root/dir/big.bin") == big
+    del big
     data = os.urandom(5 << 20)
     assert sb.put_file("/root/dir/blob.bin", data)["size"] == len(data)
     assert sb.get_file("/root/dir/blob.bin") == data
