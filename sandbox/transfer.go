@@ -11,8 +11,6 @@ import (
 	"strings"
 	"sync"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/capsem/capsem/guest/proto"
 	"github.com/capsem/capsem/hypervisor"
 )
@@ -97,9 +95,12 @@ func openTransfer(path string) (*transfer, error) {
 
 func (t *transfer) close() error { return t.file.Close() }
 
-// release gives the disk's blocks back to the host after a transfer.
+// release gives the disk's blocks back to the host after a transfer: cut
+// to nothing and grown back, it is sparse again (on any OS; no transfer
+// is using it, and its size is the same after).
 func (t *transfer) release() {
-	_ = unix.Fallocate(int(t.file.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, 0, TransferDiskSize)
+	_ = t.file.Truncate(0)
+	_ = t.file.Truncate(TransferDiskSize)
 }
 
 // PutFile writes r to path in the guest (its directory made first; mode
