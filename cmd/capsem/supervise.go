@@ -377,11 +377,21 @@ func (s *supervisor) Snapshot() (api.Snapshot, error) {
 }
 
 func (s *supervisor) PutFile(ctx context.Context, path, mode string, size int64, body io.Reader) (int64, error) {
-	return s.sb.PutFile(ctx, path, mode, size, body)
+	n, err := s.sb.PutFile(ctx, path, mode, size, body)
+	if err != nil {
+		s.log.Warn("file put failed", "path", path, "bytes", n, "err", err)
+	}
+	return n, err
 }
 
 func (s *supervisor) GetFile(ctx context.Context, path string, open func(int64) (io.Writer, error)) (int64, error) {
-	return s.sb.GetFile(ctx, path, open)
+	n, err := s.sb.GetFile(ctx, path, open)
+	if err != nil {
+		// Once the answer has begun the client sees only a short body:
+		// the why is here.
+		s.log.Warn("file get failed", "path", path, "bytes", n, "err", err)
+	}
+	return n, err
 }
 
 // makeTransferDisk makes path a sparse file of sandbox.TransferDiskSize.
