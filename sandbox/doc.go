@@ -2,7 +2,10 @@
 // macOS), the gVisor netstack its only NIC ends in, the MITM behind that
 // netstack, and the control connection to the guest's agent, with the
 // record of what the agent reports. `capsem run`, `capsem doctor` and the
-// supervisor of a long-lived sandbox all start guests through it.
+// supervisor of a long-lived sandbox all start guests through it. A
+// long-lived sandbox's guest also has a writable disk (Config.DataDisk)
+// and a transfer disk that PutFile and GetFile pass files through
+// (transfer.go).
 //
 // It knows nothing of names, directories or the command line: the caller
 // says where the console log, the data disk and the events go. It must

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -308,6 +309,49 @@ func TestSandboxCtrlC(t *testing.T) {
 	}
 	if out := e.sh("intr", "echo still here"); out != "still here\n" {
 		t.Errorf("the sandbox after Ctrl-C: %q", out)
+	}
+
+	// capsem shell: a login shell on a pty, its exit code capsem's.
+	ptm2, pts2, err := openPTY()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ptm2.Close()
+	sh := exec.Command(capsemBin, "shell", "--data", e.data, "intr")
+	sh.Stdin, sh.Stdout, sh.Stderr = pts2, pts2, pts2
+	sh.SysProcAttr = &unix.SysProcAttr{Setsid: true, Setctty: true}
+	if err := sh.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pts2.Close()
+	var term harness.SyncBuffer
+	go func() { _, _ = io.Copy(&term, ptm2) }()
+	waitTerm := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(time.Minute)
+		for !strings.Contains(term.String(), want) {
+			if time.Now().After(deadline) {
+				sh.Process.Kill()
+				t.Fatalf("no %q from capsem shell; the terminal shows:\n%s", want, term.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitTerm("# ")
+	io.WriteString(ptm2, "echo answer=$((6*7)) login=$(shopt -q login_shell && echo yes); tty\n")
+	waitTerm("answer=42 login=yes")
+	waitTerm("/dev/pts/")
+	io.WriteString(ptm2, "exit 7\n")
+	shDone := make(chan error, 1)
+	go func() { shDone <- sh.Wait() }()
+	select {
+	case <-shDone:
+	case <-time.After(30 * time.Second):
+		sh.Process.Kill()
+		t.Fatalf("capsem shell did not exit with its shell; terminal:\n%s", term.String())
+	}
+	if code := sh.ProcessState.ExitCode(); code != 7 {
+		t.Errorf("capsem shell exited %d, want the shell's 7", code)
 	}
 }
 
