@@ -192,14 +192,7 @@ func (sb *Sandbox) GetFile(ctx context.Context, path string, open func(size int6
 	if err != nil {
 		return 0, err
 	}
-	defer func() {
-		select {
-		case <-s.Done():
-		default:
-			_ = s.Signal("KILL")
-		}
-		_, _ = s.Wait()
-	}()
+	defer endSession(s)
 	errText := collect(s.Stderr())
 	lines := bufio.NewReader(s.Stdout())
 	first, err := readLine(lines)
@@ -322,3 +315,14 @@ func collect(r io.Reader) func() string {
 
 // NotFound says the file was not there to get (see sandbox/api).
 func (e *NotFoundError) NotFound() bool { return true }
+
+// endSession kills a transfer's command if it is still running (the
+// client went away, the guest broke the protocol) and waits for its end.
+func endSession(s *proto.Session) {
+	select {
+	case <-s.Done():
+	default:
+		_ = s.Signal("KILL")
+	}
+	_, _ = s.Wait()
+}

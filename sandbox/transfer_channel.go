@@ -58,14 +58,7 @@ func (sb *Sandbox) getOverChannel(ctx context.Context, path string, open func(in
 	if err != nil {
 		return 0, err
 	}
-	defer func() {
-		select {
-		case <-s.Done():
-		default:
-			_ = s.Signal("KILL")
-		}
-		_, _ = s.Wait()
-	}()
+	defer endSession(s)
 	errs := bufio.NewReader(s.Stderr())
 	line, lerr := errs.ReadString('\n')
 	size, perr := strconv.ParseInt(strings.TrimSpace(line), 10, 64)
