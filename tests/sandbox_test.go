@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -227,6 +229,46 @@ func TestSandboxPolicyReload(t *testing.T) {
 	}
 	if e.ls()["pol"].PolicySHA == sha {
 		t.Error("ls shows the old policy's sha256 after the reload")
+	}
+
+	// The API as curl uses it: a buffered exec answers JSON, errors say
+	// what to do.
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", e.ls()["pol"].Socket)
+	}}}
+	resp, err := hc.Post("http://capsem/v1/exec", "application/json", strings.NewReader(`{"argv": ["sh", "-c", "echo hi; echo oops >&2; exit 3"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var be struct {
+		Code   int    `json:"exit_code"`
+		Stdout string `json:"stdout"`
+		Stderr string `json:"stderr"`
+	}
+	json.NewDecoder(resp.Body).Decode(&be)
+	resp.Body.Close()
+	if be.Code != 3 || be.Stdout != "hi\n" || be.Stderr != "oops\n" {
+		t.Errorf("buffered POST /v1/exec: %+v", be)
+	}
+	for _, c := range []struct{ method, path, body, want string }{
+		{"POST", "/v1/exec", `{"argv": ["true"], "bogus": 1}`, "ExecRequest"},
+		{"GET", "/v1/files", "", "path=P is required"},
+		{"GET", "/v1/nothing", "", "docs/API.md"},
+		{"GET", "/v1/events?since=x", "", "sequence number"},
+	} {
+		req, _ := http.NewRequest(c.method, "http://capsem"+c.path, strings.NewReader(c.body))
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var eb struct {
+			Error string `json:"error"`
+		}
+		json.NewDecoder(resp.Body).Decode(&eb)
+		resp.Body.Close()
+		if resp.StatusCode/100 != 4 || !strings.Contains(eb.Error, c.want) {
+			t.Errorf("%s %s: %d %q, want a 4xx saying %q", c.method, c.path, resp.StatusCode, eb.Error, c.want)
+		}
 	}
 
 	// The running session is seen by sessions, inspect and export.

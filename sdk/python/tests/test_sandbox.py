@@ -88,6 +88,18 @@ def test_events_have_the_execs(sb):
     assert all(r["seq"] > last for r in sb.events(since=last))
 
 
+def test_events_follow(sb):
+    import threading
+
+    seen = threading.Event()
+    threading.Timer(1.0, lambda: sb.exec(["echo", "followed"])).start()
+    for row in sb.events(since=0, follow=True):
+        if row["table"] == "exec_events" and row["command"] == "echo followed":
+            seen.set()
+            break
+    assert seen.is_set(), "a followed event stream did not bring a new exec"
+
+
 def test_ls_and_status(sb, env):
     names = {s["name"]: s for s in capsem.ls(data=env["data"], capsem=env["capsem"])}
     assert names["sdk-shared"]["state"] == "running"
