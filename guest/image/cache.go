@@ -109,7 +109,7 @@ func (c *Cache) Ensure(kind, key string, build func(dir string) error) (string, 
 	}
 	final := c.Dir(kind, key)
 	if err := os.Rename(tmp, final); err != nil {
-		os.RemoveAll(tmp)
+		removeAll(tmp)
 		if d, ok := c.Lookup(kind, key); ok {
 			return d, nil // another builder won the race
 		}
@@ -139,11 +139,11 @@ func (c *Cache) Rebuild(kind, key string, build func(dir string) error) (string,
 	}
 	final := c.Dir(kind, key)
 	if err := c.retire(final); err != nil {
-		os.RemoveAll(tmp)
+		removeAll(tmp)
 		return "", err
 	}
 	if err := os.Rename(tmp, final); err != nil {
-		os.RemoveAll(tmp)
+		removeAll(tmp)
 		if d, ok := c.Lookup(kind, key); ok {
 			return d, nil
 		}
@@ -161,11 +161,11 @@ func buildTemp(parent, key string, build func(dir string) error) (string, error)
 		return "", fmt.Errorf("image cache: %w", err)
 	}
 	if err := build(tmp); err != nil {
-		os.RemoveAll(tmp)
+		removeAll(tmp)
 		return "", err
 	}
 	if err := os.Chmod(tmp, 0o755); err != nil {
-		os.RemoveAll(tmp)
+		removeAll(tmp)
 		return "", fmt.Errorf("image cache: %w", err)
 	}
 	return tmp, nil
@@ -182,7 +182,7 @@ func (c *Cache) retire(dir string) error {
 		}
 		return fmt.Errorf("image cache: %w", err)
 	}
-	if err := os.RemoveAll(old); err != nil {
+	if err := removeAll(old); err != nil {
 		return fmt.Errorf("image cache: %w", err)
 	}
 	return nil
@@ -199,7 +199,7 @@ func (c *Cache) sweep(parent string) {
 			continue
 		}
 		if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > staleTemp {
-			os.RemoveAll(filepath.Join(parent, e.Name()))
+			removeAll(filepath.Join(parent, e.Name()))
 		}
 	}
 }

@@ -343,14 +343,22 @@ func treeStats(tree string) (int64, int64, error) {
 // the same bytes, and no file's mtime is clamped (Python's .pyc files
 // record their sources' mtimes; a changed mtime makes them stale).
 func mkfsErofs(ctx context.Context, tree, img, comp string, epoch int64) error {
-	cmd := exec.CommandContext(ctx, "mkfs.erofs", "-z"+comp, "-U"+rootfsUUID, "--quiet", img, tree)
-	cmd.Env = append(os.Environ(), "SOURCE_DATE_EPOCH="+strconv.FormatInt(epoch, 10))
+	cmd := mkfsErofsCmd(ctx, tree, img, comp, epoch)
 	tail := newTail(20)
 	cmd.Stdout, cmd.Stderr = tail, tail
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("root filesystem: mkfs.erofs failed (%v):\n%s", err, tail)
 	}
 	return nil
+}
+
+// mkfsErofsCmd is the mkfs.erofs command mkfsErofs runs. It records the
+// owners and modes as the process sees them: in a user namespace, the ids
+// the namespace maps the tree's owners to.
+func mkfsErofsCmd(ctx context.Context, tree, img, comp string, epoch int64) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, "mkfs.erofs", "-z"+comp, "-U"+rootfsUUID, "--quiet", img, tree)
+	cmd.Env = append(os.Environ(), "SOURCE_DATE_EPOCH="+strconv.FormatInt(epoch, 10))
+	return cmd
 }
 
 func joinTools(ts []NPMTool) string {

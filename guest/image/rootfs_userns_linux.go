@@ -10,7 +10,9 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"os/user"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -28,6 +30,11 @@ import (
 // the user (apt's _apt and the packages' system users get ids from it), and
 // unprivileged user namespaces (Debian allows them since 11). Measured: a
 // build this way takes as long as one as root.
+
+// userNSArgs make the build's namespace: the user is root in it, the
+// subordinate ids the rest; its own mounts, and its own PIDs so that it can
+// mount /proc.
+var userNSArgs = []string{"--user", "--map-root-user", "--map-auto", "--mount", "--pid", "--fork"}
 
 // rootfsJobEnv carries a rootfsJob to the re-executed program.
 const rootfsJobEnv = "CAPSEM_ROOTFS_JOB"
@@ -61,7 +68,12 @@ func RunRootfsJob() {
 	}
 	now := time.Now()
 	p := &progress{w: os.Stderr, total: job.Total, n: job.Step, start: now, stepStart: now}
-	m, err := buildRootfs(context.Background(), job.Recipe, job.Dir, p)
+	// An interrupt (^C reaches the whole process group) ends the build
+	// through its context, so the tree is removed here, where the files
+	// of the subordinate ids can be.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	m, err := buildRootfs(ctx, job.Recipe, job.Dir, p)
+	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -86,8 +98,11 @@ func buildRootfsInUserNS(ctx context.Context, r RootfsRecipe, dir string, p *pro
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, "unshare", "--user", "--map-root-user", "--map-auto", "--mount", "--pid", "--fork", "--kill-child", "--", exe)
+	cmd := exec.CommandContext(ctx, "unshare", slices.Concat(userNSArgs, []string{"--kill-child", "--", exe})...)
 	cmd.Env = append(os.Environ(), rootfsJobEnv+"="+string(b), "PATH="+pathWithSbin())
+	// unshare --fork ignores SIGTERM (util-linux 2.38, measured): the build
+	// ends with it at WaitDelay (--kill-child), and the tree it leaves is
+	// removed by the cache's removeAll.
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 10 * time.Second
 	var out bytes.Buffer
@@ -139,8 +154,20 @@ func userNSPreflight() error {
 	if b, err := os.ReadFile("/proc/sys/user/max_user_namespaces"); err == nil && strings.TrimSpace(string(b)) == "0" {
 		problems = append(problems, "user namespaces are off: sudo sysctl user.max_user_namespaces=15000")
 	}
+	if b, err := os.ReadFile("/proc/sys/kernel/apparmor_restrict_unprivileged_userns"); err == nil && strings.TrimSpace(string(b)) == "1" {
+		problems = append(problems, "AppArmor takes root's powers away in a normal user's namespace (Ubuntu 23.10 and later): sudo sysctl kernel.apparmor_restrict_unprivileged_userns=0")
+	}
 	if out, err := exec.Command("unshare", "--help").CombinedOutput(); err == nil && !bytes.Contains(out, []byte("--map-auto")) {
 		problems = append(problems, "this unshare has no --map-auto: util-linux 2.38 or later (Debian 12) is needed")
+	}
+	if len(problems) == 0 {
+		// What the files say can still be refused (a container's seccomp
+		// filter, a kernel without user namespaces): make the namespace
+		// the build runs in, with its /proc, once (a few milliseconds).
+		if out, err := exec.Command("unshare", slices.Concat(userNSArgs, []string{"--mount-proc", "true"})...).CombinedOutput(); err != nil {
+			problems = append(problems, fmt.Sprintf("`unshare %s --mount-proc true` fails here (%v: %s): allow user namespaces for this user (in a container: run it with --privileged or a seccomp profile that allows unshare and mount)",
+				strings.Join(userNSArgs, " "), err, bytes.TrimSpace(out)))
+		}
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("building the root filesystem as a normal user needs a user namespace (or run the build as root): %s", strings.Join(problems, "; "))
