@@ -9,8 +9,10 @@
 //
 // Guest, BuildDefault and FindDefault are the whole guest as one unit for
 // the CLI; List and Remove manage the cache. A normal user's build runs the
-// root filesystem's steps in a user namespace (rootfs_userns_linux.go), so
-// the program calls RunRootfsJob first in main. CreateDataDisk makes a
+// root filesystem's steps in a user namespace where it is root
+// (rootfs_userns_linux.go): mkfs.erofs records the files as that namespace
+// sees them, root's, so the same tree gives the same image as root's build.
+// The program calls RunRootfsJob first in main for it. CreateDataDisk makes a
 // long-lived sandbox's writable disk.
 //
 // It must never put anything in an image that was not named by its inputs
