@@ -48,10 +48,14 @@ const putScript = `set -e
 t="$1.capsem-part"
 mkdir -p -- "$(dirname -- "$1")"
 : > "$t"
+# O_DIRECT where the target's filesystem has it (the root's ext4 does;
+# tmpfs and 9p do not: there the guest's page cache takes the copy).
+out=append
+dd of="$t" oflag=append,direct conv=notrunc count=0 status=none 2>/dev/null && out=append,direct
 while read -r slot n; do
   [ "$n" = 0 ] && break
   blocks=$(( (n + 1048575) / 1048576 ))
-  dd if="$4" of="$t" bs=1M iflag=direct skip=$(( slot * $5 / 1048576 )) count=$blocks oflag=append,direct conv=notrunc status=none
+  dd if="$4" of="$t" bs=1M iflag=direct skip=$(( slot * $5 / 1048576 )) count=$blocks oflag=$out conv=notrunc status=none
   echo ok
 done
 truncate -s "$3" "$t"
@@ -67,13 +71,15 @@ const getScript = `set -e
 [ -f "$1" ] || { echo "$1: no such regular file in the guest" >&2; exit 2; }
 size=$(stat -L -c %s -- "$1")
 echo "$size"
+direct=
+dd if="$1" of=/dev/null iflag=direct count=0 status=none 2>/dev/null && direct=,direct
 off=0; i=0
 while [ "$off" -lt "$size" ]; do
   slot=$(( i % 2 ))
   [ "$i" -ge 2 ] && read -r ack
   n=$(( size - off )); [ "$n" -gt "$3" ] && n=$3
   in=skip_bytes,count_bytes,fullblock
-  [ $(( n % 1048576 )) -eq 0 ] && in=$in,direct  # O_DIRECT reads whole blocks only: not the file's tail
+  [ $(( n % 1048576 )) -eq 0 ] && in=$in$direct  # O_DIRECT reads whole blocks only: not the file's tail
   dd if="$1" of="$2" bs=1M iflag=$in skip=$off count=$n seek=$(( slot * $3 / 1048576 )) oflag=direct conv=notrunc,sync status=none
   echo "$slot $n"
   off=$(( off + n )); i=$(( i + 1 ))

@@ -11,10 +11,10 @@ import uuid
 
 import pytest
 
-from conftest import GATEWAY, describe, mount_at, mounts, pid1_argv, run
+from conftest import GATEWAY, describe, in_user_sandbox, mount_at, mounts, pid1_argv, run
 
 LOWER = "/run/capsem/lower"  # guest/boot.DefaultRootLayout.Lower: the image
-RW = "/run/capsem/rw"  # the tmpfs with the overlay's upper and work dirs
+RW = "/run/capsem/rw"  # the tmpfs or disk with the overlay's upper and work dirs
 
 # --- the root filesystem -----------------------------------------------------
 
@@ -73,9 +73,16 @@ def test_root_block_device_refuses_writes():
     assert e.value.errno in (errno.EIO, errno.EROFS, errno.EPERM, errno.EACCES), e.value
 
 
-def test_overlay_upper_is_tmpfs():
+def test_overlay_upper_is_tmpfs_or_the_sandbox_disk():
+    # capsem run: a tmpfs, gone at power-off. A long-lived sandbox: its
+    # ext4 writable disk, the second virtio-blk device (capsem.rw), never
+    # mounted so that its device nodes or setuid files work.
     m = mount_at(RW)
-    assert m is not None and m[2] == "tmpfs", f"{RW} is {m}, want tmpfs"
+    assert m is not None, f"nothing mounted at {RW}"
+    if in_user_sandbox():
+        assert m[0] == "/dev/vdb" and m[2] == "ext4" and "nodev" in m[3], f"{RW} is {m}, want the ext4 disk /dev/vdb, nodev"
+    else:
+        assert m[2] == "tmpfs", f"{RW} is {m}, want tmpfs"
 
 
 def test_write_to_usr_bin_lands_in_tmpfs_not_in_image():
@@ -84,7 +91,7 @@ def test_write_to_usr_bin_lands_in_tmpfs_not_in_image():
     with open(path, "w") as f:
         f.write("#!/bin/sh\n")
     try:
-        assert os.path.exists(f"{RW}/upper/usr/bin/{name}"), "the write did not go to the overlay's tmpfs upper"
+        assert os.path.exists(f"{RW}/upper/usr/bin/{name}"), "the write did not go to the overlay's upper layer"
         assert not os.path.exists(f"{LOWER}/usr/bin/{name}"), "the write reached the image"
     finally:
         os.unlink(path)
