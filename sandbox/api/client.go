@@ -48,19 +48,30 @@ func (c *Client) url(path string, q url.Values) string {
 	return u
 }
 
+// send sends req and returns its answer when it is a success (the caller
+// closes its body), else the error it carries.
+func (c *Client) send(req *http.Request) (*http.Response, error) {
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode/100 != 2 {
+		defer resp.Body.Close()
+		return nil, responseError(resp)
+	}
+	return resp, nil
+}
+
 func (c *Client) do(ctx context.Context, method, path string, q url.Values, body io.Reader, out any) error {
 	req, err := http.NewRequestWithContext(ctx, method, c.url(path, q), body)
 	if err != nil {
 		return err
 	}
-	resp, err := c.hc.Do(req)
+	resp, err := c.send(req)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		return responseError(resp)
-	}
 	if out == nil {
 		_, _ = io.Copy(io.Discard, resp.Body)
 		return nil
@@ -123,14 +134,11 @@ func (c *Client) PutFile(ctx context.Context, path string, r io.Reader, mode str
 			}
 		}
 	}
-	resp, err := c.hc.Do(req)
+	resp, err := c.send(req)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		return responseError(resp)
-	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	return nil
 }
@@ -142,14 +150,11 @@ func (c *Client) GetFile(ctx context.Context, path string, w io.Writer) (int64, 
 	if err != nil {
 		return 0, err
 	}
-	resp, err := c.hc.Do(req)
+	resp, err := c.send(req)
 	if err != nil {
 		return 0, err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return 0, responseError(resp)
-	}
 	n, err := io.CopyBuffer(w, resp.Body, make([]byte, 256<<10))
 	if err == nil && resp.ContentLength >= 0 && n != resp.ContentLength {
 		err = fmt.Errorf("api: %s: got %d of %d bytes", path, n, resp.ContentLength)
@@ -169,14 +174,11 @@ func (c *Client) Events(ctx context.Context, since uint64, follow bool, fn func(
 	if err != nil {
 		return err
 	}
-	resp, err := c.hc.Do(req)
+	resp, err := c.send(req)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return responseError(resp)
-	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 64<<20)
 	for sc.Scan() {
