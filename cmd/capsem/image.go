@@ -73,7 +73,13 @@ func defaultGuest(ctx context.Context, progress io.Writer, force bool) (*image.G
 	}
 	g, err := cache.BuildDefault(ctx, image.BuildOptions{Agent: agent, Progress: progress, Force: force})
 	if err != nil {
-		return nil, &fixError{err: fmt.Errorf("build the guest image: %w", err), fix: "go tool task deps   (installs mmdebstrap, erofs-utils, npm, the guest kernel), then capsem image build"}
+		err = fmt.Errorf("build the guest image: %w", err)
+		if ctx.Err() != nil || image.RootfsPreflight() == nil {
+			// Interrupted, or the tools are all there: installing them
+			// again is not the fix; the error says what went wrong.
+			return nil, err
+		}
+		return nil, &fixError{err: err, fix: "go tool task deps   (installs mmdebstrap, erofs-utils, npm, uidmap, the guest kernel), then capsem image build"}
 	}
 	return g, nil
 }
