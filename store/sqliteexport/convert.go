@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/capsem/capsem/dlp"
 	"github.com/capsem/capsem/store"
 )
 
@@ -29,7 +30,7 @@ func (c *converter) text(s string) any {
 		s = strings.ToValidUTF8(s, "\uFFFD")
 	}
 	if c.scrub {
-		s = Scrub(s)
+		s = dlp.Scrub(s)
 	}
 	return s
 }
@@ -41,7 +42,7 @@ func (c *converter) sessionID(id string, ordinal int) string {
 	if !c.scrub {
 		return id
 	}
-	if s := Scrub(id); s != id {
+	if s := dlp.Scrub(id); s != id {
 		return fmt.Sprintf("%s#%d", s, ordinal)
 	}
 	return id
@@ -106,14 +107,14 @@ func finite(v float64) float64 {
 }
 
 // argv returns the words of a command line as valid UTF-8 and, when
-// scrubbing, with [scrubArgv] applied.
+// scrubbing, with [dlp.ScrubArgv] applied.
 func (c *converter) argv(args []string) []string {
 	words := make([]string, len(args))
 	for i, a := range args {
 		words[i] = strings.ToValidUTF8(a, "\uFFFD")
 	}
 	if c.scrub {
-		words = scrubArgv(words)
+		words = dlp.ScrubArgv(words)
 	}
 	return words
 }
@@ -138,7 +139,7 @@ func (c *converter) headers(hs []store.Header) any {
 	for i, h := range hs {
 		name, value := strings.ToValidUTF8(h.Name, "\uFFFD"), strings.ToValidUTF8(h.Value, "\uFFFD")
 		if c.scrub {
-			name, value = scrubHeader(name, value)
+			name, value = dlp.ScrubHeader(name, value)
 		}
 		out[i] = [2]string{name, value}
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capsem/capsem/dlp"
 	"github.com/capsem/capsem/store"
 )
 
@@ -159,7 +160,7 @@ func TestExecAndFSEvents(t *testing.T) {
 		"SELECT * FROM fs_events WHERE path = 'go.mod'",
 	} {
 		plan := queryRows(t, db, "EXPLAIN QUERY PLAN "+q)
-		if detail, _ := plan[0]["detail"].(string); !containsFold(detail, "using index") {
+		if detail, _ := plan[0]["detail"].(string); !strings.Contains(strings.ToLower(detail), "using index") {
 			t.Errorf("%s: query plan %q does not use an index", q, detail)
 		}
 	}
@@ -258,8 +259,8 @@ func TestScrubArgv(t *testing.T) {
 		{[]string{"curl", "-H", "Cookie: a=1", "-H", "X-Api-Key: k-0f9e8d7c6b5a", "https://x.test"},
 			[]string{"curl", "-H", "Cookie: [REDACTED:cookie]", "-H", "X-Api-Key: [REDACTED:x-api-key]", "https://x.test"}},
 	} {
-		if got := scrubArgv(c.in); !reflect.DeepEqual(got, c.want) {
-			t.Errorf("scrubArgv(%q)\n = %q\nwant %q", c.in, got, c.want)
+		if got := dlp.ScrubArgv(c.in); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("dlp.ScrubArgv(%q)\n = %q\nwant %q", c.in, got, c.want)
 		}
 	}
 }

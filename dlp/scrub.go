@@ -1,4 +1,4 @@
-package sqliteexport
+package dlp
 
 import (
 	"regexp"
@@ -131,18 +131,19 @@ func (r *secretRule) replace(s string) string {
 			sm := r.re.FindStringSubmatch(m)
 			kind := sensitiveHeaders[strings.ToLower(sm[1])]
 			if sm[4] != "" {
-				return sm[1] + sm[4] + redaction(kind)
+				return sm[1] + sm[4] + Redaction(kind)
 			}
-			return sm[1] + sm[2] + redaction(kind)
+			return sm[1] + sm[2] + Redaction(kind)
 		})
 	}
 	if r.keep == 0 {
-		return r.re.ReplaceAllLiteralString(s, redaction(r.kind))
+		return r.re.ReplaceAllLiteralString(s, Redaction(r.kind))
 	}
-	return r.re.ReplaceAllString(s, "${1}"+redaction(r.kind))
+	return r.re.ReplaceAllString(s, "${1}"+Redaction(r.kind))
 }
 
-func redaction(kind string) string { return "[REDACTED:" + kind + "]" }
+// Redaction is what Scrub puts in place of a secret of kind.
+func Redaction(kind string) string { return "[REDACTED:" + kind + "]" }
 
 // containsFold reports whether s contains lower, an ASCII lower-case
 // string, ignoring ASCII case.
@@ -167,16 +168,16 @@ func containsFold(s, lower string) bool {
 	return false
 }
 
-// scrubHeader returns the scrubbed name and value of a header: the whole
+// ScrubHeader returns the scrubbed name and value of a header: the whole
 // value of a credential header is replaced, others go through Scrub.
-func scrubHeader(name, value string) (string, string) {
+func ScrubHeader(name, value string) (string, string) {
 	if kind, ok := sensitiveHeaders[strings.ToLower(strings.TrimSpace(name))]; ok {
-		return Scrub(name), redaction(kind)
+		return Scrub(name), Redaction(kind)
 	}
 	return Scrub(name), Scrub(value)
 }
 
-// scrubArgv returns the words of a command line scrubbed: each word goes
+// ScrubArgv returns the words of a command line scrubbed: each word goes
 // through Scrub, and a secret that spans words — "Authorization:" "Bearer"
 // "tok…", a private key passed a line per word — is found in the words
 // joined with spaces (as a shell shows them); the words such a secret
@@ -186,7 +187,7 @@ func scrubHeader(name, value string) (string, string) {
 // the words after it along, unless all it holds after the colon is a
 // scheme ("Authorization: Basic" "dXNl…"), when the value goes on in the
 // next words.
-func scrubArgv(words []string) []string {
+func ScrubArgv(words []string) []string {
 	out := make([]string, len(words))
 	for i, w := range words {
 		out[i] = Scrub(w)
@@ -246,7 +247,7 @@ func scrubArgv(words []string) []string {
 			}
 			for w := from; w <= to; w++ {
 				if !done[w] {
-					out[w], done[w] = redaction(kind), true
+					out[w], done[w] = Redaction(kind), true
 				}
 			}
 		}
