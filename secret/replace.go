@@ -8,8 +8,8 @@ import (
 
 // Replacer writes what is written to it on to w with every occurrence of
 // old replaced by new, as bytes.ReplaceAll would on the whole stream,
-// whatever the chunks: it holds back the last len(old)-1 bytes of each
-// write (a match may start there) until the next write or Close.
+// whatever the chunks: it holds back the end of a write that old starts
+// with (a match may start there) until the next write or Close.
 type Replacer struct {
 	old, new []byte
 	w        io.Writer
@@ -47,11 +47,14 @@ func (r *Replacer) Write(p []byte) (int, error) {
 		r.n++
 		pos += i + len(r.old)
 	}
-	keep := min(len(r.old)-1, len(data)-pos)
-	if err := r.emit(data[pos : len(data)-keep]); err != nil {
+	// Only a suffix that old starts with is held back: a stream that
+	// pauses (an interactive upload) is held up only when its last bytes
+	// could be the start of a placeholder.
+	cut := pos + partialPrefix(data[pos:], r.old)
+	if err := r.emit(data[pos:cut]); err != nil {
 		return 0, err
 	}
-	r.buf = append(r.buf[:0:0], data[len(data)-keep:]...)
+	r.buf = append(r.buf[:0:0], data[cut:]...)
 	return len(p), nil
 }
 
