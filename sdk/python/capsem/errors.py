@@ -37,8 +37,8 @@ class CLIError(CapsemError):
     """The capsem command failed: ``code`` is its exit status, ``stderr`` what
     it said."""
 
-    def __init__(self, args, code, stderr):
-        super().__init__(f"capsem {' '.join(args)}: exit {code}: {stderr.strip()}")
-        self.args_ = args
+    def __init__(self, code, stderr, argv=()):
+        super().__init__(f"capsem {' '.join(argv)}: exit {code}: {stderr.strip()}".replace("capsem : ", "capsem: "))
         self.code = code
         self.stderr = stderr
+        self.argv = list(argv)  # the capsem command line that failed, without the binary

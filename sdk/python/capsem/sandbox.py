@@ -2,6 +2,8 @@
 API (docs/API.md) for commands and files, and through the capsem CLI for
 what needs a process of its own (start, stop, rm)."""
 
+import contextlib
+import http.client
 import json
 import os
 import shutil
@@ -56,7 +58,7 @@ def _cli(capsem, args, data=None):
     full = [args[0]] + (["--data", data] if data else []) + list(args[1:])
     p = subprocess.run([capsem] + full, stdin=subprocess.DEVNULL, capture_output=True, text=True)
     if p.returncode != 0:
-        raise CLIError(full, p.returncode, p.stderr)
+        raise CLIError(p.returncode, p.stderr, full)
     return p.stdout
 
 
@@ -114,11 +116,18 @@ class Sandbox:
         raise SandboxNotFound(f"no sandbox {self.name}: Sandbox.start({self.name!r}) creates it")
 
     def _api(self, method, path, body=None, headers=None):
-        try:
+        with self._gone():
             return request(self._socket(), method, path, body=body, headers=headers)
+
+    @contextlib.contextmanager
+    def _gone(self):
+        """Turns a socket that is no longer there (the sandbox stopped since
+        it was looked up) into SandboxNotRunning or SandboxNotFound."""
+        try:
+            yield
         except (FileNotFoundError, ConnectionRefusedError):
             self._sock = None
-            self._socket()  # raises SandboxNotRunning when it stopped meanwhile
+            self._socket()  # raises the typed error when it is not running
             raise
 
     def status(self):
@@ -167,7 +176,8 @@ class Sandbox:
             req["timeout_ms"] = max(1, int(timeout * 1000))
         if tty:
             req.update(tty=True, rows=rows or 24, cols=cols or 80)
-        return ExecStream(self._socket(), req)
+        with self._gone():
+            return ExecStream(self._socket(), req)
 
     def put_file(self, path, data, mode=None):
         """Writes data (bytes, or a binary file object, streamed) to path in
@@ -179,6 +189,8 @@ class Sandbox:
         url = "/v1/files?" + urllib.parse.urlencode(q)
         conn = UnixHTTPConnection(self._socket())
         try:
+            with self._gone():
+                conn.connect()
             if isinstance(data, (bytes, bytearray, memoryview)):
                 conn.request("PUT", url, body=bytes(data))
             else:
@@ -199,21 +211,26 @@ class Sandbox:
         there (streamed) and its size returned."""
         conn = UnixHTTPConnection(self._socket())
         try:
+            with self._gone():
+                conn.connect()
             conn.request("GET", "/v1/files?" + urllib.parse.urlencode({"path": path}))
             resp = conn.getresponse()
             raise_for(resp)
             want = resp.getheader("Content-Length")
-            if fileobj is None:
-                body = resp.read()
-                n = len(body)
-            else:
-                body, n = None, 0
-                while True:
-                    chunk = resp.read(256 << 10)
-                    if not chunk:
-                        break
-                    fileobj.write(chunk)
-                    n += len(chunk)
+            try:
+                if fileobj is None:
+                    body = resp.read()
+                    n = len(body)
+                else:
+                    body, n = None, 0
+                    while True:
+                        chunk = resp.read1(256 << 10)
+                        if not chunk:
+                            break
+                        fileobj.write(chunk)
+                        n += len(chunk)
+            except http.client.IncompleteRead as e:
+                raise CapsemError(f"{path}: the guest's file ended short ({e})") from None
             if want is not None and n != int(want):
                 raise CapsemError(f"{path}: got {n} of {want} bytes")
             return body if fileobj is None else n
@@ -229,6 +246,8 @@ class Sandbox:
             q["follow"] = "1"
         conn = UnixHTTPConnection(self._socket())
         try:
+            with self._gone():
+                conn.connect()
             conn.request("GET", "/v1/events?" + urllib.parse.urlencode(q))
             resp = conn.getresponse()
             raise_for(resp)
@@ -253,9 +272,16 @@ class Sandbox:
 
     def stop(self):
         """Powers the guest off (sync, unmount) and waits until it is down;
-        the disk and settings are kept."""
-        _cli(self.capsem, ["stop", self.name], self.data)
-        self._sock = None
+        the disk and settings are kept. A sandbox that is not running is
+        left as it is (a crashed one is marked stopped), as with capsem
+        stop; SandboxNotFound when there is no such sandbox."""
+        try:
+            _cli(self.capsem, ["stop", self.name], self.data)
+        except CLIError as e:
+            self._typed(e)
+            raise
+        finally:
+            self._sock = None
 
     def rm(self, force=False):
         """Deletes the sandbox and its disk (force: even while it runs). Its
@@ -263,10 +289,18 @@ class Sandbox:
         try:
             _cli(self.capsem, ["rm"] + (["--force"] if force else []) + [self.name], self.data)
         except CLIError as e:
-            if "no sandbox" in e.stderr:
-                raise SandboxNotFound(e.stderr.strip()) from None
+            self._typed(e)
             raise
-        self._sock = None
+        finally:
+            self._sock = None
+
+    def _typed(self, e):
+        """Raises the typed error a CLIError stands for, if there is one:
+        the state comes from capsem ls, not from parsing messages."""
+        state = next((s["state"] for s in ls(self.data, self.capsem) if s["name"] == self.name), None)
+        if state is None:
+            raise SandboxNotFound(f"no sandbox {self.name}: {e.stderr.strip()}") from None
+
 
     def __repr__(self):
         return f"Sandbox({self.name!r})"

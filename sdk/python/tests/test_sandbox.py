@@ -3,6 +3,7 @@ events, policy reload, stop and start, and its typed errors."""
 
 import io
 import os
+import tempfile
 
 import pytest
 
@@ -75,7 +76,12 @@ def test_files_round_trip(sb):
     data = os.urandom(5 << 20)
     assert sb.put_file("/root/dir/blob.bin", data)["size"] == len(data)
     assert sb.get_file("/root/dir/blob.bin") == data
-    sb.put_file("/root/streamed.bin", io.BytesIO(data), mode="0700")
+    with tempfile.TemporaryFile() as f:  # a real file: sent with its Content-Length, from where it stands
+        f.write(data)
+        f.seek(1 << 20)
+        assert sb.put_file("relative/file.bin", f)["size"] == len(data) - (1 << 20)
+    assert sb.exec(["cmp", "-s", "/workspace/relative/file.bin", "-"], stdin=data[1 << 20:]).exit_code == 0
+    sb.put_file("/root/streamed.bin", io.BytesIO(data), mode="0700")  # no size: chunked
     out = io.BytesIO()
     assert sb.get_file("/root/streamed.bin", out) == len(data) and out.getvalue() == data
     assert sb.exec(["stat", "-c", "%a", "/root/streamed.bin"]).stdout == b"700\n"
@@ -144,6 +150,10 @@ def test_stop_start_rm_and_errors(env):
     sb.stop()
     with pytest.raises(capsem.SandboxNotRunning):
         sb.exec(["true"])
+    with pytest.raises(capsem.SandboxNotRunning):
+        sb.status()
+    sb.stop()  # stopping a stopped sandbox is nothing to do, as with capsem stop
+    assert {s["name"]: s["state"] for s in capsem.ls(**kw)}["sdk-life"] == "stopped"
     sb = capsem.Sandbox.start("sdk-life", **kw)
     assert sb.exec(["cat", "/etc/sdk-file"]).stdout == b"persisted\n"
     sb.rm(force=True)
@@ -151,6 +161,8 @@ def test_stop_start_rm_and_errors(env):
         capsem.Sandbox("sdk-life", **kw).exec(["true"])
     with pytest.raises(capsem.SandboxNotFound):
         capsem.Sandbox("sdk-life", **kw).rm()
+    with pytest.raises(capsem.SandboxNotFound):
+        capsem.Sandbox("sdk-life", **kw).stop()
     with pytest.raises(capsem.CLIError) as e:
         capsem.Sandbox.start("Bad_Name", **kw)
     assert e.value.code == 2

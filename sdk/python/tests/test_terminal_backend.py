@@ -4,6 +4,7 @@ was written, the host environment only from the allowlist, timeouts as
 124, cleanup."""
 
 import os
+import re
 
 import capsem
 from terminal_backend import CapsemTerminalBackend, sandbox_name
@@ -33,3 +34,14 @@ def test_terminal_backend(env, monkeypatch):
     names = {s["name"] for s in capsem.ls(data=env["data"], capsem=env["capsem"])}
     assert sandbox_name("Task A/1") not in names and sandbox_name("task-b") not in names
     assert not os.path.exists(os.path.join(env["data"], "sandboxes", sandbox_name("task-b")))
+
+
+def test_sandbox_names():
+    assert sandbox_name("build-7") == "task-build-7"  # already a name: kept, readable
+    a, b = sandbox_name("Task A/1"), sandbox_name("task a 1")
+    assert a != b and a.startswith("task-task-a-1-")  # changed: a hash keeps ids apart
+    for tid in ("X" * 500, "///", "ü-é", "a" * 58, "a" * 59, "-lead"):
+        n = sandbox_name(tid)
+        assert re.fullmatch(r"[a-z0-9][a-z0-9-]{0,62}", n), (tid, n)
+    assert sandbox_name("a" * 58) == "task-" + "a" * 58
+    assert sandbox_name("a" * 59) != sandbox_name("a" * 60)
