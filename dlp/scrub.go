@@ -10,12 +10,22 @@ import (
 // keep in submatches 1..keep followed by the secret); triggers are literal
 // substrings one of which every match contains, checked first so that text
 // without any of them is returned untouched at the cost of a few scans.
+// A rule with find instead of re is a Scanner's: its kinds are the
+// detectors' names.
 type secretRule struct {
 	kind     string
 	re       *regexp.Regexp
 	keep     int  // leading submatches kept verbatim
 	fold     bool // triggers are matched case-insensitively (given in lower case)
 	triggers []string
+	find     func(s string) []span
+}
+
+// A span is a match of a rule in a text: [m0, m1) the whole match, [lo,
+// hi) the secret in it, redacted as kind.
+type span struct {
+	m0, m1, lo, hi int
+	kind           string
 }
 
 // sensitiveHeaders are the headers whose whole value is a credential. Keys
@@ -30,17 +40,47 @@ var sensitiveHeaders = map[string]string{
 	"set-cookie":          "set-cookie",
 }
 
+// The scanners Scrub finds PEM headers and tokens with.
+var (
+	pemScanner   = mustScanner("private-key")
+	tokenScanner = mustScanner(slices.DeleteFunc(Detectors(), func(d string) bool { return d == "private-key" })...)
+)
+
+func mustScanner(detectors ...string) *Scanner {
+	s, err := NewScanner(detectors)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// pemRest is the rest of a PEM private key block after its header: to
+// its END line, or, cut off by a preview limit, to the end of the text.
+var pemRest = regexp.MustCompile(`^(?s:.*?)(?:-----END[ A-Z0-9]*PRIVATE KEY-----|\z)`)
+
 // The rules, in the order they apply. Header-shaped text comes first so
 // that "Authorization: Bearer sk-…" becomes one redaction; the token rules
 // then catch keys wherever else they appear. A replacement never matches
 // any rule, so Scrub(Scrub(s)) == Scrub(s).
 var secretRules = []secretRule{
 	{
-		// A PEM private key block; a block cut off by a preview limit is
-		// redacted to the end of the text.
-		kind:     "private-key",
-		re:       regexp.MustCompile(`-----BEGIN[ A-Z0-9]*PRIVATE KEY-----(?s:.*?)(?:-----END[ A-Z0-9]*PRIVATE KEY-----|\z)`),
-		triggers: []string{"-----BEGIN"},
+		// A PEM private key block.
+		triggers: []string{pemBegin},
+		find: func(s string) []span {
+			var out []span
+			last := 0
+			for _, m := range pemScanner.scanAll(s) {
+				start := int(m.Offset)
+				if start < last {
+					continue
+				}
+				end := start + len(m.Value)
+				end += pemRest.FindStringIndex(s[end:])[1]
+				out = append(out, span{start, end, start, end, m.Detector})
+				last = end
+			}
+			return out
+		},
 	},
 	{
 		// A credential header written as text: a header line
@@ -61,45 +101,32 @@ var secretRules = []secretRule{
 		triggers: []string{"bearer"},
 	},
 	{
-		kind:     "anthropic-key",
-		re:       regexp.MustCompile(`sk-ant-[A-Za-z0-9_\-]{8,}`),
-		triggers: []string{"sk-ant-"},
-	},
-	{
-		kind:     "openai-key",
-		re:       regexp.MustCompile(`\bsk-[A-Za-z0-9_\-]{16,}`),
-		triggers: []string{"sk-"},
-	},
-	{
-		kind:     "google-key",
-		re:       regexp.MustCompile(`AIza[0-9A-Za-z_\-]{20,}`),
-		triggers: []string{"AIza"},
-	},
-	{
-		kind:     "github-token",
-		re:       regexp.MustCompile(`(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})`),
-		triggers: []string{"gh", "github_pat_"},
-	},
-	{
-		kind:     "aws-key",
-		re:       regexp.MustCompile(`(?:AKIA|ASIA)[0-9A-Z]{16}`),
-		triggers: []string{"AKIA", "ASIA"},
-	},
-	{
-		kind:     "slack-token",
-		re:       regexp.MustCompile(`xox[baprs]-[A-Za-z0-9\-]{10,}`),
-		triggers: []string{"xox"},
+		// The tokens of the Scanner's detectors, whole (not cut at
+		// MaxValue).
+		find: func(s string) []span {
+			var out []span
+			last := 0
+			for _, m := range tokenScanner.scanAll(s) {
+				start := int(m.Offset)
+				if start < last {
+					continue
+				}
+				end := start + len(m.Value)
+				out = append(out, span{start, end, start, end, m.Detector})
+				last = end
+			}
+			return out
+		},
 	},
 }
 
 // Scrub returns s with every secret it recognises replaced by
-// "[REDACTED:<kind>]": Anthropic and OpenAI keys (sk-ant-…, sk-…), Google
-// API keys (AIza…), GitHub tokens (ghp_…, gho_…, github_pat_…), AWS access
-// key ids (AKIA…, ASIA…), Slack tokens (xoxb-…), the values of
+// "[REDACTED:<kind>]": what the detectors find (the kind is the
+// detector's name; a private key's whole PEM block goes), the values of
 // Authorization, Proxy-Authorization, X-Api-Key, Cookie and Set-Cookie
-// written as header lines, JSON members or parameters, Bearer tokens, and
-// PEM private key blocks. Text without any of those is returned as is.
-// Scrub is idempotent.
+// written as header lines, JSON members or parameters, and Bearer
+// tokens. Text without any of those is returned as is. Scrub is
+// idempotent.
 func Scrub(s string) string {
 	for i := range secretRules {
 		r := &secretRules[i]
@@ -112,6 +139,9 @@ func Scrub(s string) string {
 }
 
 func (r *secretRule) triggered(s string) bool {
+	if r.find != nil && r.triggers == nil {
+		return true
+	}
 	for _, t := range r.triggers {
 		if r.fold {
 			if containsFold(s, t) {
@@ -125,21 +155,32 @@ func (r *secretRule) triggered(s string) bool {
 }
 
 func (r *secretRule) replace(s string) string {
-	if r.kind == "header" {
-		return r.re.ReplaceAllStringFunc(s, func(m string) string {
-			// 1 name; 2 ":" separator and 3 value; or 4 "=" and 5 value.
-			sm := r.re.FindStringSubmatch(m)
-			kind := sensitiveHeaders[strings.ToLower(sm[1])]
-			if sm[4] != "" {
-				return sm[1] + sm[4] + Redaction(kind)
-			}
-			return sm[1] + sm[2] + Redaction(kind)
-		})
+	spans := r.spans(s)
+	if len(spans) == 0 {
+		return s
 	}
-	if r.keep == 0 {
-		return r.re.ReplaceAllLiteralString(s, Redaction(r.kind))
+	var b strings.Builder
+	last := 0
+	for _, sp := range spans {
+		b.WriteString(s[last:sp.lo])
+		b.WriteString(Redaction(sp.kind))
+		last = sp.hi
 	}
-	return r.re.ReplaceAllString(s, "${1}"+Redaction(r.kind))
+	b.WriteString(s[last:])
+	return b.String()
+}
+
+// spans returns the matches of r in s, left to right, none overlapping.
+func (r *secretRule) spans(s string) []span {
+	if r.find != nil {
+		return r.find(s)
+	}
+	var out []span
+	for _, m := range r.re.FindAllStringSubmatchIndex(s, -1) {
+		lo, hi, kind := r.secret(s, m)
+		out = append(out, span{m[0], m[1], lo, hi, kind})
+	}
+	return out
 }
 
 // Redaction is what Scrub puts in place of a secret of kind.
@@ -214,23 +255,25 @@ func ScrubArgv(words []string) []string {
 		if !r.triggered(line) {
 			continue
 		}
+		next := r.iter(line)
 		for p := 0; p < len(line); {
-			m := r.re.FindStringSubmatchIndex(line[p:])
-			if m == nil {
+			sp, ok := next(p)
+			if !ok {
 				break
 			}
-			for j := range m {
-				if m[j] >= 0 {
-					m[j] += p
-				}
-			}
-			p = max(m[1], p+1)
-			first := wordAt(m[0])
-			if first == wordAt(m[1]-1) {
-				continue // within one word
-			}
-			lo, hi, kind := r.secret(line, m)
+			p = max(sp.m1, p+1)
+			lo, hi, kind := sp.lo, sp.hi, sp.kind
 			if hi <= lo {
+				continue
+			}
+			first := wordAt(sp.m0)
+			if first == wordAt(sp.m1-1) {
+				// Within one word: Scrub of the word redacted it,
+				// unless what makes it a secret is in the words
+				// before (an AWS secret key after its keyword).
+				if !done[first] && strings.Contains(out[first], line[lo:hi]) {
+					out[first], done[first] = Redaction(kind), true
+				}
 				continue
 			}
 			from, to := wordAt(lo), wordAt(hi-1)
@@ -259,6 +302,36 @@ func ScrubArgv(words []string) []string {
 // an authentication scheme and nothing else ("Basic", "Bearer", any word
 // of letters, or AWS's signature scheme).
 var authScheme = regexp.MustCompile(`(?i)^[ \t]*(?:[a-z]+|aws4-hmac-sha256)[ \t]*$`)
+
+// iter returns a function that returns the first match of r in s at or
+// after p (a rule's regexp is run on s[p:], as a fresh search).
+func (r *secretRule) iter(s string) func(p int) (span, bool) {
+	if r.find != nil {
+		spans := r.find(s)
+		return func(p int) (span, bool) {
+			for len(spans) > 0 && spans[0].m0 < p {
+				spans = spans[1:]
+			}
+			if len(spans) == 0 {
+				return span{}, false
+			}
+			return spans[0], true
+		}
+	}
+	return func(p int) (span, bool) {
+		m := r.re.FindStringSubmatchIndex(s[p:])
+		if m == nil {
+			return span{}, false
+		}
+		for j := range m {
+			if m[j] >= 0 {
+				m[j] += p
+			}
+		}
+		lo, hi, kind := r.secret(s, m)
+		return span{m[0], m[1], lo, hi, kind}, true
+	}
+}
 
 // secret returns the span of a match m of r in s that Scrub replaces (the
 // match without what Scrub keeps) and the kind of its redaction.

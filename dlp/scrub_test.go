@@ -33,7 +33,7 @@ func TestScrubExact(t *testing.T) {
 		"Authorization: Bearer sk-ant-api03-xxxxxxxxxxxxxxxx\r\nHost: a": "Authorization: [REDACTED:authorization]\r\nHost: a",
 		"curl -H 'Authorization: Bearer abcdefgh12345678' https://x":     "curl -H 'Authorization: [REDACTED:authorization]",
 		"use Bearer abcdefgh12345678 here":                               "use Bearer [REDACTED:bearer] here",
-		"key=AIzaSyD-1234567890abcdefghijklmnopqrstu&q=1":                "key=[REDACTED:google-key]&q=1",
+		"key=AIzaSyD-1234567890abcdefghijklmnopqrstu&q=1":                "key=[REDACTED:google-api-key]&q=1",
 		"sk-ant-api03-aaaaaaaaaaaa.exfil.example.com":                    "[REDACTED:anthropic-key].exfil.example.com",
 		`{"x-api-key":"k123","model":"m"}`:                               `{"x-api-key":"[REDACTED:x-api-key]","model":"m"}`,
 	} {

@@ -12,16 +12,24 @@ type Plant struct {
 }
 
 // Plants hold one secret of each kind Scrub knows, in the shapes it
-// meets them.
+// meets them: every detector of dlp.Detectors and the header kinds.
 var Plants = []Plant{
 	{"anthropic-key", "sk-ant-api03-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789_-AbCdEf", []string{"AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"}},
 	{"openai-key", "sk-proj-Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0Fe", []string{"Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0Fe"}},
 	{"openai-key", "sk-Ab12Cd34Ef56Gh78Ij90Kl12Mn34Op56Qr78St90Uv12", []string{"Ab12Cd34Ef56Gh78Ij90Kl12Mn34Op56Qr78St90Uv12"}},
-	{"google-key", "AIzaSyD-1234567890abcdefghijklmnopqrstu", []string{"SyD-1234567890abcdefghijklmnopqrstu"}},
+	{"google-api-key", "AIzaSyD-1234567890abcdefghijklmnopqrstu", []string{"SyD-1234567890abcdefghijklmnopqrstu"}},
 	{"github-token", "ghp_1234567890abcdefghijklmnopqrstuvwxyzAB", []string{"1234567890abcdefghijklmnopqrstuvwxyzAB"}},
 	{"github-token", "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRS", []string{"11ABCDEFG0123456789_abcdefghij"}},
-	{"aws-key", "AKIAIOSFODNN7EXAMPLE", []string{"IOSFODNN7EXAMPLE"}},
-	{"aws-key", "ASIAY34FZKBOKMUTVV7A", []string{"Y34FZKBOKMUTVV7A"}},
+	{"aws-access-key", "AKIAIOSFODNN7EXAMPLE", []string{"IOSFODNN7EXAMPLE"}},
+	{"aws-access-key", "ASIAY34FZKBOKMUTVV7A", []string{"Y34FZKBOKMUTVV7A"}},
+	{"aws-access-key", "ABIAZ7QW3ERTY5UIOP2A", []string{"Z7QW3ERTY5UIOP2A"}},
+	{"aws-secret-key", "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", []string{"wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"}},
+	{"aws-secret-key", `"SecretAccessKey": "je7MtGbClwBF/2Zp9Utk/h3yCo8nvbEXAMPLEKEY"`, []string{"je7MtGbClwBF/2Zp9Utk/h3yCo8nvbEXAMPLEKEY"}},
+	{"github-token", "gho_16C7e42F292c6912E7710c838347Ae178B4a", []string{"16C7e42F292c6912E7710c838347Ae178B4a"}},
+	{"stripe-key", "sk_live_51HxQ2aBcDeFgHiJkLmNoPqRsTuVwXyZ0123", []string{"51HxQ2aBcDeFgHiJkLmNoPqRsTuVwXyZ0123"}},
+	{"stripe-key", "rk_test_4eC39HqLyjWDarjtT1zdp7dc", []string{"4eC39HqLyjWDarjtT1zdp7dc"}},
+	{"jwt", "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9lIiwiaWF0IjoxNTE2MjM5MDIyfQ.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c",
+		[]string{"eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9lIiwiaWF0IjoxNTE2MjM5MDIyfQ", "SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"}},
 	{"slack-token", "xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx", []string{"123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx"}},
 	{"slack-token", "xoxp-2222222222-3333333333-abcdefabcdef", []string{"2222222222-3333333333-abcdefabcdef"}},
 	{"bearer", "Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
