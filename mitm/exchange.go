@@ -44,6 +44,11 @@ type exchange struct {
 	// respWire is the response's header fields in wire order, when the
 	// upstream path read the head itself.
 	respWire []store.Header
+	// view is the policy's secrets as this request's host sees them, nil
+	// when there are none; found is what the guard found (guard.go).
+	view   *secretView
+	found  findings
+	cancel context.CancelFunc // cancels the request upstream: the guard refused its body
 }
 
 type exchangeKey struct{}
@@ -99,6 +104,8 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ex.ev.Decision, ex.ev.Reason = store.Allowed, d.Reason
+	ctx := ex.withCancel(context.WithValue(r.Context(), exchangeKey{}, ex))
+	defer ex.cancel()
 	up := checkUpgrade(r.Method, r.ProtoAtLeast(1, 1), r.Header)
 	ex.wsKey = up.wsKey
 	ex.note(up.detail())
@@ -122,7 +129,10 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = ex.req
 	}
-	fs.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex)))
+	if !ex.guard(w, r, host) {
+		return
+	}
+	fs.proxy.ServeHTTP(w, r.WithContext(ctx))
 }
 
 // deny answers the guest with a plain-text body an agent can read and act
@@ -178,6 +188,7 @@ func (ex *exchange) note(s string) {
 // finish records the request (and the model call it carried) once.
 func (ex *exchange) finish() {
 	ex.once.Do(func() {
+		ex.applyFindings()
 		d := time.Since(ex.start)
 		ex.ev.Duration = d
 		var reqWire, respWire int64
@@ -188,6 +199,9 @@ func (ex *exchange) finish() {
 			respWire, ex.ev.ResponseBodyPreview = ex.resp.close()
 		}
 		ex.ev.BytesSent, ex.ev.BytesReceived = reqWire, respWire
+		if ex.view != nil {
+			ex.redactEvent()
+		}
 		ex.p.cfg.Recorder.Append(store.Event{Kind: store.KindNet, Net: &ex.ev})
 		if ex.call != nil && ex.ev.Decision == store.Allowed {
 			mc := ex.call.Finish(ex.ev.StatusCode, d, reqWire, respWire)
@@ -216,6 +230,9 @@ func (p *Proxy) reverseProxy(fs *flowState) *httputil.ReverseProxy {
 				return nil
 			}
 			ex.ev.StatusCode = resp.StatusCode
+			if ex.view != nil && ex.view.scrubHeader(resp.Header) > 0 {
+				ex.note("the real value of a secret in the response header was turned back into its placeholder")
+			}
 			ex.ev.ResponseHeaders = ex.responseHeaders(resp.Header)
 			if resp.StatusCode == http.StatusSwitchingProtocols {
 				if err := refuseSwitch(ex.wsKey, resp.Header); err != nil {
@@ -230,6 +247,7 @@ func (p *Proxy) reverseProxy(fs *flowState) *httputil.ReverseProxy {
 				ex.finish()
 				return nil
 			}
+			ex.scrubResponse(resp)
 			var parser io.Writer
 			if ex.call != nil {
 				parser = ex.call.ResponseWriter(resp.StatusCode, resp.Header.Get("Content-Type"))
@@ -240,6 +258,12 @@ func (p *Proxy) reverseProxy(fs *flowState) *httputil.ReverseProxy {
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			ex, _ := r.Context().Value(exchangeKey{}).(*exchange)
+			if ex != nil {
+				if reason, _, _ := ex.refusal(); reason != "" {
+					ex.answerRefusal(w) // the guard refused the body and cancelled the request
+					return
+				}
+			}
 			var sw *switchRefused
 			switched := errors.As(err, &sw)
 			if ex != nil {

@@ -56,6 +56,9 @@ type Proxy struct {
 	roots  rootsCache
 	h2     *http2.Server // the guest's HTTP/2 (serveH2)
 
+	views    views    // the secrets per policy and host (secrets.go)
+	scanners sync.Map // DLP scanners by their detectors (guard.go)
+
 	serveDone chan struct{}
 }
 

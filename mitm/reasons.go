@@ -44,6 +44,17 @@ const (
 	// forwarded (fail closed): 503. The netstack refuses flows for the same
 	// reason, under the same name, which is its constant.
 	ReasonStoreUnavailable = netstack.ReasonStoreDown
+	// ReasonSecretWrongHost: the request carries a secret's placeholder
+	// (raw, percent-encoded, base64, base64url or hex) and goes to a host
+	// that is not one of the secret's: 403, naming the secret.
+	ReasonSecretWrongHost = "secret-wrong-host"
+	// ReasonSecretRealValue: the request carries a secret's real value,
+	// which the guest was never given: 403, wherever it goes.
+	ReasonSecretRealValue = "secret-real-value"
+	// ReasonDLPMatch: a [dlp] detector matched the request (matched_rule is
+	// detector@where): with action "log" the request went on, with "block"
+	// it got a 403.
+	ReasonDLPMatch = "dlp-match"
 )
 
 // Reasons is every reason the MITM records: its own, and the policy's
@@ -55,7 +66,7 @@ func Reasons() []string {
 	return []string{
 		ReasonBadHello, ReasonNoSNI, ReasonSNIMismatch,
 		ReasonHostNotSNI, ReasonHTTPDenied, ReasonTunnelRefused, ReasonUpstreamError, ReasonUpstreamUpgrade,
-		ReasonStoreUnavailable,
+		ReasonStoreUnavailable, ReasonSecretWrongHost, ReasonSecretRealValue, ReasonDLPMatch,
 
 		policy.ReasonAllowed, policy.ReasonDeniedByRule, policy.ReasonNoMatchingRule, policy.ReasonPortNotAllowed,
 		policy.ReasonInvalidName,

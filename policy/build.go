@@ -20,6 +20,8 @@ type builder struct {
 	httpHosts []hostEntry          // the host of each [[http]] rule
 	pass      map[string]leaf      // [tls] passthrough entries by pattern
 	passList  []hostEntry          // [tls] passthrough entries in file order
+
+	extraSecrets []Secret // the --secret flags (ParseWith)
 }
 
 // build runs each table's build, then each table's late function, in the

@@ -28,6 +28,17 @@
 //	[dns]
 //	max_wildcard_names = 4096     # distinct names "*.x" entries allow per session; 0: 4096
 //
+//	[[secret]]                    # the guest gets a placeholder, never the value
+//	name = "ANTHROPIC_API_KEY"    # the variable the guest sees
+//	from_env = "ANTHROPIC_API_KEY"   # the real value: a host variable, or from_file = "~/key.txt"
+//	hosts = ["api.anthropic.com"] # the only hosts that get the real value (allowed on 443)
+//	placeholder = "…"             # optional; default: a new random one each session
+//
+//	[dlp]
+//	action = "log"                # or "block" or "off": credentials in decrypted requests
+//	detectors = ["github-token"]  # optional: all of package dlp's
+//	allow_hosts = ["*.corp.test"] # not scanned
+//
 // Parse turns the file into an immutable *Policy; its methods answer the
 // questions the rest of capsem asks, per DNS query, per TCP SYN, per TLS
 // ClientHello and per HTTP request:
@@ -52,7 +63,11 @@
 //     the policy file, then each ca_files entry to check that it holds PEM
 //     certificates; Parse touches no file at all);
 //   - import any other package of capsem (imports point into policy, never
-//     out of it);
+//     out of it) but dlp, for the names [dlp] detectors may list: dlp is a
+//     leaf that imports nothing, and its names defined once there is what
+//     keeps the file's check and the scan from drifting apart;
+//   - read a secret's real value: Bind is given it (mitm.BindSecrets reads
+//     the variable or file);
 //   - mutate a Policy after Parse returns it: decisions are made concurrently
 //     from many goroutines without locks;
 //   - panic on any input: a bad policy file is an error that names the file

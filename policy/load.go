@@ -20,6 +20,11 @@ const maxCAFileSize = 16 << 20
 // certificates that all parse (other PEM blocks are ignored), so that a bad
 // CA file is a policy error at its line rather than a failure later.
 func Load(path string) (*Policy, error) {
+	return LoadWith(path, nil)
+}
+
+// LoadWith is Load with secrets from --secret flags, as ParseWith.
+func LoadWith(path string, secrets []Secret) (*Policy, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read the policy file: %w; check the path", err)
@@ -28,7 +33,7 @@ func Load(path string) (*Policy, error) {
 	if err != nil {
 		abs = path
 	}
-	p, caLines, err := parse(path, filepath.Dir(abs), data)
+	p, caLines, err := parse(path, filepath.Dir(abs), data, secrets)
 	if err != nil {
 		return nil, err
 	}

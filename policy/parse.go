@@ -68,17 +68,35 @@ import (
 //   - mitm.preview_bytes is an integer from 0 (no previews) to 1048576.
 //   - dns.max_wildcard_names is an integer from 0 (the default, 4096) to
 //     262144: distinct names that only a wildcard entry allows, per session.
+//   - Each [[secret]] table is a credential the guest gets only a
+//     placeholder of (see Secret). name is an environment variable name;
+//     exactly one of from_env (a host variable) and from_file (a path: "~/"
+//     is the home directory, relative is to the policy file's directory);
+//     hosts, at least one, are names or "*.name" patterns without a port;
+//     placeholder, optional, is at least 16 printable ASCII characters.
+//     Each host is allowed on port 443 as if [network] allowed it; a host a
+//     deny entry of the same pattern denies, or one under [tls] passthrough,
+//     is an error. Names are unique.
+//   - dlp.action is "log" (the default), "block" or "off"; dlp.detectors
+//     names detectors of package dlp (absent: all); dlp.allow_hosts are
+//     names or "*.name" patterns whose requests are not scanned.
 //   - Unknown keys, keys not in lower case, and values of the wrong type are
 //     errors.
 //
 // Every error carries "name:line" and says what to do. Parse reports up to
 // 50 problems at once, sorted by line.
 func Parse(name string, data []byte) (*Policy, error) {
-	p, _, err := parse(name, filepath.Dir(name), data)
+	return ParseWith(name, data, nil)
+}
+
+// ParseWith is Parse with secrets from --secret flags (ParseSecretFlag)
+// added after the file's [[secret]] tables, checked like them.
+func ParseWith(name string, data []byte, secrets []Secret) (*Policy, error) {
+	p, _, err := parse(name, filepath.Dir(name), data, secrets)
 	return p, err
 }
 
-func parse(name, dir string, data []byte) (pol *Policy, caLines []int, err error) {
+func parse(name, dir string, data []byte, secrets []Secret) (pol *Policy, caLines []int, err error) {
 	c := &collector{file: name}
 	defer func() {
 		// go-toml is fuzzed upstream and so is this package; this is the
@@ -126,7 +144,7 @@ func parse(name, dir string, data []byte) (pol *Policy, caLines []int, err error
 		Source:  name,
 		SHA256:  hex.EncodeToString(sum[:]),
 	}
-	b := builder{c: c, p: p, w: w, cfg: cfg, dir: dir}
+	b := builder{c: c, p: p, w: w, cfg: cfg, dir: dir, extraSecrets: secrets}
 	b.build()
 	if len(c.errs) == 0 {
 		w.crossCheck(cfg)

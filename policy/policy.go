@@ -40,6 +40,9 @@ type Policy struct {
 
 	maxWildcardNames int // [dns] max_wildcard_names; 0: the default
 
+	secrets []*Secret // [[secret]] tables, then --secret flags
+	dlp     DLP       // [dlp]; Action "" when absent
+
 	// AllowPrivate is [upstream] allow_private: whether a host-name resolve
 	// target (Target.Pinned false) may resolve to a private, loopback or
 	// link-local address. Pinned targets are the operator's explicit choice

@@ -8,6 +8,8 @@ package policy
 //	[tls]       passthrough
 //	[mitm]      preview_bytes
 //	[dns]       max_wildcard_names
+//	[[secret]]  name from_env from_file hosts placeholder   (an array of tables)
+//	[dlp]       action detectors allow_hosts
 //
 // Stability: these names are what users write in their files. A key can be
 // added; renaming or removing one breaks every file that uses it.
@@ -150,6 +152,34 @@ var tables = []table{
 			{"max_wildcard_names", kindInt, "dns.max_wildcard_names must be a whole number of names, without quotes, like max_wildcard_names = 4096"},
 		},
 		build: (*builder).dns,
+	},
+	{
+		name:     "secret",
+		array:    true,
+		notArray: "[[secret]] tables are an array of tables: start each secret with a \"[[secret]]\" line (two brackets), then its keys",
+		want:     "[[secret]] must be tables, each started by a \"[[secret]]\" line, with name, from_env or from_file, and placeholder strings and a hosts array of strings",
+		keys: []key{
+			{"name", kindString, "secret.name must be a string, like name = \"ANTHROPIC_API_KEY\""},
+			{"from_env", kindString, "secret.from_env must be a string, like from_env = \"ANTHROPIC_API_KEY\""},
+			{"from_file", kindString, "secret.from_file must be a path string, like from_file = \"~/.config/anthropic.key\""},
+			{"hosts", kindStrings, "secret.hosts must be an array of strings, like hosts = [\"api.anthropic.com\"]"},
+			{"placeholder", kindString, "secret.placeholder must be a string, like placeholder = \"capsem-placeholder-anthropic\""},
+		},
+		// Late, in this order after [[http]] and [tls]: a rule whose lines
+		// hold a reported problem is not also told what it lacks, and its
+		// hosts are allowed after [network] and checked against its denies
+		// and [tls] passthrough.
+		late: (*builder).secretLate,
+	},
+	{
+		name: "dlp",
+		want: "[dlp] must be a table: a \"[dlp]\" line followed by its keys",
+		keys: []key{
+			{"action", kindString, "dlp.action must be the string \"log\", \"block\" or \"off\", like action = \"block\""},
+			{"detectors", kindStrings, "dlp.detectors must be an array of strings, like detectors = [\"aws-access-key\", \"github-token\"]"},
+			{"allow_hosts", kindStrings, "dlp.allow_hosts must be an array of strings, like allow_hosts = [\"internal.example.com\"]"},
+		},
+		build: (*builder).dlpTable,
 	},
 }
 

@@ -4,6 +4,7 @@ import (
 	"net"
 	"sort"
 	"strconv"
+	"strings"
 )
 
 // Summary is what a policy allows, as its file wrote it, for a person or a
@@ -20,11 +21,13 @@ type Summary struct {
 	CAFiles      []string          `json:"upstream_ca_files"`      // [upstream] ca_files
 	PreviewBytes int               `json:"mitm_preview_bytes"`     // [mitm] preview_bytes in force
 	MaxWildcard  int               `json:"dns_max_wildcard_names"` // [dns] max_wildcard_names in force
+	Secrets      []string          `json:"secrets"`                // [[secret]] and --secret: NAME@host,… (never a value)
+	DLP          string            `json:"dlp"`                    // [dlp] action in force, with its detectors when not all
 }
 
 // Summarize describes p. Lists are never nil, so that JSON shows [].
 func (p *Policy) Summarize() Summary {
-	s := Summary{Allow: []string{}, Deny: []string{}, HTTP: []string{}, Passthrough: []string{}, CAFiles: []string{}}
+	s := Summary{Allow: []string{}, Deny: []string{}, HTTP: []string{}, Passthrough: []string{}, CAFiles: []string{}, Secrets: []string{}}
 	if !p.usable() {
 		return s
 	}
@@ -52,5 +55,13 @@ func (p *Policy) Summarize() Summary {
 		}
 	}
 	s.PreviewBytes, s.MaxWildcard = p.PreviewBytes(), p.MaxWildcardNames()
+	for _, sec := range p.Secrets() {
+		s.Secrets = append(s.Secrets, sec.String())
+	}
+	d := p.DLP()
+	s.DLP = d.Action
+	if len(d.Detectors) > 0 {
+		s.DLP += " (" + strings.Join(d.Detectors, ", ") + ")"
+	}
 	return s
 }

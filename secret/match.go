@@ -35,6 +35,7 @@ type Hit struct {
 	ID     int
 	Form   Form
 	Offset int64
+	Len    int // of the form found
 }
 
 // pattern is one form of one needle.
@@ -157,7 +158,7 @@ func (m *Matcher) Find(b []byte) (Hit, bool) {
 		return Hit{}, false
 	}
 	p := &m.pats[pi]
-	return Hit{ID: p.id, Form: p.form, Offset: int64(end - len(p.b))}, true
+	return Hit{ID: p.id, Form: p.form, Offset: int64(end - len(p.b)), Len: len(p.b)}, true
 }
 
 // FindString is Find of a string.
@@ -249,7 +250,7 @@ func (s *Stream) Write(p []byte) (Hit, bool) {
 	end, pi := s.m.find(data, 0)
 	if pi >= 0 {
 		pt := &s.m.pats[pi]
-		h := Hit{ID: pt.id, Form: pt.form, Offset: s.base + int64(end-len(pt.b))}
+		h := Hit{ID: pt.id, Form: pt.form, Offset: s.base + int64(end-len(pt.b)), Len: len(pt.b)}
 		s.hit = &h
 		return h, true
 	}

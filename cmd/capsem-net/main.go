@@ -2,15 +2,18 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
 	httppprof "net/http/pprof"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
 	"runtime/pprof"
 	"strings"
@@ -224,6 +227,9 @@ func serve(c *cli.Context, stdout io.Writer) error {
 		if err != nil {
 			return usageError{err}
 		}
+		if pol, err = mitm.BindSecrets(pol, nil, nil); err != nil {
+			return usageError{err}
+		}
 	} else {
 		log.Warn("no --policy given: every name and flow is denied")
 	}
@@ -290,6 +296,9 @@ func serve(c *cli.Context, stdout io.Writer) error {
 
 	fmt.Fprintf(stdout, "capsem-net %s: listening on %s, session %s, events in %s\n", version(), ln, w.ID(), c.String("data"))
 	fmt.Fprintf(stdout, "TLS to port 443 is intercepted: the guest must trust %s\n", authority.CertPath())
+	if err := writePlaceholders(c.String("data"), pol, stdout); err != nil {
+		return err
+	}
 	if nd := ln.QEMUNetdev(); nd != "" {
 		fmt.Fprintf(stdout, "QEMU: %s -device virtio-net-pci,netdev=net0\n", nd)
 		if mtu > netstack.DefaultMTU {
@@ -305,7 +314,7 @@ func serve(c *cli.Context, stdout io.Writer) error {
 	go func() {
 		for sig := range sigs {
 			if sig == syscall.SIGHUP {
-				reload(log, stack, policyPath)
+				reload(log, stack, policyPath, c.String("data"))
 				continue
 			}
 			log.Info("shutting down", "signal", sig.String())
@@ -380,16 +389,59 @@ func serveDebug(addr string, log *slog.Logger) error {
 
 // reload applies a new policy to new flows. A broken file keeps the old
 // policy: fail closed, never open.
-func reload(log *slog.Logger, stack *netstack.Stack, path string) {
+func reload(log *slog.Logger, stack *netstack.Stack, path, data string) {
 	if path == "" {
 		log.Warn("SIGHUP ignored: no --policy file to reload")
 		return
 	}
 	p, err := policy.Load(path)
+	if err == nil {
+		// The guest holds its placeholders: a reload keeps them.
+		p, err = mitm.BindSecrets(p, stack.Policy().Placeholders(), nil)
+	}
 	if err != nil {
 		log.Error("policy reload failed; keeping the previous policy", "err", err)
 		return
 	}
 	stack.SetPolicy(p)
+	if err := writePlaceholders(data, p, io.Discard); err != nil {
+		log.Error("placeholders.json not written", "err", err)
+	}
 	log.Info("policy reloaded", "file", path, "sha256", p.SHA256)
+}
+
+// placeholdersFile is where capsem-net writes the placeholders of the
+// secrets in force, for whoever sets up the guest's environment. Format:
+// one JSON object, {"NAME": "placeholder", …}, every secret listed; mode
+// 0600. Stability: tools read it; keys and shape never change.
+const placeholdersFile = "placeholders.json"
+
+// writePlaceholders writes placeholders.json in data and prints each
+// secret's variable to out. Without secrets it writes nothing and removes a
+// file an earlier run left.
+func writePlaceholders(data string, pol *policy.Policy, out io.Writer) error {
+	path := filepath.Join(data, placeholdersFile)
+	ph := pol.Placeholders()
+	if len(ph) == 0 {
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	b, err := json.MarshalIndent(ph, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+		return fmt.Errorf("capsem-net: writing %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("capsem-net: writing %s: %w", path, err)
+	}
+	for _, s := range pol.Secrets() {
+		fmt.Fprintf(out, "secret %s: give the guest %s=%s (real value only to %s)\n", s.Name, s.Name, s.InForce(), strings.Join(s.Hosts, ", "))
+	}
+	fmt.Fprintf(out, "placeholders in %s\n", path)
+	return nil
 }

@@ -46,7 +46,7 @@ func runCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "run",
 		Usage: "run a command in a fresh guest whose only network is capsem's filter",
-		UsageText: "capsem run [--dry-run [--json]] [--policy FILE] [--workspace DIR] [--env K=V]… [--cpus N] [--memory MiB] [--timeout D] -- CMD…\n" +
+		UsageText: "capsem run [--dry-run [--json]] [--policy FILE] [--workspace DIR] [--env K=V]… [--secret NAME[@HOST,…]]… [--cpus N] [--memory MiB] [--timeout D] -- CMD…\n" +
 			"   with no CMD: an interactive shell",
 		Description: "The current directory (or --workspace) is shared read-write as /workspace, where the command\n" +
 			"runs. Nothing of the host environment enters the guest except --env and TERM, LANG, TZ.\n" +
@@ -58,6 +58,7 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "policy", Usage: "policy `FILE` (default: the AI providers' APIs only)"},
 			&cli.StringFlag{Name: "workspace", Usage: "host `DIR` shared as /workspace (default: the current directory)"},
 			&cli.StringSliceFlag{Name: "env", Usage: "`K=V` for the command (repeatable)"},
+			secretFlag(),
 			&cli.IntFlag{Name: "cpus", Value: defaultCPUs, Usage: "guest vCPUs"},
 			&cli.IntFlag{Name: "memory", Value: defaultMemoryMiB, Usage: "guest memory in `MiB`"},
 			&cli.DurationFlag{Name: "timeout", Usage: "kill the command after `D` (e.g. 10m; 0: never)"},
@@ -105,8 +106,8 @@ func parseRunOptions(c *cli.Context) (*runOptions, error) {
 		return nil, usageError{fmt.Errorf("--log-level %q: want debug, info, warn or error", c.String("log-level"))}
 	}
 	o.log = slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: level}))
-	if o.policy, err = loadPolicy(c.String("policy")); err != nil {
-		return nil, usageError{err}
+	if o.policy, err = loadBoundPolicy(c.String("policy"), c.StringSlice("secret"), nil); err != nil {
+		return nil, err
 	}
 	o.workspace = c.String("workspace")
 	if o.workspace == "" {
@@ -127,6 +128,11 @@ func parseRunOptions(c *cli.Context) (*runOptions, error) {
 	if err != nil {
 		return nil, usageError{err}
 	}
+	senv, err := secretEnv(o.policy, o.env)
+	if err != nil {
+		return nil, err
+	}
+	o.env = append(o.env, senv...)
 	switch {
 	case c.Bool("tty") && c.Bool("no-tty"):
 		return nil, usageError{errors.New("--tty and --no-tty: pick one")}
@@ -163,10 +169,15 @@ func tapRecorder(w *store.Writer, see func(store.Event)) netstack.Recorder {
 // loadPolicy reads the policy file at path, or the default policy when
 // path is "".
 func loadPolicy(path string) (*policy.Policy, error) {
+	return loadPolicyWith(path, nil)
+}
+
+// loadPolicyWith is loadPolicy with the secrets of --secret flags.
+func loadPolicyWith(path string, secrets []policy.Secret) (*policy.Policy, error) {
 	if path == "" {
-		return policy.Parse("default policy", defaultPolicy)
+		return policy.ParseWith("default policy", defaultPolicy, secrets)
 	}
-	return policy.Load(path)
+	return policy.LoadWith(path, secrets)
 }
 
 func consoleLogMaxFlag() cli.Flag {

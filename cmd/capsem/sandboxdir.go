@@ -118,6 +118,7 @@ type settingsFile struct {
 	Policy    string    `json:"policy"`    // absolute path of the policy file; "": the default policy
 	Workspace string    `json:"workspace"` // absolute host directory shared as /workspace
 	Env       []string  `json:"env"`       // K=V for every command, under each exec's --env
+	Secrets   []string  `json:"secrets"`   // --secret NAME[@HOST,…] flags; the real values are never here
 	CPUs      int       `json:"cpus"`
 	MemoryMiB int       `json:"memory_mib"`
 	DiskGiB   int       `json:"disk_gib"` // the writable disk's cap

@@ -29,7 +29,7 @@ func startCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "start",
 		Usage: "create a long-lived sandbox, or start a stopped one again with what it kept",
-		UsageText: "capsem start [--dry-run [--json]] [--policy FILE] [--workspace DIR] [--env K=V]… [--cpus N] [--memory MiB] [--disk GiB] [--foreground] NAME\n" +
+		UsageText: "capsem start [--dry-run [--json]] [--policy FILE] [--workspace DIR] [--env K=V]… [--secret NAME[@HOST,…]]… [--cpus N] [--memory MiB] [--disk GiB] [--foreground] NAME\n" +
 			"   NAME: 1 to 63 of a-z, 0-9 and '-', starting with a letter or digit",
 		Description: "The first start creates the sandbox under --data (sandboxes/NAME): its settings, the guest image it\n" +
 			"keeps using until capsem rm, and a disk of --disk GiB that holds everything the guest writes outside\n" +
@@ -43,6 +43,7 @@ func startCommand() *cli.Command {
 			&cli.StringFlag{Name: "policy", Usage: "policy `FILE` (default: the AI providers' APIs only)"},
 			&cli.StringFlag{Name: "workspace", Usage: "host `DIR` shared as /workspace (default at creation: the current directory)"},
 			&cli.StringSliceFlag{Name: "env", Usage: "`K=V` for every command in the sandbox (repeatable; on a restart the whole list is replaced)"},
+			secretFlag(),
 			&cli.IntFlag{Name: "cpus", Value: defaultCPUs, Usage: "guest vCPUs"},
 			&cli.IntFlag{Name: "memory", Value: defaultMemoryMiB, Usage: "guest memory in `MiB`"},
 			&cli.IntFlag{Name: "disk", Value: defaultDiskGiB, Usage: "the writable disk's cap in `GiB` (the host file is sparse: it takes what the guest wrote)"},
@@ -148,10 +149,27 @@ func resolveSettings(c *cli.Context, d sandboxDir) (s settingsFile, fresh bool, 
 			}
 			p = abs
 		}
-		if _, err := loadPolicy(p); err != nil {
-			return s, fresh, usageError{err}
-		}
 		s.Policy = p
+	}
+	if given("secret") {
+		s.Secrets = c.StringSlice("secret")
+	}
+	{
+		// Checked here, in the environment the supervisor inherits: a
+		// missing real value is told now, not in its log.
+		pol, err := loadBoundPolicy(s.Policy, s.Secrets, nil)
+		if err != nil {
+			return s, fresh, err
+		}
+		env := s.Env
+		if given("env") {
+			if env, err = guestEnv(nil, c.StringSlice("env")); err != nil {
+				return s, fresh, usageError{err}
+			}
+		}
+		if _, err := secretEnv(pol, env); err != nil {
+			return s, fresh, err
+		}
 	}
 	if given("workspace") {
 		ws := c.String("workspace")

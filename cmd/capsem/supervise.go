@@ -149,9 +149,9 @@ func supervise(ctx context.Context, data, name string, o superviseOptions, repor
 	_ = os.RemoveAll(d.snapshotsDir()) // readers that died left theirs
 	log := o.log.With("sandbox", name)
 
-	pol, err := loadPolicy(settings.Policy)
+	pol, err := loadBoundPolicy(settings.Policy, settings.Secrets, nil)
 	if err != nil {
-		return usageError{err}
+		return err
 	}
 	authority, err := loadAuthority(o.caDir)
 	if err != nil {
@@ -309,7 +309,8 @@ func (s *supervisor) Exec(ctx context.Context, ex proto.Exec) (*proto.Session, e
 		return nil, errors.New("the sandbox is stopping")
 	default:
 	}
-	ex.Env = mergeEnv(s.settings.Env, ex.Env)
+	senv, _ := secretEnv(s.sb.Policy(), nil)
+	ex.Env = mergeEnv(append(senv, s.settings.Env...), ex.Env)
 	return s.sb.Exec(ctx, ex)
 }
 
@@ -334,7 +335,8 @@ func mergeEnv(base, over []string) []string {
 }
 
 func (s *supervisor) ReloadPolicy() (api.Reload, error) {
-	p, err := loadPolicy(s.settings.Policy)
+	// The guest holds its placeholders: they are kept.
+	p, err := loadBoundPolicy(s.settings.Policy, s.settings.Secrets, s.sb.Policy().Placeholders())
 	if err != nil {
 		return api.Reload{}, err
 	}

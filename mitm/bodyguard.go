@@ -1,0 +1,204 @@
+package mitm
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"strconv"
+
+	"github.com/capsem/capsem/dlp"
+	"github.com/capsem/capsem/secret"
+)
+
+// errRefusedBody ends a request body in which the guard found what may not
+// leave: the request is cancelled, and the exchange answers the guest 403.
+var errRefusedBody = errors.New("mitm: the request body carries what capsem refuses to send")
+
+// bodyGuard is a request body on its way upstream. It scans the guest's
+// bytes for leaked secrets and (DLP) credentials, and holds back the bytes
+// a match may still start in, so that when it refuses, no byte of the match
+// has been forwarded; then it puts the bound secrets' real values in place
+// of their placeholders.
+//
+// The bytes it holds back are only those that could begin a match (the
+// end of a read that a pattern starts with), so a streamed upload that
+// pauses is held up only when it pauses in such a place.
+type bodyGuard struct {
+	src io.ReadCloser
+
+	leaks    *secret.Stream // nil: no secrets
+	dlp      *dlp.Stream    // nil: no scan
+	dlpBlock bool           // a DLP match refuses the request (else it is noted)
+	exempt   [][]byte       // values DLP lets through (the bound secrets' own)
+
+	reps   []*secret.Replacer // bound secrets, chained; nil: nothing to replace
+	out    bytes.Buffer       // what the replacers wrote
+	read   int64              // bytes read from src
+	passed int64              // bytes passed on (before replacement)
+	held   []byte             // read, scanned, not passed on yet
+	buf    []byte             // reads when not reading into the caller's buffer
+
+	onLeak func(*leak, int64)   // a leak at a stream offset: the exchange refuses
+	onDLP  func(dlp.Match) bool // a DLP match: the exchange notes it; true refuses
+	view   *secretView
+	err    error
+	eof    bool
+}
+
+func (g *bodyGuard) Close() error { return g.src.Close() }
+
+func (g *bodyGuard) Read(p []byte) (int, error) {
+	for {
+		if g.out.Len() > 0 {
+			return g.out.Read(p)
+		}
+		if len(g.held) > 0 && g.eof && g.reps == nil {
+			n := copy(p, g.held)
+			g.held = g.held[n:]
+			g.passed += int64(n)
+			return n, nil
+		}
+		if g.err != nil {
+			return 0, g.err
+		}
+		if g.eof {
+			return 0, io.EOF
+		}
+		n, err := g.fill(p)
+		if n > 0 {
+			return n, nil
+		}
+		if err != nil && err != io.EOF {
+			g.err = err
+		}
+	}
+}
+
+// fill reads from src and scans; it returns bytes it placed in p for the
+// caller (the fast path: nothing held, nothing to replace), else it queues
+// them in held or out.
+func (g *bodyGuard) fill(p []byte) (int, error) {
+	var chunk []byte
+	direct := len(g.held) == 0 && g.reps == nil
+	buf := p
+	if !direct {
+		if g.buf == nil {
+			g.buf = make([]byte, 64<<10)
+		}
+		buf = g.buf
+	}
+	n, err := g.src.Read(buf)
+	chunk = buf[:n]
+	start := g.read
+	g.read += int64(n)
+	if err == io.EOF {
+		g.eof = true
+	} else if err != nil {
+		return 0, err
+	}
+	if n > 0 && !g.scan(chunk, start) {
+		return 0, g.err
+	}
+	if g.eof && g.dlp != nil {
+		for _, m := range g.dlp.Close() {
+			if g.dlpHit(m) {
+				return 0, g.err
+			}
+		}
+	}
+	safe := g.read
+	if !g.eof {
+		if g.leaks != nil {
+			safe = min(safe, g.leaks.Safe())
+		}
+		if g.dlp != nil && g.dlpBlock {
+			safe = min(safe, g.dlp.Safe())
+		}
+	}
+	if direct {
+		ok := int(safe - start) // bytes of chunk that may go on
+		ok = max(0, min(ok, n))
+		g.held = append(g.held, chunk[ok:]...)
+		g.passed += int64(ok)
+		return ok, nil
+	}
+	g.held = append(g.held, chunk...)
+	ok := int(safe - g.passed)
+	ok = max(0, min(ok, len(g.held)))
+	if err := g.emit(g.held[:ok]); err != nil {
+		return 0, err
+	}
+	g.held = g.held[ok:]
+	if g.eof && g.reps != nil {
+		if err := g.emit(g.held); err != nil {
+			return 0, err
+		}
+		g.held = nil
+		for _, r := range g.reps {
+			if err := r.Close(); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return 0, nil
+}
+
+// emit passes b on through the replacers.
+func (g *bodyGuard) emit(b []byte) error {
+	g.passed += int64(len(b))
+	if g.reps == nil {
+		g.out.Write(b)
+		return nil
+	}
+	_, err := g.reps[0].Write(b)
+	return err
+}
+
+// scan checks chunk, which starts at stream offset start; false when the
+// body is refused.
+func (g *bodyGuard) scan(chunk []byte, start int64) bool {
+	if g.leaks != nil {
+		if h, ok := g.leaks.Write(chunk); ok {
+			g.err = errRefusedBody
+			g.onLeak(g.view.leakOf(h, "body@"+strconv.FormatInt(h.Offset, 10)), h.Offset)
+			return false
+		}
+	}
+	if g.dlp != nil {
+		for _, m := range g.dlp.Write(chunk) {
+			if g.dlpHit(m) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// dlpHit hands m to the exchange unless it is an exempt value; true when
+// the body is refused.
+func (g *bodyGuard) dlpHit(m dlp.Match) bool {
+	for _, v := range g.exempt {
+		if bytes.Equal(m.Value, v) {
+			return false
+		}
+	}
+	if g.onDLP(m) {
+		g.err = errRefusedBody
+		return true
+	}
+	return false
+}
+
+// chainReplacers returns replacers of each pair (placeholder, real), the
+// first writing to the second and so on, the last to w.
+func chainReplacers(w io.Writer, pairs [][2][]byte) []*secret.Replacer {
+	reps := make([]*secret.Replacer, len(pairs))
+	for i := len(pairs) - 1; i >= 0; i-- {
+		r, err := secret.NewReplacer(w, pairs[i][0], pairs[i][1])
+		if err != nil {
+			panic(err) // a placeholder is never empty (policy.Bind)
+		}
+		reps[i], w = r, r
+	}
+	return reps
+}

@@ -1,0 +1,315 @@
+package mitm
+
+import (
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+
+	"github.com/capsem/capsem/policy"
+	"github.com/capsem/capsem/secret"
+	"github.com/capsem/capsem/store"
+)
+
+// The secrets of a policy, as one request's host sees them. A secret is
+// bound to the host (one of its hosts: its placeholder is replaced by the
+// real value) or not (its placeholder is a leak); its real value coming
+// from the guest is a leak wherever it goes, since the guest never had it.
+//
+// Needle ids in the matchers: 2i is secret i's placeholder, 2i+1 its real
+// value.
+type secretView struct {
+	secrets []*policy.Secret
+	bound   []*policy.Secret // bound to this host
+	leaks   *secret.Matcher  // unbound placeholders and every real value
+	reals   *secret.Matcher  // every real value: what an event must never hold
+}
+
+// maxSecrets bounds the secrets of one policy: the views are cached by a
+// bit mask of the bound ones.
+const maxSecrets = 64
+
+type viewKey struct {
+	pol  *policy.Policy
+	mask uint64
+}
+
+// views caches secretViews; a matcher costs a 128 KiB table to build. Keys
+// of replaced policies stay (a reload is rare; there are few masks).
+type views struct{ m sync.Map }
+
+// secretsFor returns the view of pol's secrets for host, nil when pol has
+// none.
+func (p *Proxy) secretsFor(pol *policy.Policy, host string) *secretView {
+	ss := pol.Secrets()
+	if len(ss) == 0 {
+		return nil
+	}
+	var mask uint64
+	for i, s := range ss[:min(len(ss), maxSecrets)] {
+		if s.Binds(host) {
+			mask |= 1 << i
+		}
+	}
+	k := viewKey{pol, mask}
+	if v, ok := p.views.m.Load(k); ok {
+		return v.(*secretView)
+	}
+	v := newSecretView(ss, mask)
+	p.views.m.Store(k, v)
+	return v
+}
+
+func newSecretView(ss []*policy.Secret, mask uint64) *secretView {
+	v := &secretView{secrets: ss}
+	var leaks, reals []secret.Needle
+	for i, s := range ss {
+		if s.Real() == nil {
+			continue // not bound: cannot happen once the policy is Bound
+		}
+		if i < maxSecrets && mask&(1<<i) != 0 {
+			v.bound = append(v.bound, s)
+		} else {
+			leaks = append(leaks, secret.Needle{ID: 2 * i, Value: []byte(s.InForce())})
+		}
+		real := secret.Needle{ID: 2*i + 1, Value: s.Real()}
+		leaks = append(leaks, real)
+		reals = append(reals, real)
+	}
+	// The policy checked the lengths (MinSecretBytes), so these cannot
+	// fail; an empty matcher finds nothing, which would fail open, so a
+	// failure panics rather than be ignored.
+	var err error
+	if v.leaks, err = secret.NewMatcher(leaks); err != nil {
+		panic(err)
+	}
+	if v.reals, err = secret.NewMatcher(reals); err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// leak is a secret found where it must not be.
+type leak struct {
+	secret *policy.Secret
+	real   bool // the real value, not the placeholder
+	form   secret.Form
+	where  string // a header's name, "url", or "body@OFFSET"
+}
+
+func (v *secretView) leakOf(h secret.Hit, where string) *leak {
+	return &leak{secret: v.secrets[h.ID/2], real: h.ID%2 == 1, form: h.Form, where: where}
+}
+
+func (l *leak) reason() string {
+	if l.real {
+		return ReasonSecretRealValue
+	}
+	return ReasonSecretWrongHost
+}
+
+// why says what was found, never the value.
+func (l *leak) why(host string) string {
+	if l.real {
+		return fmt.Sprintf("the request carries the real value of secret %s (%s, in %s); the guest was never given it, so it can only have leaked, and capsem sends it nowhere from the guest", l.secret.Name, l.form, l.where)
+	}
+	return fmt.Sprintf("the request carries the placeholder of secret %s (%s, in %s), which may go only to %s, not %s", l.secret.Name, l.form, l.where, strings.Join(l.secret.Hosts, ", "), host)
+}
+
+// checkHead looks for leaks in a request's header and URL, as sent and
+// with percent-encoding and Basic credentials decoded.
+func (v *secretView) checkHead(r *http.Request) *leak {
+	find := func(s, where string) *leak {
+		if h, ok := v.leaks.FindString(s); ok {
+			return v.leakOf(h, where)
+		}
+		if strings.IndexByte(s, '%') >= 0 {
+			if d, err := url.PathUnescape(s); err == nil {
+				if h, ok := v.leaks.FindString(d); ok {
+					return v.leakOf(h, where)
+				}
+			}
+		}
+		return nil
+	}
+	for name, vals := range r.Header {
+		if l := find(name, "header name"); l != nil {
+			return l
+		}
+		for _, val := range vals {
+			if l := find(val, name); l != nil {
+				return l
+			}
+			if user, ok := basicCredentials(val); ok {
+				if l := find(user, name+" (Basic, decoded)"); l != nil {
+					return l
+				}
+			}
+		}
+	}
+	for _, s := range []string{r.URL.EscapedPath(), r.URL.RawQuery, r.URL.Path} {
+		if l := find(s, "url"); l != nil {
+			return l
+		}
+	}
+	return nil
+}
+
+// basicCredentials decodes an Authorization value "Basic base64(user:pass)".
+func basicCredentials(v string) (string, bool) {
+	scheme, cred, ok := strings.Cut(strings.TrimSpace(v), " ")
+	if !ok || !strings.EqualFold(scheme, "Basic") {
+		return "", false
+	}
+	b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(cred))
+	if err != nil {
+		return "", false
+	}
+	return string(b), true
+}
+
+// substituteHead puts the real values of the bound secrets in place of
+// their placeholders in r's header values (Basic credentials decoded and
+// encoded again) and URL (path and query, raw or percent-encoded). It
+// returns how many it replaced.
+func (v *secretView) substituteHead(r *http.Request) int {
+	n := 0
+	for _, s := range v.bound {
+		ph, real := s.InForce(), string(s.Real())
+		for name, vals := range r.Header {
+			for i, val := range vals {
+				if c := strings.Count(val, ph); c > 0 {
+					vals[i] = strings.ReplaceAll(val, ph, real)
+					n += c
+					continue
+				}
+				if cred, ok := basicCredentials(val); ok && strings.Contains(cred, ph) {
+					n += strings.Count(cred, ph)
+					scheme, _, _ := strings.Cut(strings.TrimSpace(val), " ")
+					vals[i] = scheme + " " + base64.StdEncoding.EncodeToString([]byte(strings.ReplaceAll(cred, ph, real)))
+				}
+			}
+			r.Header[name] = vals
+		}
+		n += substituteURL(r.URL, ph, real)
+	}
+	return n
+}
+
+// substituteURL replaces ph in u's path and query, raw or percent-encoded
+// byte by byte, by real escaped for where it goes.
+func substituteURL(u *url.URL, ph, real string) int {
+	n := 0
+	for _, f := range []struct {
+		raw    *string
+		escape func(string) string
+	}{{&u.RawQuery, url.QueryEscape}} {
+		for _, form := range []string{ph, percentAll(ph, true), percentAll(ph, false)} {
+			if c := strings.Count(*f.raw, form); c > 0 {
+				*f.raw = strings.ReplaceAll(*f.raw, form, f.escape(real))
+				n += c
+			}
+		}
+	}
+	if c := strings.Count(u.Path, ph); c > 0 {
+		// Path is the decoded path: a placeholder percent-encoded in the
+		// request is plain here. RawPath is rebuilt from it.
+		u.Path = strings.ReplaceAll(u.Path, ph, real)
+		u.RawPath = ""
+		n += c
+	}
+	return n
+}
+
+func percentAll(s string, upper bool) string {
+	const lower, higher = "0123456789abcdef", "0123456789ABCDEF"
+	digits := lower
+	if upper {
+		digits = higher
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		b.WriteByte('%')
+		b.WriteByte(digits[s[i]>>4])
+		b.WriteByte(digits[s[i]&15])
+	}
+	return b.String()
+}
+
+// redact returns s with every form of every real value replaced by a
+// redaction naming its secret: what an event holds where the guest sent a
+// real value.
+func (v *secretView) redact(s string) string {
+	if s == "" {
+		return s
+	}
+	b := []byte(s)
+	for {
+		h, ok := v.reals.Find(b)
+		if !ok {
+			return string(b)
+		}
+		end := h.Offset + int64(h.Len)
+		b = append(append(append([]byte{}, b[:h.Offset]...), "[REDACTED:secret "+v.secrets[h.ID/2].Name+"]"...), b[end:]...)
+	}
+}
+
+// scrubHeader turns the real values of the bound secrets in a response
+// header back into their placeholders: the guest never sees them, even
+// reflected.
+func (v *secretView) scrubHeader(h http.Header) int {
+	n := 0
+	for _, s := range v.bound {
+		ph, real := s.InForce(), string(s.Real())
+		for _, vals := range h {
+			for i, val := range vals {
+				if c := strings.Count(val, real); c > 0 {
+					vals[i] = strings.ReplaceAll(val, real, ph)
+					n += c
+				}
+			}
+		}
+	}
+	return n
+}
+
+// scrubResponse turns the bound secrets' real values in a response body
+// back into their placeholders, streamed; the length changes when the two
+// differ, so the body loses its Content-Length.
+func (ex *exchange) scrubResponse(resp *http.Response) {
+	if ex.view == nil || len(ex.view.bound) == 0 || resp.Body == nil || resp.Body == http.NoBody {
+		return
+	}
+	if ce := resp.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		ex.note("the response body has Content-Encoding " + ce + " though capsem asked for none: a secret reflected in it was not scrubbed")
+		return
+	}
+	var pairs [][2][]byte
+	sameLen := true
+	for _, s := range ex.view.bound {
+		pairs = append(pairs, [2][]byte{s.Real(), []byte(s.InForce())})
+		sameLen = sameLen && len(s.Real()) == len(s.InForce())
+	}
+	g := &bodyGuard{src: resp.Body}
+	g.reps = chainReplacers(&g.out, pairs)
+	resp.Body = g
+	if !sameLen {
+		resp.ContentLength = -1
+		resp.Header.Del("Content-Length")
+	}
+}
+
+// redactEvent removes every form of every real value from what the event
+// stores: the guest sent one (a leak), or a preview caught it.
+func (ex *exchange) redactEvent() {
+	v, e := ex.view, &ex.ev
+	e.Path, e.Query, e.Detail = v.redact(e.Path), v.redact(e.Query), v.redact(e.Detail)
+	e.RequestBodyPreview, e.ResponseBodyPreview = v.redact(e.RequestBodyPreview), v.redact(e.ResponseBodyPreview)
+	for _, hs := range [][]store.Header{e.RequestHeaders, e.ResponseHeaders} {
+		for i := range hs {
+			hs[i].Name, hs[i].Value = v.redact(hs[i].Name), v.redact(hs[i].Value)
+		}
+	}
+}
