@@ -42,6 +42,7 @@ type fakeAnthropic struct {
 type fakeRequest struct {
 	Method, Path, Query string
 	UserAgent           string
+	APIKey              string // x-api-key, or the token of Authorization: Bearer
 	Model               string
 	Stream              bool
 	Tools               int
@@ -143,7 +144,10 @@ func (b fakeBlock) resultText() string {
 }
 
 func (f *fakeAnthropic) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	rec := fakeRequest{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, UserAgent: r.Header.Get("User-Agent")}
+	rec := fakeRequest{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, UserAgent: r.Header.Get("User-Agent"), APIKey: r.Header.Get("X-Api-Key")}
+	if rec.APIKey == "" {
+		rec.APIKey = strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+	}
 	body, _ := io.ReadAll(io.LimitReader(r.Body, 32<<20))
 	writeJSON := func(status int, v any) {
 		w.Header().Set("Content-Type", "application/json")
