@@ -203,13 +203,28 @@ func TestSandboxPolicyReload(t *testing.T) {
 		}
 	}
 	write("[network]\ndefault = \"deny\"\nallow = [\"one.test\"]\n")
-	e.start("pol", "--policy", pol)
+	// A secret's real value comes from start's environment; one that is
+	// missing, or a name without hosts, is exit 2 before anything boots.
+	if r := e.must(2, nil, "start", "--ca-dir", e.caDir, "--secret", "MY_TOKEN@secret.test", "nokey"); !strings.Contains(r.stderr, "MY_TOKEN is not set") {
+		t.Errorf("a missing secret says %q", r.stderr)
+	}
+	if r := e.must(2, nil, "start", "--ca-dir", e.caDir, "--secret", "MY_TOKEN", "nohost"); !strings.Contains(r.stderr, "which hosts MY_TOKEN belongs to") {
+		t.Errorf("a secret without hosts says %q", r.stderr)
+	}
+	real := "rv-sandbox-real-value-0123456789"
+	e.env = []string{"MY_TOKEN=" + real}
+	e.start("pol", "--policy", pol, "--secret", "MY_TOKEN@secret.test")
+	e.env = nil
 	resolves := func(name string) bool {
 		r := e.exec("pol", nil, nil, "getent", "hosts", name)
 		return r.code == 0
 	}
-	if !resolves("one.test") || resolves("two.test") {
-		t.Fatal("before the reload: one.test must resolve and two.test not")
+	if !resolves("one.test") || resolves("two.test") || !resolves("secret.test") {
+		t.Fatal("before the reload: one.test and the secret's secret.test must resolve and two.test not")
+	}
+	placeholder := strings.TrimSpace(e.exec("pol", nil, nil, "printenv", "MY_TOKEN").stdout)
+	if !strings.HasPrefix(placeholder, "capsem-secret-") {
+		t.Errorf("the sandbox's MY_TOKEN is %q, want a placeholder", placeholder)
 	}
 	sha := e.ls()["pol"].PolicySHA
 
@@ -224,8 +239,14 @@ func TestSandboxPolicyReload(t *testing.T) {
 
 	write("[network]\ndefault = \"deny\"\nallow = [\"two.test\"]\n")
 	e.must(0, nil, "policy", "reload", "pol")
-	if resolves("one.test") || !resolves("two.test") {
-		t.Error("after the reload: two.test must resolve and one.test not")
+	if resolves("one.test") || !resolves("two.test") || !resolves("secret.test") {
+		t.Error("after the reload: two.test and secret.test must resolve and one.test not")
+	}
+	if got := strings.TrimSpace(e.exec("pol", nil, nil, "printenv", "MY_TOKEN").stdout); got != placeholder {
+		t.Errorf("after the reload MY_TOKEN is %q, want the placeholder the guest held, %q", got, placeholder)
+	}
+	if b, err := os.ReadFile(filepath.Join(e.data, "sandboxes", "pol", "settings.json")); err != nil || !strings.Contains(string(b), "MY_TOKEN@secret.test") || strings.Contains(string(b), real) {
+		t.Errorf("settings.json keeps the --secret flag, never the value: %v\n%s", err, b)
 	}
 	if e.ls()["pol"].PolicySHA == sha {
 		t.Error("ls shows the old policy's sha256 after the reload")
