@@ -94,6 +94,14 @@ var secretRules = []secretRule{
 		triggers: []string{"authorization", "api-key", "cookie"},
 	},
 	{
+		// The placeholders capsem gives a guest for its secrets: not a
+		// credential, but what a reader of an export must not be able to
+		// tie to a session's secret.
+		kind:     "secret-placeholder",
+		re:       regexp.MustCompile(regexp.QuoteMeta(PlaceholderPrefix) + `[0-9a-f]{32}`),
+		triggers: []string{PlaceholderPrefix},
+	},
+	{
 		kind:     "bearer",
 		re:       regexp.MustCompile(`(?i)\b(bearer[ \t]+)([A-Za-z0-9\-._~+/]{8,}=*)`),
 		keep:     1,
@@ -120,9 +128,15 @@ var secretRules = []secretRule{
 	},
 }
 
+// PlaceholderPrefix starts every placeholder capsem makes for a secret
+// (32 random hex digits follow). Scrub redacts such placeholders; the
+// policy makes them.
+const PlaceholderPrefix = "capsem-secret-"
+
 // Scrub returns s with every secret it recognises replaced by
 // "[REDACTED:<kind>]": what the detectors find (the kind is the
-// detector's name; a private key's whole PEM block goes), the values of
+// detector's name; a private key's whole PEM block goes), capsem's secret
+// placeholders ("secret-placeholder"), the values of
 // Authorization, Proxy-Authorization, X-Api-Key, Cookie and Set-Cookie
 // written as header lines, JSON members or parameters, and Bearer
 // tokens. Text without any of those is returned as is. Scrub is

@@ -57,3 +57,15 @@ func TestScrubLeavesOrdinaryText(t *testing.T) {
 		}
 	}
 }
+
+func TestScrubPlaceholders(t *testing.T) {
+	for _, c := range []struct{ in, want, why string }{
+		{"token x capsem-secret-0123456789abcdef0123456789abcdef y", "token x [REDACTED:secret-placeholder] y", "the placeholder alone goes, whatever holds it"},
+		{`{"key":"capsem-secret-0123456789abcdef0123456789abcdef"}`, `{"key":"[REDACTED:secret-placeholder]"}`, "in JSON"},
+		{"capsem-secret-0123", "capsem-secret-0123", "not a placeholder capsem makes"},
+	} {
+		if got := Scrub(c.in); got != c.want {
+			t.Errorf("%s: Scrub(%q) = %q, want %q", c.why, c.in, got, c.want)
+		}
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/capsem/capsem/dlp"
 )
 
 // Secret is one credential the guest never holds: a [[secret]] table, or a
@@ -34,8 +36,8 @@ type Secret struct {
 }
 
 // PlaceholderPrefix starts every placeholder capsem makes; 32 random hex
-// digits follow.
-const PlaceholderPrefix = "capsem-secret-"
+// digits follow. Defined in dlp, whose Scrub redacts them.
+const PlaceholderPrefix = dlp.PlaceholderPrefix
 
 // MinSecretBytes is the shortest real value accepted: a shorter one would be
 // found by chance in ordinary traffic, refusing it as a leak.
