@@ -40,9 +40,12 @@ type bodyGuard struct {
 
 	onLeak func(*leak, int64)   // a leak at a stream offset: the exchange refuses
 	onDLP  func(dlp.Match) bool // a DLP match: the exchange notes it; true refuses
-	view   *secretView
-	err    error
-	eof    bool
+	// atEOF checks what arrives with the end of the body (a request's
+	// trailer); true refuses. Nil: nothing to check.
+	atEOF func() bool
+	view  *secretView
+	err   error
+	eof   bool
 }
 
 func (g *bodyGuard) Close() error { return g.src.Close() }
@@ -105,6 +108,10 @@ func (g *bodyGuard) fill(p []byte) (int, error) {
 				return 0, g.err
 			}
 		}
+	}
+	if g.eof && g.atEOF != nil && g.atEOF() {
+		g.err = errRefusedBody
+		return 0, g.err
 	}
 	safe := g.read
 	if !g.eof {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -88,6 +89,35 @@ func (ex *exchange) guard(w http.ResponseWriter, r *http.Request, host string) b
 	g.onLeak = func(l *leak, _ int64) {
 		ex.markLeak(l)
 		ex.cancel()
+	}
+	// A trailer arrives with the end of the body: it is checked like the
+	// header before the body's end is passed on, so that a refused
+	// trailer never reaches the upstream.
+	g.atEOF = func() bool {
+		if len(r.Trailer) == 0 {
+			return false
+		}
+		t := &http.Request{Header: r.Trailer, URL: &url.URL{}}
+		if ex.view != nil {
+			if l := ex.view.checkHead(t); l != nil {
+				l.where = "trailer " + l.where
+				ex.markLeak(l)
+				ex.cancel()
+				return true
+			}
+		}
+		if scanner != nil {
+			for _, f := range headScanFields(t) {
+				for _, m := range scanner.ScanString(f[1]) {
+					if !exemptValue(exempt, m.Value) && ex.dlpMatch(m.Detector, "trailer "+f[0]) && g.dlpBlock {
+						ex.markDLP(m.Detector, "trailer "+f[0])
+						ex.cancel()
+						return true
+					}
+				}
+			}
+		}
+		return false
 	}
 	g.onDLP = func(m dlp.Match) bool {
 		where := "body@" + strconv.FormatInt(m.Offset, 10)

