@@ -11,6 +11,15 @@
 //     policy in force at that moment (Host must match the SNI; [[http]]
 //     rules), and forwards allowed requests upstream over verified TLS with
 //     connection reuse, streaming bodies both ways without holding them;
+//   - keeps the policy's secrets out of the guest (secrets.go, guard.go,
+//     bodyguard.go): in a request to a secret's host its placeholder
+//     becomes the real value (header, Basic credentials, URL, streamed
+//     body), the placeholder going anywhere else and the real value coming
+//     from the guest are refused in every encoding (403), and the real
+//     value in a response is turned back into the placeholder;
+//   - scans every decrypted request for credentials ([dlp], package dlp):
+//     the event says dlp-match, and with action "block" the request is
+//     refused;
 //   - records every request as a net event (headers with secret values
 //     hashed, in wire order where it is known — see wireorder.go — body
 //     previews) and every AI-provider API call as a model_call event with
@@ -20,7 +29,10 @@
 //
 // The proxy never forwards a request it has not decided on, never forwards
 // one its recorder says it cannot record (store-unavailable: it fails
-// closed), and never stores a secret header value in clear. It never turns
+// closed), never stores a secret header value in clear, never forwards a
+// byte of a leaked placeholder or real value it found, and never stores a
+// real value (events hold what the guest sent; a leaked real value is
+// redacted). It never turns
 // a connection into an opaque tunnel except an allowed, logged WebSocket
 // upgrade (upgrade.go): other Upgrade tokens and HTTP2-Settings are
 // stripped, CONNECT (plain or extended) and PRI are refused, and an
