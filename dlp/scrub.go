@@ -54,6 +54,23 @@ func mustScanner(detectors ...string) *Scanner {
 	return s
 }
 
+// spans are the matches of sc in s that do not overlap an earlier one,
+// each running to extend(the end of its value).
+func spans(sc *Scanner, s string, extend func(end int) int) []span {
+	var out []span
+	last := 0
+	for _, m := range sc.scanAll(s) {
+		start := int(m.Offset)
+		if start < last {
+			continue
+		}
+		end := extend(start + len(m.Value))
+		out = append(out, span{start, end, start, end, m.Detector})
+		last = end
+	}
+	return out
+}
+
 // pemRest is the rest of a PEM private key block after its header: to
 // its END line, or, cut off by a preview limit, to the end of the text.
 var pemRest = regexp.MustCompile(`^(?s:.*?)(?:-----END[ A-Z0-9]*PRIVATE KEY-----|\z)`)
@@ -67,19 +84,7 @@ var secretRules = []secretRule{
 		// A PEM private key block.
 		triggers: []string{pemBegin},
 		find: func(s string) []span {
-			var out []span
-			last := 0
-			for _, m := range pemScanner.scanAll(s) {
-				start := int(m.Offset)
-				if start < last {
-					continue
-				}
-				end := start + len(m.Value)
-				end += pemRest.FindStringIndex(s[end:])[1]
-				out = append(out, span{start, end, start, end, m.Detector})
-				last = end
-			}
-			return out
+			return spans(pemScanner, s, func(end int) int { return end + pemRest.FindStringIndex(s[end:])[1] })
 		},
 	},
 	{
@@ -112,18 +117,7 @@ var secretRules = []secretRule{
 		// The tokens of the Scanner's detectors, whole (not cut at
 		// MaxValue).
 		find: func(s string) []span {
-			var out []span
-			last := 0
-			for _, m := range tokenScanner.scanAll(s) {
-				start := int(m.Offset)
-				if start < last {
-					continue
-				}
-				end := start + len(m.Value)
-				out = append(out, span{start, end, start, end, m.Detector})
-				last = end
-			}
-			return out
+			return spans(tokenScanner, s, func(end int) int { return end })
 		},
 	},
 }

@@ -37,18 +37,7 @@ func (p *Policy) DLP() DLP {
 
 // Exempt reports whether requests to host are not scanned: an allow_hosts
 // entry matches it.
-func (d DLP) Exempt(host string) bool {
-	canon, ok := Canonical(host)
-	if !ok {
-		return false
-	}
-	for _, e := range d.allow {
-		if e.wildcard && strings.HasSuffix(canon, "."+e.base) || !e.wildcard && canon == e.base {
-			return true
-		}
-	}
-	return false
-}
+func (d DLP) Exempt(host string) bool { return anyMatches(d.allow, host) }
 
 // dlpTable builds [dlp].
 func (b *builder) dlpTable(t *table) {

@@ -363,3 +363,18 @@ func parseTarget(s string) (Target, string) {
 	t.Host = canon
 	return t, ""
 }
+
+// anyMatches reports whether host, a name as the guest resolved it, is
+// matched by one of entries (names and "*.name" patterns, ports ignored).
+func anyMatches(entries []entry, host string) bool {
+	canon, ok := Canonical(host)
+	if !ok {
+		return false
+	}
+	for _, e := range entries {
+		if e.wildcard && strings.HasSuffix(canon, "."+e.base) || !e.wildcard && canon == e.base {
+			return true
+		}
+	}
+	return false
+}

@@ -100,18 +100,7 @@ func ParseSecretFlag(v string) (Secret, error) {
 
 // Binds reports whether host (a name as the guest resolved it) is one of
 // the secret's hosts.
-func (s *Secret) Binds(host string) bool {
-	canon, ok := Canonical(host)
-	if !ok {
-		return false
-	}
-	for _, e := range s.hosts {
-		if e.wildcard && strings.HasSuffix(canon, "."+e.base) || !e.wildcard && canon == e.base {
-			return true
-		}
-	}
-	return false
-}
+func (s *Secret) Binds(host string) bool { return anyMatches(s.hosts, host) }
 
 // Real is the real value, nil before Bind. Never log or store it.
 func (s *Secret) Real() []byte { return s.real }
