@@ -154,7 +154,9 @@ func (v *secretView) checkHead(r *http.Request) *leak {
 			return l
 		}
 	}
-	return nil
+	// A placeholder is a valid DNS label: a name under an allowed wildcard
+	// could carry it to the host's resolvers and the upstream.
+	return find(r.Host, "host")
 }
 
 // basicCredentials decodes an Authorization value "Basic base64(user:pass)".
