@@ -24,12 +24,13 @@ func (c cpuUse) String() string {
 }
 
 // measureCPU runs cmd and returns the cores each party used meanwhile:
-// the client (cmd itself: ip netns exec execs it in place), capsem-net,
-// this process (the frame pump), the upstream, and the whole machine.
-func (b *bench) measureCPU(cmd *exec.Cmd) (cpuUse, error) {
+// the client (cmd itself: ip netns exec execs it in place), e's
+// capsem-net, this process (the frame pump), the upstream, and the whole
+// machine.
+func (b *bench) measureCPU(cmd *exec.Cmd, e *env) (cpuUse, error) {
 	capsemPID := 0
-	if b.env != nil {
-		capsemPID = b.env.cmd.Process.Pid
+	if e != nil {
+		capsemPID = e.cmd.Process.Pid
 	}
 	upPID, self := b.upstream.Process.Pid, os.Getpid()
 	c0, u0, s0 := procCPU(capsemPID), procCPU(upPID), procCPU(self)

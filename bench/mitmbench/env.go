@@ -22,6 +22,9 @@ type env struct {
 	dir  string
 }
 
+// policyTemplate is the policy of the direct, pass and mitm paths. DLP is
+// off (it defaults to log) and there is no secret, so that the mitm path
+// is interception alone: the baseline of mitm-secrets.
 const policyTemplate = `[network]
 default = "deny"
 allow = ["mitm.test:443", "pass.test:443"]
@@ -32,22 +35,65 @@ ca_files = [%[2]q]
 
 [tls]
 passthrough = ["pass.test"]
+
+[dlp]
+action = "off"
 `
 
-func (b *bench) startEnv(rep int) (*env, error) {
-	e := &env{out: &harness.SyncBuffer{}, dir: filepath.Join(b.dir, fmt.Sprintf("rep%d", rep))}
+// secretsPolicyTemplate is the policy of the mitm-secrets path: the same
+// intercepted host, with a secret bound to it (its placeholder replaced in
+// every request, its real value scrubbed from every response), a secret
+// bound to another host (its placeholder and real value looked for as
+// leaks in every request), and the DLP scan of every request with all
+// detectors. The placeholder is fixed so that the load generator can send
+// it without reading placeholders.json.
+const secretsPolicyTemplate = `[network]
+default = "deny"
+allow = ["mitm.test:443"]
+
+[upstream]
+resolve = { "mitm.test" = "127.0.0.1:%[1]d" }
+ca_files = [%[2]q]
+
+[dlp]
+action = "log"
+
+[[secret]]
+name = "BENCH_TOKEN"
+from_file = %[3]q
+hosts = ["mitm.test"]
+placeholder = %[4]q
+
+[[secret]]
+name = "OTHER_TOKEN"
+from_file = %[5]q
+hosts = ["api.other.test"]
+`
+
+// startEnv starts a capsem-net and its guest namespace: with the policy of
+// the mitm-secrets path when secrets is set, else with policyTemplate.
+func (b *bench) startEnv(rep int, secrets bool) (*env, error) {
+	name := fmt.Sprintf("rep%d", rep)
+	if secrets {
+		name += "-secrets"
+	}
+	e := &env{out: &harness.SyncBuffer{}, dir: filepath.Join(b.dir, name)}
 	if err := os.MkdirAll(e.dir, 0o755); err != nil {
 		return nil, err
 	}
+	pol := fmt.Sprintf(policyTemplate, b.upstreamPort, b.upstreamCA)
+	if secrets {
+		pol = fmt.Sprintf(secretsPolicyTemplate, b.upstreamPort, b.upstreamCA, b.tokens.realFile, b.tokens.placeholder, b.tokens.otherFile)
+	}
 	pf := filepath.Join(e.dir, "policy.toml")
-	if err := os.WriteFile(pf, []byte(fmt.Sprintf(policyTemplate, b.upstreamPort, b.upstreamCA)), 0o644); err != nil {
+	if err := os.WriteFile(pf, []byte(pol), 0o644); err != nil {
 		return nil, err
 	}
 	sock := filepath.Join(e.dir, "net.sock")
 	args := []string{"--policy", pf, "--data", filepath.Join(e.dir, "data"), "--ca-dir", b.caDir,
 		"--listen-qemu", "unix://" + sock, "--mtu", strconv.Itoa(*flagMTU), "--log-level", "warn"}
 	if *flagProfile != "" {
-		p, _ := filepath.Abs(filepath.Join(*flagProfile, fmt.Sprintf("capsem-net-rep%d.pprof", rep)))
+		p, _ := filepath.Abs(filepath.Join(*flagProfile, "capsem-net-"+name+".pprof"))
 		args = append(args, "--cpu-profile", p)
 	}
 	e.cmd = exec.Command(b.capsemNet, args...)

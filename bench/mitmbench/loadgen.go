@@ -37,6 +37,7 @@ type loadConfig struct {
 	addr     string // where to dial
 	sni      string // TLS server name and Host header
 	path     string
+	auth     string // the Authorization header's value, or ""
 	proto    string // h1 or h2
 	conns    int    // concurrent requests in flight
 	h2conns  int    // HTTP/2 connections the streams are spread over
@@ -56,6 +57,7 @@ func loadgenMain(args []string) {
 	fs.StringVar(&c.addr, "addr", "", "host:port to dial")
 	fs.StringVar(&c.sni, "sni", "", "TLS server name and Host header")
 	fs.StringVar(&c.path, "path", "/ping", "request path")
+	fs.StringVar(&c.auth, "auth", "", "Authorization header to send with every request")
 	fs.StringVar(&c.proto, "proto", "h1", "h1 (HTTP/1.1) or h2")
 	fs.IntVar(&c.conns, "conns", 16, "concurrent requests (h1: connections)")
 	fs.IntVar(&c.h2conns, "h2-conns", 1, "HTTP/2 connections the concurrent requests share")
@@ -165,7 +167,7 @@ func makeWorkers(c loadConfig) ([]worker, func(), error) {
 				return nil, nil, err
 			}
 			conns = append(conns, tc)
-			ws = append(ws, h1Worker(tc, c.sni, c.path))
+			ws = append(ws, h1Worker(tc, c.sni, c.path, c.auth))
 		}
 		return ws, closeAll, nil
 	case "h2":
@@ -195,6 +197,9 @@ func makeWorkers(c loadConfig) ([]worker, func(), error) {
 			if err != nil {
 				return nil, nil, err
 			}
+			if c.auth != "" {
+				req.Header.Set("Authorization", c.auth)
+			}
 			ws = append(ws, func() error {
 				resp, err := client.Do(req)
 				if err != nil {
@@ -220,8 +225,12 @@ func makeWorkers(c loadConfig) ([]worker, func(), error) {
 // request, a response parser that only looks at the status, Content-Length
 // and chunked coding. It keeps the load generator's share of the two cores
 // small, so that what is measured is the path, not the client.
-func h1Worker(tc *tls.Conn, host, path string) worker {
-	req := []byte("GET " + path + " HTTP/1.1\r\nHost: " + host + "\r\nUser-Agent: mitmbench\r\nAccept: */*\r\n\r\n")
+func h1Worker(tc *tls.Conn, host, path, auth string) worker {
+	head := "GET " + path + " HTTP/1.1\r\nHost: " + host + "\r\nUser-Agent: mitmbench\r\nAccept: */*\r\n"
+	if auth != "" {
+		head += "Authorization: " + auth + "\r\n"
+	}
+	req := []byte(head + "\r\n")
 	br := bufio.NewReaderSize(tc, 32<<10)
 	return func() error {
 		if _, err := tc.Write(req); err != nil {

@@ -18,16 +18,17 @@ import (
 
 var (
 	flagReps      = flag.Int("reps", 3, "repetitions of every measurement, each with a fresh capsem-net and namespace (the median is reported)")
-	flagBytes     = flag.Int64("bytes", 1<<30, "size of the download")
+	flagBytes     = flag.Int64("bytes", 1<<30, "size of the download and of the upload")
 	flagDuration  = flag.Duration("t", 5*time.Second, "duration of each requests/s run")
 	flagLatDur    = flag.Duration("lat-t", 3*time.Second, "duration of each latency run (concurrency 1)")
 	flagConns     = flag.String("conns", "16", "concurrent keep-alive requests in the requests/s runs (HTTP/1.1: connections); a comma-separated list measures each")
 	flagH2Conns   = flag.Int("h2-conns", 1, "HTTP/2 connections the concurrent requests share")
 	flagMTU       = flag.Int("mtu", 1500, "guest link MTU")
-	flagDLProtos  = flag.String("dl-protos", "h1,h2", "protocols of the download runs: any of h1,h2")
+	flagDLProtos  = flag.String("dl-protos", "h1,h2", "protocols of the download and upload runs: any of h1,h2")
+	flagULBody    = flag.String("ul-body", "bytes", "what the upload sends: bytes (what the download receives: every byte value in turn) or text (JSON lines of English words, like an agent's prompts)")
 	flagRPSProtos = flag.String("rps-protos", "h1,h2", "protocols of the requests/s runs: any of h1,h2")
-	flagPaths     = flag.String("paths", "direct,pass,mitm", "paths to measure: direct (host to upstream), pass (guest, passthrough), mitm (guest, intercepted)")
-	flagSkip      = flag.String("skip", "", "measurements to skip: any of dl,rps,lat")
+	flagPaths     = flag.String("paths", "direct,pass,mitm", "paths to measure: direct (host to upstream), pass (guest, passthrough), mitm (guest, intercepted; no secret, DLP off), mitm-secrets (guest, intercepted by a capsem-net with two secrets and DLP log)")
+	flagSkip      = flag.String("skip", "", "measurements to skip: any of dl,ul,rps,lat")
 	flagProfile   = flag.String("profile", "", "write a capsem-net CPU profile per repetition into DIR")
 	flagVerbose   = flag.Bool("v", false, "print capsem-net's output when it stops")
 )
@@ -82,6 +83,9 @@ type bench struct {
 	upstreamIn   io.WriteCloser
 
 	env     *env // the current repetition's guest
+	senv    *env // the current repetition's guest of the mitm-secrets path, or nil
+	tokens  tokens
+	ulFile  string // the upload's body, -bytes long
 	samples map[string][]sample
 	order   []string // keys of samples, in the order first measured
 }
@@ -114,7 +118,17 @@ func setup() (*bench, error) {
 	b.upstreamCA = caPath
 	b.caDir = filepath.Join(b.dir, "capsem-ca")
 	b.capsemCA = filepath.Join(b.caDir, "ca.pem")
-	b.upstream = exec.Command(b.exe, "upstream", "-cert", certPath, "-key", keyPath)
+	if b.tokens, err = writeTokens(b.dir); err != nil {
+		return nil, err
+	}
+	if !listHas(*flagSkip, "ul") {
+		b.ulFile = filepath.Join(b.dir, "upload.bin")
+		if err := writeUploadBody(b.ulFile, *flagBytes, *flagULBody); err != nil {
+			return nil, err
+		}
+	}
+	b.upstream = exec.Command(b.exe, "upstream", "-cert", certPath, "-key", keyPath,
+		"-auth", "Bearer "+b.tokens.real, "-auth", "Bearer "+b.tokens.plain)
 	b.upstream.Stderr = os.Stderr
 	if b.upstreamIn, err = b.upstream.StdinPipe(); err != nil {
 		return nil, err
@@ -137,9 +151,11 @@ func setup() (*bench, error) {
 }
 
 func (b *bench) close() {
-	if b.env != nil {
-		b.env.stop()
-		b.env = nil
+	for _, e := range []**env{&b.env, &b.senv} {
+		if *e != nil {
+			(*e).stop()
+			*e = nil
+		}
 	}
 	if b.upstream != nil && b.upstream.Process != nil {
 		b.upstreamIn.Close()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,26 +16,45 @@ import (
 // rep runs every measurement once, with a fresh capsem-net and namespace.
 // The paths alternate within each measurement, so that drift over the run
 // hits all of them alike.
+// The mitm-secrets path has a capsem-net and namespace of its own (its
+// policy differs), started alongside the other paths' and idle while they
+// are measured.
 func (b *bench) rep(rep int) error {
-	e, err := b.startEnv(rep)
-	if err != nil {
+	defer func() {
+		for _, e := range []**env{&b.env, &b.senv} {
+			if *e != nil {
+				(*e).stop()
+				*e = nil
+			}
+		}
+	}()
+	var err error
+	if b.env, err = b.startEnv(rep, false); err != nil {
 		return err
 	}
-	b.env = e
-	defer func() {
-		e.stop()
-		b.env = nil
-	}()
 	paths := listOf(*flagPaths)
-	if !listHas(*flagSkip, "dl") {
+	if slices.Contains(paths, "mitm-secrets") {
+		if b.senv, err = b.startEnv(rep, true); err != nil {
+			return err
+		}
+	}
+	for _, where := range paths {
+		if _, ok := pathNames[where]; !ok {
+			return fmt.Errorf("-paths: unknown path %q", where)
+		}
+	}
+	for _, m := range []struct{ key, name string }{{"dl", "download"}, {"ul", "upload  "}} {
+		if listHas(*flagSkip, m.key) {
+			continue
+		}
 		for _, proto := range listOf(*flagDLProtos) {
 			for _, where := range paths {
-				s, err := b.retry(func() (sample, error) { return b.download(where, proto) })
+				s, err := b.retry(func() (sample, error) { return b.transfer(m.key, where, proto) })
 				if err != nil {
 					return err
 				}
-				b.add("dl/"+proto+"/"+where, s)
-				fmt.Fprintf(os.Stderr, "rep %d  download %s %-6s %6.2f Gbit/s  %s\n", rep, proto, where, s.v, s.cpu)
+				b.add(m.key+"/"+proto+"/"+where, s)
+				fmt.Fprintf(os.Stderr, "rep %d  %s %s %-12s %6.2f Gbit/s  %s\n", rep, m.name, proto, where, s.v, s.cpu)
 			}
 		}
 	}
@@ -47,7 +67,7 @@ func (b *bench) rep(rep int) error {
 						return err
 					}
 					b.add(rpsKey(proto, conns)+where, s)
-					fmt.Fprintf(os.Stderr, "rep %d  req/s    %s c%-3d %-6s %8.0f  %s\n", rep, proto, conns, where, s.v, s.cpu)
+					fmt.Fprintf(os.Stderr, "rep %d  req/s    %s c%-3d %-12s %8.0f  %s\n", rep, proto, conns, where, s.v, s.cpu)
 				}
 			}
 		}
@@ -59,7 +79,7 @@ func (b *bench) rep(rep int) error {
 				return err
 			}
 			b.add("lat/h1/"+where, s)
-			fmt.Fprintf(os.Stderr, "rep %d  latency  h1 %-6s p50 %6.0f µs  p99 %6.0f µs  %s\n", rep, where, s.v, s.p99, s.cpu)
+			fmt.Fprintf(os.Stderr, "rep %d  latency  h1 %-12s p50 %6.0f µs  p99 %6.0f µs  %s\n", rep, where, s.v, s.p99, s.cpu)
 		}
 	}
 	return nil
@@ -139,10 +159,18 @@ func connsList() []int {
 	return out
 }
 
+// pathNames are the paths -paths accepts, with their report headings.
+var pathNames = map[string]string{
+	"direct":       "direct (host → upstream)",
+	"pass":         "passthrough (TCP forwarding)",
+	"mitm":         "MITM",
+	"mitm-secrets": "MITM, 2 secrets + DLP log",
+}
+
 // target is where a path's client connects and what it trusts.
 func (b *bench) target(where string) (addr, sni, ca string, inGuest bool) {
 	switch where {
-	case "mitm":
+	case "mitm", "mitm-secrets":
 		return "mitm.test:443", "mitm.test", b.capsemCA, true
 	case "pass":
 		return "pass.test:443", "pass.test", b.upstreamCA, true
@@ -151,21 +179,47 @@ func (b *bench) target(where string) (addr, sni, ca string, inGuest bool) {
 	}
 }
 
-func (b *bench) command(ctx context.Context, inGuest bool, name string, args ...string) *exec.Cmd {
-	if inGuest {
-		return b.env.ns.Command(ctx, name, args...)
+// envFor is the guest (capsem-net and namespace) of a path; direct has
+// none of its own and is given the other paths'.
+func (b *bench) envFor(where string) *env {
+	if where == "mitm-secrets" {
+		return b.senv
+	}
+	return b.env
+}
+
+func (b *bench) command(ctx context.Context, where string, name string, args ...string) *exec.Cmd {
+	if _, _, _, inGuest := b.target(where); inGuest {
+		return b.envFor(where).ns.Command(ctx, name, args...)
 	}
 	return exec.CommandContext(ctx, name, args...)
 }
 
-// download fetches -bytes with curl and returns Gbit/s.
-func (b *bench) download(where, proto string) (sample, error) {
+// transfer downloads (dl) or uploads (ul) -bytes with curl and returns
+// Gbit/s = size / curl's time_total. The upload POSTs the file written by
+// setup (-ul-body) to /upload, which answers how many bytes it read.
+func (b *bench) transfer(kind, where, proto string) (sample, error) {
 	_, sni, ca, inGuest := b.target(where)
-	url := fmt.Sprintf("https://%s/bytes?n=%d", sni, *flagBytes)
-	args := []string{"-sS", "-o", "/dev/null", "--max-time", "600", "--cacert", ca,
-		"-w", "%{size_download} %{time_total} %{http_version}"}
+	path := fmt.Sprintf("/bytes?n=%d", *flagBytes)
+	// Fields: bytes moved, seconds, HTTP version, status; curl prints them
+	// after the body (the upload's answer, the download goes to
+	// /dev/null).
+	args := []string{"-sS", "--max-time", "600", "--cacert", ca,
+		"-H", "Authorization: " + b.authFor(where)}
+	if kind == "ul" {
+		path = "/upload"
+		// -T streams the file (--data-binary would read it into memory
+		// first); "Expect:" drops curl's wait for a 100 Continue, which
+		// would add a round trip (or curl's one-second timeout) to the
+		// measured time.
+		args = append(args, "-T", b.ulFile, "-X", "POST", "-H", "Expect:", "-H", "Content-Type: application/octet-stream",
+			"-w", "\n%{size_upload} %{time_total} %{http_version} %{http_code}")
+	} else {
+		args = append(args, "-o", "/dev/null", "-w", "\n%{size_download} %{time_total} %{http_version} %{http_code}")
+	}
+	url := "https://" + sni + path
 	if !inGuest {
-		url = fmt.Sprintf("https://%s:%d/bytes?n=%d", sni, b.upstreamPort, *flagBytes)
+		url = fmt.Sprintf("https://%s:%d%s", sni, b.upstreamPort, path)
 		args = append(args, "--resolve", fmt.Sprintf("%s:%d:127.0.0.1", sni, b.upstreamPort))
 	}
 	want := "1.1"
@@ -176,25 +230,32 @@ func (b *bench) download(where, proto string) (sample, error) {
 		args = append(args, "--http2")
 		want = "2"
 	default:
-		return sample{}, fmt.Errorf("unknown download protocol %q", proto)
+		return sample{}, fmt.Errorf("unknown download/upload protocol %q", proto)
 	}
 	args = append(args, url)
 	var out bytes.Buffer
-	cmd := b.command(context.Background(), inGuest, "curl", args...)
+	cmd := b.command(context.Background(), where, "curl", args...)
 	cmd.Stdout, cmd.Stderr = &out, &out
 	var s sample
-	cpu, err := b.measureCPU(cmd)
+	cpu, err := b.measureCPU(cmd, b.envFor(where))
 	if err != nil {
 		return s, fmt.Errorf("curl %s: %v: %s", strings.Join(args, " "), err, out.String())
 	}
-	f := strings.Fields(out.String())
-	if len(f) != 3 {
+	body, tail, _ := strings.Cut(out.String(), "\n")
+	f := strings.Fields(tail)
+	if len(f) != 4 {
 		return s, fmt.Errorf("curl output %q", out.String())
 	}
 	size, _ := strconv.ParseFloat(f[0], 64)
 	secs, _ := strconv.ParseFloat(f[1], 64)
+	if f[3] != "200" {
+		return s, fmt.Errorf("curl %s: status %s: %s", url, f[3], body)
+	}
 	if int64(size) != *flagBytes || secs <= 0 {
-		return s, fmt.Errorf("curl %s: got %s bytes in %s s", url, f[0], f[1])
+		return s, fmt.Errorf("curl %s: moved %s bytes in %s s", url, f[0], f[1])
+	}
+	if kind == "ul" && body != strconv.FormatInt(*flagBytes, 10) {
+		return s, fmt.Errorf("curl %s: the upstream read %q bytes of %d", url, body, *flagBytes)
 	}
 	if f[2] != want {
 		return s, fmt.Errorf("curl %s: spoke HTTP/%s, want HTTP/%s", url, f[2], want)
@@ -203,19 +264,19 @@ func (b *bench) download(where, proto string) (sample, error) {
 	return s, nil
 }
 
-// load runs the loadgen sub-mode: in the guest for pass and mitm, on the
-// host for direct.
+// load runs the loadgen sub-mode: in the guest for pass, mitm and
+// mitm-secrets, on the host for direct.
 func (b *bench) load(where, proto string, conns int, d time.Duration, latency bool) (sample, error) {
-	addr, sni, ca, inGuest := b.target(where)
-	args := []string{"loadgen", "-addr", addr, "-sni", sni, "-ca", ca, "-proto", proto,
+	addr, sni, ca, _ := b.target(where)
+	args := []string{"loadgen", "-addr", addr, "-sni", sni, "-ca", ca, "-proto", proto, "-auth", b.authFor(where),
 		"-conns", strconv.Itoa(conns), "-h2-conns", strconv.Itoa(*flagH2Conns), "-t", d.String()}
 	ctx, cancel := context.WithTimeout(context.Background(), d+time.Minute)
 	defer cancel()
 	var out, errOut bytes.Buffer
-	cmd := b.command(ctx, inGuest, b.exe, args...)
+	cmd := b.command(ctx, where, b.exe, args...)
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	var s sample
-	cpu, err := b.measureCPU(cmd)
+	cpu, err := b.measureCPU(cmd, b.envFor(where))
 	if err != nil {
 		return s, fmt.Errorf("loadgen %s: %v: %s", strings.Join(args, " "), err, errOut.String())
 	}

@@ -53,19 +53,47 @@ func (b *bench) print(w io.Writer) {
 		}
 		return fmt.Sprintf("%.0f %%", 100*x/y)
 	}
-	fmt.Fprintf(w, "| measurement | direct (host → upstream) | passthrough (TCP forwarding) | MITM | MITM vs passthrough | MITM vs direct | target |\n")
-	fmt.Fprintf(w, "|---|---:|---:|---:|---:|---:|---|\n")
-	if !listHas(*flagSkip, "dl") {
+	// The mitm-secrets columns come last, so that the others stay where
+	// they have always been.
+	secrets := listHas(*flagPaths, "mitm-secrets")
+	head, rule := "", ""
+	if secrets {
+		head, rule = " "+pathNames["mitm-secrets"]+" | secrets + DLP vs off (target ≥ 90 %) |", "---:|---|"
+	}
+	// sec is the mitm-secrets cells of a row: the value and its ratio to
+	// mitm's, with the verdict.
+	sec := func(key, format string) string {
+		if !secrets {
+			return ""
+		}
+		r := "–"
+		if x, _, _, ok := b.med(key + "mitm-secrets"); ok {
+			if y, _, _, ok := b.med(key + "mitm"); ok && y > 0 {
+				r = fmt.Sprintf("%.0f %% %s", 100*x/y, metOrNot(x >= 0.9*y))
+			}
+		}
+		return fmt.Sprintf(" %s | %s |", cell(key+"mitm-secrets", format), r)
+	}
+	fmt.Fprintf(w, "| measurement | direct (host → upstream) | passthrough (TCP forwarding) | MITM | MITM vs passthrough | MITM vs direct | target |%s\n", head)
+	fmt.Fprintf(w, "|---|---:|---:|---:|---:|---:|---|%s\n", rule)
+	for _, kind := range []string{"dl", "ul"} {
+		if listHas(*flagSkip, kind) {
+			continue
+		}
 		for _, proto := range listOf(*flagDLProtos) {
-			k := "dl/" + proto + "/"
+			k := kind + "/" + proto + "/"
 			verdict := "–"
-			if m, _, _, ok := b.med(k + "mitm"); ok {
+			if m, _, _, ok := b.med(k + "mitm"); ok && kind == "dl" {
 				if p, _, _, ok := b.med(k + "pass"); ok && p > 0 {
 					verdict = metOrNot(m >= 0.5*p) + " (≥ 50 % of passthrough)"
 				}
 			}
-			fmt.Fprintf(w, "| %s download, %s, Gbit/s | %s | %s | %s | %s | %s | %s |\n", sizeName(*flagBytes), protoName[proto],
-				cell(k+"direct", "%.2f"), cell(k+"pass", "%.2f"), cell(k+"mitm", "%.2f"), ratio(k+"mitm", k+"pass"), ratio(k+"mitm", k+"direct"), verdict)
+			what := sizeName(*flagBytes) + " download"
+			if kind == "ul" {
+				what = sizeName(*flagBytes) + " upload (" + *flagULBody + ")"
+			}
+			fmt.Fprintf(w, "| %s, %s, Gbit/s | %s | %s | %s | %s | %s | %s |%s\n", what, protoName[proto],
+				cell(k+"direct", "%.2f"), cell(k+"pass", "%.2f"), cell(k+"mitm", "%.2f"), ratio(k+"mitm", k+"pass"), ratio(k+"mitm", k+"direct"), verdict, sec(k, "%.2f"))
 		}
 	}
 	if !listHas(*flagSkip, "rps") {
@@ -80,8 +108,8 @@ func (b *bench) print(w io.Writer) {
 				if proto == "h2" {
 					what = fmt.Sprintf("%d concurrent streams on %d connection(s)", conns, *flagH2Conns)
 				}
-				fmt.Fprintf(w, "| requests/s, %s, %s, GET /ping | %s | %s | %s | %s | %s | %s |\n", protoName[proto], what,
-					cell(k+"direct", "%.0f"), cell(k+"pass", "%.0f"), cell(k+"mitm", "%.0f"), ratio(k+"mitm", k+"pass"), ratio(k+"mitm", k+"direct"), verdict)
+				fmt.Fprintf(w, "| requests/s, %s, %s, GET /ping | %s | %s | %s | %s | %s | %s |%s\n", protoName[proto], what,
+					cell(k+"direct", "%.0f"), cell(k+"pass", "%.0f"), cell(k+"mitm", "%.0f"), ratio(k+"mitm", k+"pass"), ratio(k+"mitm", k+"direct"), verdict, sec(k, "%.0f"))
 			}
 		}
 	}
@@ -114,8 +142,18 @@ func (b *bench) print(w io.Writer) {
 				return fmt.Sprintf("%.0f", pick(v, p99))
 			}
 			a, d := added(pick)
-			fmt.Fprintf(w, "| latency %s, µs, HTTP/1.1 keep-alive, concurrency 1 | %s | %s | %s | %s | %s | added %s: %s |\n", pct,
-				c("direct"), c("pass"), c("mitm"), a, d, pct, d)
+			extra := ""
+			if secrets {
+				vs := "–"
+				m, mp, _, ok1 := b.med(k + "mitm")
+				x, xp, _, ok2 := b.med(k + "mitm-secrets")
+				if ok1 && ok2 {
+					vs = fmt.Sprintf("%+.0f µs", pick(x, xp)-pick(m, mp))
+				}
+				extra = fmt.Sprintf(" %s | %s |", c("mitm-secrets"), vs)
+			}
+			fmt.Fprintf(w, "| latency %s, µs, HTTP/1.1 keep-alive, concurrency 1 | %s | %s | %s | %s | %s | added %s: %s |%s\n", pct,
+				c("direct"), c("pass"), c("mitm"), a, d, pct, d, extra)
 		}
 	}
 	fmt.Fprintf(w, "\nCPU during each run, in cores of %d (median of the repetitions): the client (curl or the load generator), capsem-net, the frame pump (the benchmark process), the upstream server, interrupts and softirqs (network processing not charged to a process), other processes, and the whole machine.\n\n", runtime.NumCPU())
@@ -123,7 +161,7 @@ func (b *bench) print(w io.Writer) {
 	for _, k := range b.order {
 		_, _, cpu, _ := b.med(k)
 		p := strings.Split(k, "/")
-		run := map[string]string{"dl": "download", "rps": "requests/s", "lat": "latency"}[p[0]] + " " + protoName[p[1]]
+		run := map[string]string{"dl": "download", "ul": "upload", "rps": "requests/s", "lat": "latency"}[p[0]] + " " + protoName[p[1]]
 		if p[0] == "rps" {
 			run += ", " + p[2] + " conns"
 		}
