@@ -47,7 +47,7 @@ const (
 	// ReasonSecretWrongHost: the request carries a secret's placeholder
 	// (raw, percent-encoded, base64, base64url or hex) and goes to a host
 	// that is not one of the secret's: 403, naming the secret.
-	ReasonSecretWrongHost = "secret-wrong-host"
+	ReasonSecretWrongHost = policy.ReasonSecretWrongHost
 	// ReasonSecretRealValue: the request carries a secret's real value,
 	// which the guest was never given: 403, wherever it goes.
 	ReasonSecretRealValue = "secret-real-value"
@@ -69,6 +69,6 @@ func Reasons() []string {
 		ReasonStoreUnavailable, ReasonSecretWrongHost, ReasonSecretRealValue, ReasonDLPMatch,
 
 		policy.ReasonAllowed, policy.ReasonDeniedByRule, policy.ReasonNoMatchingRule, policy.ReasonPortNotAllowed,
-		policy.ReasonInvalidName,
+		policy.ReasonInvalidName, policy.ReasonSecretWrongHost,
 	}
 }

@@ -67,8 +67,11 @@ func (d *FakeDNS) answer(query []byte, pol *policy.Policy, admit func() error) (
 	ev.MatchedRule = dec.Rule
 	if !dec.Allowed {
 		reason := ReasonDNSDeniedName
-		if dec.Reason == policy.ReasonInvalidName {
+		switch dec.Reason {
+		case policy.ReasonInvalidName:
 			reason = ReasonDNSInvalidName
+		case policy.ReasonSecretWrongHost:
+			reason = ReasonDNSSecretInName
 		}
 		return refuse(reason, dnsmessage.RCodeNameError, &q)
 	}

@@ -41,15 +41,16 @@ const (
 
 	// DNS (dns.go): every query gets an answer, and an event.
 
-	ReasonDNSAllowedName  = "allowed-name"             // allowed: an A query for an allowed name, answered with a 198.19.x.y address
-	ReasonDNSEmptyAnswer  = "allowed-name-no-records"  // allowed: another type (AAAA, …) for an allowed name, answered empty (NOERROR)
-	ReasonDNSDeniedName   = "denied-name"              // a name the policy does not allow: NXDOMAIN
-	ReasonDNSInvalidName  = policy.ReasonInvalidName   // a name that is no valid host name: NXDOMAIN (stored escaped)
-	ReasonWildcardCap     = "wildcard-name-cap"        // a new name under a "*.x" entry beyond [dns] max_wildcard_names: NXDOMAIN
-	ReasonPoolExhausted   = "dns-pool-exhausted"       // no fake-DNS address is free for a new name: SERVFAIL
-	ReasonMalformedDNS    = "malformed-dns"            // a query that does not parse or is a response (no answer), or asks not exactly one question (FORMERR)
-	ReasonDNSNotSupported = "dns-opcode-not-supported" // an opcode other than QUERY: NOTIMP
-	ReasonDNSClassNotIN   = "dns-class-not-in"         // a class other than IN: REFUSED
+	ReasonDNSAllowedName  = "allowed-name"               // allowed: an A query for an allowed name, answered with a 198.19.x.y address
+	ReasonDNSEmptyAnswer  = "allowed-name-no-records"    // allowed: another type (AAAA, …) for an allowed name, answered empty (NOERROR)
+	ReasonDNSDeniedName   = "denied-name"                // a name the policy does not allow: NXDOMAIN
+	ReasonDNSInvalidName  = policy.ReasonInvalidName     // a name that is no valid host name: NXDOMAIN (stored escaped)
+	ReasonDNSSecretInName = policy.ReasonSecretWrongHost // a name holding a secret's placeholder: NXDOMAIN
+	ReasonWildcardCap     = "wildcard-name-cap"          // a new name under a "*.x" entry beyond [dns] max_wildcard_names: NXDOMAIN
+	ReasonPoolExhausted   = "dns-pool-exhausted"         // no fake-DNS address is free for a new name: SERVFAIL
+	ReasonMalformedDNS    = "malformed-dns"              // a query that does not parse or is a response (no answer), or asks not exactly one question (FORMERR)
+	ReasonDNSNotSupported = "dns-opcode-not-supported"   // an opcode other than QUERY: NOTIMP
+	ReasonDNSClassNotIN   = "dns-class-not-in"           // a class other than IN: REFUSED
 
 	// TCP (tcp.go, limits.go): decided on the SYN, before the guest's
 	// handshake completes.
@@ -82,7 +83,7 @@ func Reasons() []string {
 		ReasonMalformedUDP, ReasonUDPNotAllowed, ReasonDoT, ReasonICMPOutside, ReasonICMPType,
 		ReasonICMPEchoGateway, ReasonMalformedDHCP, ReasonDHCPOffer, ReasonDHCPAck, ReasonDHCPNak,
 
-		ReasonDNSAllowedName, ReasonDNSEmptyAnswer, ReasonDNSDeniedName, ReasonDNSInvalidName,
+		ReasonDNSAllowedName, ReasonDNSEmptyAnswer, ReasonDNSDeniedName, ReasonDNSInvalidName, ReasonDNSSecretInName,
 		ReasonWildcardCap, ReasonPoolExhausted, ReasonMalformedDNS, ReasonDNSNotSupported, ReasonDNSClassNotIN,
 
 		ReasonDirectIP, ReasonGatewayPort, ReasonSYNCap, ReasonFlowCap, ReasonDNSTCPCap,

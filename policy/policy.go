@@ -8,6 +8,11 @@ const (
 	ReasonNoMatchingRule = "no-matching-rule" // no entry names this host: default deny
 	ReasonPortNotAllowed = "port-not-allowed" // the host is allowed, but on other ports only
 	ReasonInvalidName    = "invalid-name"     // the name is not a valid DNS host name
+	// ReasonSecretWrongHost: the name holds a secret's placeholder (a
+	// valid DNS label), which would carry it to resolvers and upstreams
+	// that are not the secret's; Rule names the secret. The MITM refuses
+	// requests for the same reason, under the same name.
+	ReasonSecretWrongHost = "secret-wrong-host"
 )
 
 // Policy is a parsed policy file. It is immutable after Parse (or Load, or
@@ -126,6 +131,9 @@ func (p *Policy) DecideName(name string) Decision {
 	if !p.usable() {
 		return Decision{Reason: ReasonNoMatchingRule}
 	}
+	if s := p.secretInName(canon); s != "" {
+		return Decision{Rule: s, Reason: ReasonSecretWrongHost}
+	}
 	var firstAllow string
 	portDenies := false
 	for n := range p.matches(canon) {
@@ -187,6 +195,9 @@ func (p *Policy) DecideFlow(name string, port uint16) Decision {
 	}
 	if !p.usable() {
 		return Decision{Reason: ReasonNoMatchingRule}
+	}
+	if s := p.secretInName(canon); s != "" {
+		return Decision{Rule: s, Reason: ReasonSecretWrongHost}
 	}
 	var allowRule, otherPort string
 	for n := range p.matches(canon) {

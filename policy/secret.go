@@ -196,3 +196,14 @@ func (p *Policy) Bound() bool {
 	}
 	return true
 }
+
+// secretInName returns the name of the secret whose placeholder the
+// canonical name holds (names ignore case), or "".
+func (p *Policy) secretInName(canon string) string {
+	for _, s := range p.secrets {
+		if s.ph != "" && strings.Contains(canon, strings.ToLower(s.ph)) {
+			return s.Name
+		}
+	}
+	return ""
+}

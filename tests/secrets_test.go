@@ -116,7 +116,7 @@ func startSecrets(t *testing.T) *secretsEnv {
 	s.policy = func(dlp string) string {
 		return fmt.Sprintf(`
 [network]
-allow = ["other.test"]
+allow = ["other.test", "*.wild.test"]
 
 [upstream]
 resolve = { "api.test" = "127.0.0.1:%d", "other.test" = "127.0.0.1:%d" }
@@ -319,6 +319,15 @@ except Exception as e:
 	if err != nil || !(strings.Contains(out, "403 secret-wrong-host") || strings.HasPrefix(out, "cut")) {
 		t.Errorf("streamed leak: %v %s", err, out)
 	}
+	// A placeholder is a valid DNS label: a name under an allowed wildcard
+	// holding it gets NXDOMAIN, and never reaches a resolver.
+	if st, _ := s.digStatus(ph + ".wild.test"); st != "NXDOMAIN" {
+		t.Errorf("a name holding the placeholder: %s, want NXDOMAIN", st)
+	}
+	if st, n := s.digStatus("fine.wild.test"); st != "NOERROR" || n != 1 {
+		t.Errorf("fine.wild.test: %s with %d answers", st, n)
+	}
+
 	// A trailer, which arrives after the body: checked before the body's
 	// end is passed on.
 	out, err = s.guest("node", "-e", `
@@ -350,6 +359,9 @@ req.end();`)
 		if n == nil || n.Decision != store.Denied || n.MatchedRule != "TOKEN" || n.StatusCode != 403 {
 			t.Errorf("no denied %s event naming TOKEN: %+v\n%s", reason, n, dumpEvents(evs))
 		}
+	}
+	if d := dnsEvent(evs, func(d *store.DNS) bool { return strings.HasPrefix(d.QName, ph) }); d == nil || d.Reason != "secret-wrong-host" || d.MatchedRule != "TOKEN" {
+		t.Errorf("the DNS event of the name holding the placeholder: %+v", d)
 	}
 	if n := netEvent(evs, func(n *store.Net) bool { return strings.Contains(n.Query, "leak-stream") }); n == nil || n.Reason != "secret-wrong-host" {
 		t.Errorf("the streamed leak's event: %+v", n)
