@@ -122,7 +122,8 @@ func (p *Policy) usable() bool { return p != nil }
 // port is not denied for the name. A deny entry without a port that matches
 // the name denies it outright. Names are matched case-insensitively and a
 // trailing dot is ignored; a name that is not a valid host name is denied
-// with ReasonInvalidName.
+// with ReasonInvalidName, and one holding a secret's placeholder with
+// ReasonSecretWrongHost (also by DecideFlow).
 func (p *Policy) DecideName(name string) Decision {
 	canon, ok := Canonical(name)
 	if !ok {
