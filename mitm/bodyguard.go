@@ -38,6 +38,8 @@ type bodyGuard struct {
 	read   int64              // bytes read from src
 	passed int64              // bytes passed on (before replacement)
 	held   []byte             // read, scanned, not passed on yet
+	dst    []byte             // the caller's buffer during a Read: guardSink writes there first
+	dn     int                // bytes written to dst
 	buf    []byte             // reads when not reading into the caller's buffer
 
 	onLeak func(*leak, int64)   // a leak at a stream offset: the exchange refuses
@@ -69,7 +71,10 @@ func (g *bodyGuard) Read(p []byte) (int, error) {
 		if g.eof {
 			return 0, io.EOF
 		}
+		g.dst, g.dn = p, 0
 		n, err := g.fill(p)
+		n += g.dn
+		g.dst = nil
 		if n > 0 {
 			return n, nil
 		}
@@ -88,7 +93,8 @@ func (g *bodyGuard) fill(p []byte) (int, error) {
 	buf := p
 	if !direct {
 		if g.buf == nil {
-			g.buf = make([]byte, 64<<10)
+			// A TLS record holds 16 KiB: a read returns at most that.
+			g.buf = make([]byte, 32<<10)
 		}
 		buf = g.buf
 	}
@@ -131,13 +137,22 @@ func (g *bodyGuard) fill(p []byte) (int, error) {
 		g.passed += int64(ok)
 		return ok, nil
 	}
-	g.held = append(g.held, chunk...)
 	ok := int(safe - g.passed)
-	ok = max(0, min(ok, len(g.held)))
-	if err := g.emit(g.held[:ok]); err != nil {
-		return 0, err
+	if len(g.held) == 0 {
+		// Nothing held: what may go on goes straight from the chunk.
+		ok = max(0, min(ok, n))
+		if err := g.emit(chunk[:ok]); err != nil {
+			return 0, err
+		}
+		g.held = append(g.held, chunk[ok:]...)
+	} else {
+		g.held = append(g.held, chunk...)
+		ok = max(0, min(ok, len(g.held)))
+		if err := g.emit(g.held[:ok]); err != nil {
+			return 0, err
+		}
+		g.held = g.held[ok:]
 	}
-	g.held = g.held[ok:]
 	if g.eof && g.reps != nil {
 		if err := g.emit(g.held); err != nil {
 			return 0, err
@@ -156,7 +171,7 @@ func (g *bodyGuard) fill(p []byte) (int, error) {
 func (g *bodyGuard) emit(b []byte) error {
 	g.passed += int64(len(b))
 	if g.reps == nil {
-		g.out.Write(b)
+		guardSink{g}.Write(b)
 		return nil
 	}
 	_, err := g.reps[0].Write(b)
@@ -196,6 +211,21 @@ func (g *bodyGuard) dlpHit(m dlp.Match) bool {
 		return true
 	}
 	return false
+}
+
+// guardSink is where the guard's output goes: into the caller's buffer of
+// the Read in progress, and what does not fit into out, for the next Read.
+// Writing straight into the caller's buffer saves a copy of every byte.
+type guardSink struct{ g *bodyGuard }
+
+func (s guardSink) Write(b []byte) (int, error) {
+	g := s.g
+	k := copy(g.dst[g.dn:], b)
+	g.dn += k
+	if k < len(b) {
+		g.out.Write(b[k:])
+	}
+	return len(b), nil
 }
 
 // chainReplacers returns replacers of each pair (placeholder, real), the

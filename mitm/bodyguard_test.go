@@ -93,7 +93,7 @@ func TestBodyGuard(t *testing.T) {
 		for _, sizes := range [][]byte{nil, {0}, {4, 17, 200}} {
 			var got *leak
 			g := &bodyGuard{src: &chunked{data: []byte(c.in), sizes: sizes}, view: v, leaks: v.leaks.Stream()}
-			g.reps = chainReplacers(&g.out, [][2][]byte{{[]byte(fuzzPH), []byte(fuzzReal)}})
+			g.reps = chainReplacers(guardSink{g}, [][2][]byte{{[]byte(fuzzPH), []byte(fuzzReal)}})
 			g.onLeak = func(l *leak, _ int64) { got = l }
 			out, err := guardOut(g, nil)
 			if c.leak == "" {
@@ -126,7 +126,7 @@ func FuzzBodyGuard(f *testing.F) {
 		}
 		whole, leaked := v.leaks.Find(data)
 		g := &bodyGuard{src: &chunked{data: bytes.Clone(data), sizes: sizes}, view: v, leaks: v.leaks.Stream()}
-		g.reps = chainReplacers(&g.out, [][2][]byte{{[]byte(fuzzPH), []byte(fuzzReal)}})
+		g.reps = chainReplacers(guardSink{g}, [][2][]byte{{[]byte(fuzzPH), []byte(fuzzReal)}})
 		var got *leak
 		g.onLeak = func(l *leak, _ int64) { got = l }
 		out, err := guardOut(g, reads)

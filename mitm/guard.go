@@ -80,7 +80,7 @@ func (ex *exchange) guard(w http.ResponseWriter, r *http.Request, host string) b
 		g.dlp = scanner.Stream()
 	}
 	if pairs != nil {
-		g.reps = chainReplacers(&g.out, pairs)
+		g.reps = chainReplacers(guardSink{g}, pairs)
 	}
 	g.onLeak = func(l *leak, _ int64) {
 		ex.markLeak(l)

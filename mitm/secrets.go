@@ -289,16 +289,26 @@ func (ex *exchange) scrubResponse(resp *http.Response) {
 		return
 	}
 	var pairs [][2][]byte
-	sameLen := true
+	sameLen, shortest := true, -1
 	for _, s := range ex.view.bound {
 		pairs = append(pairs, [2][]byte{s.Real(), []byte(s.InForce())})
 		sameLen = sameLen && len(s.Real()) == len(s.InForce())
+		if shortest < 0 || len(s.Real()) < shortest {
+			shortest = len(s.Real())
+		}
+	}
+	if resp.ContentLength >= 0 && resp.ContentLength < int64(shortest) {
+		return // too short to hold a real value (an API's small answers): nothing to do
 	}
 	g := &bodyGuard{src: resp.Body}
-	g.reps = chainReplacers(&g.out, pairs)
+	g.reps = chainReplacers(guardSink{g}, pairs)
 	resp.Body = g
 	if !sameLen {
-		resp.ContentLength = -1
+		// The guest's response loses its Content-Length header (the
+		// length may change), but resp.ContentLength stays: ReverseProxy
+		// takes -1 for a stream and flushes every write, which cost a
+		// quarter of the requests/s of a bound host (bench:mitm, 16 µs
+		// of 190 per request).
 		resp.Header.Del("Content-Length")
 	}
 }
