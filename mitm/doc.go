@@ -37,4 +37,11 @@
 // upgrade (upgrade.go): other Upgrade tokens and HTTP2-Settings are
 // stripped, CONNECT (plain or extended) and PRI are refused, and an
 // upstream's 101 to anything but a valid WebSocket handshake is a 502.
+// When the host's requests are scanned (the policy has secrets, or [dlp]
+// is on for the host), the upgrade is not opaque either: the guest's
+// frames are parsed and their payloads scanned as they pass, without
+// compression (the extension offer is stripped) and without re-framing
+// (wsframe.go, wsguard.go); a leaked secret, or a credential under [dlp]
+// block, closes the connection with 1008 and a denied event, a frame that
+// breaks RFC 6455 with 1002.
 package mitm

@@ -218,6 +218,9 @@ func (p *Proxy) reverseProxy(fs *flowState) *httputil.ReverseProxy {
 			pr.Out.URL.Scheme = "https"
 			pr.Out.URL.Host = target
 			pr.Out.Host = pr.In.Host
+			if ex, _ := pr.In.Context().Value(exchangeKey{}).(*exchange); ex != nil {
+				ex.stripWSExtensions(pr.Out.Header) // wsguard.go: compressed frames cannot be scanned
+			}
 		},
 		Transport:  fs.forward,
 		BufferPool: bufferPool{},
@@ -238,13 +241,18 @@ func (p *Proxy) reverseProxy(fs *flowState) *httputil.ReverseProxy {
 				if err := refuseSwitch(ex.wsKey, resp.Header); err != nil {
 					return err // the reverse proxy closes the upstream connection and calls ErrorHandler
 				}
+				if err := ex.refuseWSExtension(resp.Header); err != nil {
+					return err
+				}
 				// The body is the upgraded connection; it is copied both
-				// ways by the reverse proxy and counted in the flow event.
+				// ways by the reverse proxy and counted in the flow event,
+				// the guest's frames through the guard (wsguard.go) when
+				// the host's requests are scanned.
 				if ex.fs.tap != nil {
 					ex.fs.tap.stopFollowing()
 				}
 				ex.note("upgraded to websocket")
-				ex.finish()
+				ex.finishUpgrade(resp)
 				return nil
 			}
 			ex.scrubResponse(resp)

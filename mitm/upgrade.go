@@ -10,11 +10,12 @@ import (
 )
 
 // The upgrade policy. After a 101 Switching Protocols (or a 2xx answer to
-// CONNECT) the MITM stops parsing the connection: whatever the guest sends
-// next reaches the upstream without a policy decision or an event. So the
-// only switch capsem lets happen is a WebSocket handshake (RFC 6455) that is
-// valid on the way out and answered as one on the way back, and it is
-// logged. Every other Upgrade token (h2c, TLS/1.x, anything) and every
+// CONNECT) the MITM stops parsing HTTP on the connection: whatever the
+// guest sends next reaches the upstream without a policy decision or an
+// event (only a WebSocket's frames are scanned, for secrets and [dlp]:
+// wsguard.go). So the only switch capsem lets happen is a WebSocket
+// handshake (RFC 6455) that is valid on the way out and answered as one on
+// the way back, and it is logged. Every other Upgrade token (h2c, TLS/1.x, anything) and every
 // HTTP2-Settings header is stripped before the request is forwarded, and
 // the event says so; CONNECT, extended CONNECT (:protocol, RFC 8441) and
 // PRI are refused; a 101 the MITM did not let through is a 502.
