@@ -188,7 +188,7 @@ func (ex *exchange) note(s string) {
 // finish records the request (and the model call it carried) once.
 func (ex *exchange) finish() {
 	ex.once.Do(func() {
-		ex.applyFindings()
+		mayHoldReal := ex.applyFindings()
 		d := time.Since(ex.start)
 		ex.ev.Duration = d
 		var reqWire, respWire int64
@@ -199,7 +199,7 @@ func (ex *exchange) finish() {
 			respWire, ex.ev.ResponseBodyPreview = ex.resp.close()
 		}
 		ex.ev.BytesSent, ex.ev.BytesReceived = reqWire, respWire
-		if ex.view != nil {
+		if ex.view != nil && mayHoldReal {
 			ex.redactEvent()
 		}
 		ex.p.cfg.Recorder.Append(store.Event{Kind: store.KindNet, Net: &ex.ev})

@@ -30,7 +30,7 @@ const MaxBufferedBody = 1 << 20
 // false when it answered the guest itself.
 func (ex *exchange) guard(w http.ResponseWriter, r *http.Request, host string) bool {
 	pol := ex.pol
-	ex.view = ex.p.secretsFor(pol, host)
+	ex.view = ex.fs.secretsFor(ex.p, pol, host)
 	d := pol.DLP()
 	var scanner *dlp.Scanner
 	if d.Action != policy.DLPOff && !d.Exempt(host) {
@@ -69,10 +69,10 @@ func (ex *exchange) guard(w http.ResponseWriter, r *http.Request, host string) b
 			pairs = append(pairs, [2][]byte{[]byte(s.InForce()), s.Real()})
 		}
 	}
-	if r.Body == nil || r.Body == http.NoBody {
-		return true
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+		return true // nothing to scan (an HTTP/2 request without DATA has a Body that is empty)
 	}
-	g := &bodyGuard{src: r.Body, view: ex.view, exempt: exempt, dlpBlock: d.Action == policy.DLPBlock}
+	g := &bodyGuard{src: r.Body, view: ex.view, exempt: exempt, dlpBlock: d.Action == policy.DLPBlock, bufSize: bufFor(r.ContentLength)}
 	if ex.view != nil {
 		g.leaks = ex.view.leaks.Stream()
 	}
@@ -129,6 +129,7 @@ func (ex *exchange) guard(w http.ResponseWriter, r *http.Request, host string) b
 		cg, err := newCodedGuard(r.Body, ce, g)
 		if err != nil {
 			ex.note("the request body has Content-Encoding " + ce + ", which capsem cannot decode: it was neither scanned for secrets and credentials nor rewritten")
+			ex.unscanned()
 			return true
 		}
 		ex.note("the request body has Content-Encoding " + ce + ": it was scanned decoded, and not rewritten")
@@ -206,6 +207,18 @@ type findings struct {
 	refusedRule string
 	dlpRule     string   // the first DLP match, detector@where
 	dlpMore     []string // the others
+	// mayHoldReal: a body went unscanned or unscrubbed (a content coding
+	// capsem cannot decode, a coded response from a bound host), so the
+	// previews may hold a real value.
+	mayHoldReal bool
+}
+
+// unscanned notes that a body was not scanned or scrubbed: the event is
+// redacted before it is stored.
+func (ex *exchange) unscanned() {
+	ex.found.mu.Lock()
+	ex.found.mayHoldReal = true
+	ex.found.mu.Unlock()
 }
 
 // dlpMatch notes a DLP match; it returns true (the match counts).
@@ -250,8 +263,9 @@ func (ex *exchange) refusal() (reason, why, rule string) {
 }
 
 // applyFindings puts the findings into the event: a refusal makes it
-// denied, a DLP match names its rule.
-func (ex *exchange) applyFindings() {
+// denied, a DLP match names its rule. It returns whether the event may
+// hold a real value (redactEvent takes it out).
+func (ex *exchange) applyFindings() (mayHoldReal bool) {
 	f := &ex.found
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -265,6 +279,7 @@ func (ex *exchange) applyFindings() {
 		ex.ev.Decision, ex.ev.Reason, ex.ev.MatchedRule = store.Denied, f.refused, f.refusedRule
 		ex.note(f.refusedWhy)
 	}
+	return f.mayHoldReal || f.refused == ReasonSecretRealValue
 }
 
 func dlpWhy(detector, where string) string {

@@ -188,7 +188,8 @@ type flowState struct {
 	h2tap     *h2Tap            // those of a guest HTTP/2 connection
 	preDialed atomic.Pointer[net.Conn]
 	hello     *tlshello.Hello
-	active    sync.WaitGroup // requests being served
+	view      atomic.Pointer[flowView] // the secrets as this flow's host sees them (secrets.go)
+	active    sync.WaitGroup           // requests being served
 }
 
 type flowKey struct{}

@@ -152,8 +152,14 @@ func forms(v []byte) []pattern {
 }
 
 // Find returns a hit in b, the first the search comes to, if any.
-func (m *Matcher) Find(b []byte) (Hit, bool) {
-	end, pi := m.find(b, 0)
+func (m *Matcher) Find(b []byte) (Hit, bool) { return findIn(m, b) }
+
+// FindString is Find of a string, without copying it (a header value or a
+// URL, once per request).
+func (m *Matcher) FindString(s string) (Hit, bool) { return findIn(m, s) }
+
+func findIn[T string | []byte](m *Matcher, b T) (Hit, bool) {
+	end, pi := find(m, b, 0)
 	if pi < 0 {
 		return Hit{}, false
 	}
@@ -161,14 +167,9 @@ func (m *Matcher) Find(b []byte) (Hit, bool) {
 	return Hit{ID: p.id, Form: p.form, Offset: int64(end - len(p.b)), Len: len(p.b)}, true
 }
 
-// FindString is Find of a string.
-func (m *Matcher) FindString(s string) (Hit, bool) {
-	return m.Find([]byte(s))
-}
-
 // find returns the end of the first pattern found in b whose window starts
 // at from or later, and its index; -1 when none.
-func (m *Matcher) find(b []byte, from int) (int, int) {
+func find[T string | []byte](m *Matcher, b T, from int) (int, int) {
 	if len(m.pats) == 0 {
 		return -1, -1
 	}
@@ -181,7 +182,8 @@ func (m *Matcher) find(b []byte, from int) (int, int) {
 		start := i - m.m + 1
 		for _, pi := range m.byTail[blk] {
 			p := m.pats[pi].b
-			if start+len(p) <= len(b) && bytes.Equal(b[start:start+len(p)], p) {
+			// string(…) == string(…) compares without converting.
+			if start+len(p) <= len(b) && string(b[start:start+len(p)]) == string(p) {
 				return start + len(p), pi
 			}
 		}
@@ -247,7 +249,7 @@ func (s *Stream) Write(p []byte) (Hit, bool) {
 	}
 	// Patterns that start in the tail were not found before only because
 	// they were not complete, so the search covers data from its start.
-	end, pi := s.m.find(data, 0)
+	end, pi := find(s.m, data, 0)
 	if pi >= 0 {
 		pt := &s.m.pats[pi]
 		h := Hit{ID: pt.id, Form: pt.form, Offset: s.base + int64(end-len(pt.b)), Len: len(pt.b)}
