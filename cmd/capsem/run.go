@@ -49,7 +49,8 @@ func runCommand() *cli.Command {
 		UsageText: "capsem run [--dry-run [--json]] [--policy FILE] [--workspace DIR] [--env K=V]… [--secret NAME[@HOST,…]]… [--cpus N] [--memory MiB] [--timeout D] -- CMD…\n" +
 			"   with no CMD: an interactive shell",
 		Description: "The current directory (or --workspace) is shared read-write as /workspace, where the command\n" +
-			"runs. Nothing of the host environment enters the guest except --env and TERM, LANG, TZ.\n" +
+			"runs. Nothing of the host environment enters the guest except --env, TERM, LANG, TZ and the\n" +
+			"placeholders of --secret (never their values).\n" +
 			"Without --policy only the AI providers' API hosts are reachable (api.anthropic.com,\n" +
 			"api.openai.com, generativelanguage.googleapis.com), over HTTPS through capsem's MITM.\n" +
 			"Every DNS query, flow, HTTP request, model call, file change and command is recorded;\n" +
