@@ -223,13 +223,13 @@ func (v *secretView) substituteHead(r *http.Request) int {
 // byte by byte, by real escaped for where it goes.
 func substituteURL(u *url.URL, ph, real string) int {
 	n := 0
-	for _, f := range []struct {
-		raw    *string
-		escape func(string) string
-	}{{&u.RawQuery, url.QueryEscape}} {
+	// The query is looked at only when it may hold a form of ph: building
+	// the percent-encoded forms for every request was half the cost of
+	// the substitution (bench:mitm profile).
+	if q := u.RawQuery; strings.Contains(q, ph) || strings.IndexByte(q, '%') >= 0 {
 		for _, form := range []string{ph, percentAll(ph, true), percentAll(ph, false)} {
-			if c := strings.Count(*f.raw, form); c > 0 {
-				*f.raw = strings.ReplaceAll(*f.raw, form, f.escape(real))
+			if c := strings.Count(u.RawQuery, form); c > 0 {
+				u.RawQuery = strings.ReplaceAll(u.RawQuery, form, url.QueryEscape(real))
 				n += c
 			}
 		}
