@@ -113,8 +113,23 @@ func startSecrets(t *testing.T) *secretsEnv {
 	if err := os.WriteFile(tokenFile, []byte(s.real+"\nsecond line ignored\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s.policy = func(dlp string) string {
-		return fmt.Sprintf(`
+	s.policy = func(dlp string) string { return secretsPolicy(port, ca.pemPath, tokenFile, dlp) }
+	s.env = startEnv(t, s.policy("log"), envOptions{})
+	s.ph = s.placeholders()["TOKEN"]
+	if !strings.HasPrefix(s.ph, "capsem-secret-") || len(s.ph) != len("capsem-secret-")+32 {
+		t.Fatalf("placeholder %q", s.ph)
+	}
+	if !strings.Contains(s.out.String(), "TOKEN="+s.ph) {
+		t.Errorf("capsem-net did not print the placeholder:\n%s", s.out.String())
+	}
+	return s
+}
+
+// secretsPolicy is the secrets tests' policy: api.test and other.test at
+// the upstream on port, TOKEN (its real value the first line of tokenFile)
+// bound to api.test, *.wild.test allowed, and [dlp] action dlp.
+func secretsPolicy(port int, caPath, tokenFile, dlp string) string {
+	return fmt.Sprintf(`
 [network]
 allow = ["other.test", "*.wild.test"]
 
@@ -129,17 +144,7 @@ hosts = ["api.test"]
 
 [dlp]
 action = %q
-`, port, port, ca.pemPath, tokenFile, dlp)
-	}
-	s.env = startEnv(t, s.policy("log"), envOptions{})
-	s.ph = s.placeholders()["TOKEN"]
-	if !strings.HasPrefix(s.ph, "capsem-secret-") || len(s.ph) != len("capsem-secret-")+32 {
-		t.Fatalf("placeholder %q", s.ph)
-	}
-	if !strings.Contains(s.out.String(), "TOKEN="+s.ph) {
-		t.Errorf("capsem-net did not print the placeholder:\n%s", s.out.String())
-	}
-	return s
+`, port, port, caPath, tokenFile, dlp)
 }
 
 func (s *secretsEnv) placeholders() map[string]string {

@@ -148,22 +148,7 @@ func startSecretsWS(t *testing.T, dlpAction string) (*secretsEnv, *wsEcho) {
 	if err := os.WriteFile(tokenFile, []byte(s.real+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s.env = startEnv(t, fmt.Sprintf(`
-[network]
-allow = ["other.test"]
-
-[upstream]
-resolve = { "api.test" = "127.0.0.1:%d", "other.test" = "127.0.0.1:%d" }
-ca_files = [%q]
-
-[[secret]]
-name = "TOKEN"
-from_file = %q
-hosts = ["api.test"]
-
-[dlp]
-action = %q
-`, port, port, ca.pemPath, tokenFile, dlpAction), envOptions{})
+	s.env = startEnv(t, secretsPolicy(port, ca.pemPath, tokenFile, dlpAction), envOptions{})
 	s.ph = s.placeholders()["TOKEN"]
 	return s, echo
 }
