@@ -10,7 +10,7 @@ import (
 // This file draws the encoding of an event value and holds its envelope;
 // each kind's fields are in a file of their own (codec_dns.go, codec_net.go,
 // codec_modelcall.go, codec_exec.go, codec_fs.go, codec_agent.go,
-// codec_recording.go), how each Go type is written as a field value in
+// codec_recording.go, codec_mcpcall.go), how each Go type is written as a field value in
 // codec_wire.go, and how a value is read field by field, bounds checked,
 // in codec_decoder.go.
 //
@@ -53,10 +53,10 @@ import (
 //
 // Field numbers: 1–15 the envelope, 16–63 DNS, 64–127 Net, 128–191 kept for
 // a separate http kind, 192–255 ModelCall, 256–319 Exec, 320–383 FS,
-// 384–447 Agent, 448–511 Recording; each future kind takes its own block. Numbers are never
-// reused. Fields added after the first release, which older records do not
-// have and read as zero: DNS count (24), FS guest time (325), the Agent
-// and Recording kinds.
+// 384–447 Agent, 448–511 Recording, 512–575 MCPCall; each future kind takes its own block.
+// Numbers are never reused. Fields added after the first release, which
+// older records do not have and read as zero: DNS count (24), FS guest time
+// (325), the Agent, Recording and MCPCall kinds.
 const eventVersion = 1
 
 const (
@@ -111,6 +111,9 @@ func appendEvent(b []byte, ev *Event) []byte {
 	if ev.Recording != nil {
 		b = ev.Recording.appendTo(b)
 	}
+	if ev.MCPCall != nil {
+		b = ev.MCPCall.appendTo(b)
+	}
 	return b
 }
 
@@ -132,7 +135,7 @@ func decodeEvent(v []byte, ev *Event) error {
 	} else {
 		ev.Time = time.Time{}
 	}
-	ev.Kind, ev.DNS, ev.Net, ev.ModelCall, ev.Exec, ev.FS, ev.Agent, ev.Recording = "", nil, nil, nil, nil, nil, nil, nil
+	ev.Kind, ev.DNS, ev.Net, ev.ModelCall, ev.Exec, ev.FS, ev.Agent, ev.Recording, ev.MCPCall = "", nil, nil, nil, nil, nil, nil, nil, nil
 	d := decoder{b: v[headerLen:]}
 	var f field
 	for len(d.b) > 0 {
@@ -158,6 +161,8 @@ func decodeEvent(v []byte, ev *Event) error {
 		ev.Agent = &Agent{}
 	case ev.Kind == KindRecording && ev.Recording == nil:
 		ev.Recording = &Recording{}
+	case ev.Kind == KindMCPCall && ev.MCPCall == nil:
+		ev.MCPCall = &MCPCall{}
 	}
 	return nil
 }
@@ -205,6 +210,11 @@ func (ev *Event) setField(f field) error {
 			ev.Recording = &Recording{}
 		}
 		return ev.Recording.setField(f)
+	case n >= mcpLo && n <= mcpKnown:
+		if ev.MCPCall == nil {
+			ev.MCPCall = &MCPCall{}
+		}
+		return ev.MCPCall.setField(f)
 	}
 	return nil // a field from a newer writer: skip it
 }

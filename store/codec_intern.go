@@ -19,7 +19,7 @@ func intern[T ~string](s []byte, common []T) T {
 
 // The common values of fields that more than one kind has.
 var (
-	kinds      = []Kind{KindDNS, KindNet, KindModelCall, KindExec, KindFS, KindAgent, KindRecording}
+	kinds      = []Kind{KindDNS, KindNet, KindModelCall, KindExec, KindFS, KindAgent, KindRecording, KindMCPCall}
 	decisions  = []Decision{Allowed, Denied}
 	transports = []Transport{TransportTCP, TransportUDP, TransportICMP, TransportARP, TransportIPv6, TransportOther}
 	methods    = []string{"GET", "POST", "PUT", "DELETE", "HEAD", "PATCH", "OPTIONS", "CONNECT"}

@@ -165,6 +165,11 @@ func TestCodecRoundTrip(t *testing.T) {
 		{Time: now, Kind: KindRecording, Recording: &Recording{State: RecordingUnstored, Count: 1 << 40, Detail: "101 events not stored"}},
 		{Time: now, Kind: KindRecording, Recording: &Recording{}},
 		{Time: now, Kind: KindRecording, Recording: &Recording{State: "a new state", Count: -1}},
+		{Time: now, Kind: KindMCPCall, MCPCall: &MCPCall{ServerName: "mcp.example.com/mcp", Method: "tools/call", ToolName: "read_file",
+			RequestID: `"req-7"`, RequestPreview: `{"path":"/etc"}`, ResponsePreview: `{"content":[]}`, Decision: Denied, Reason: "mcp-tool-denied",
+			MatchedRule: "mcp.rules[2] (line 16)", Duration: 1500 * time.Microsecond, ErrorMessage: "capsem: denied", BytesSent: 120, BytesReceived: 1 << 33}},
+		{Time: now, Kind: KindMCPCall, MCPCall: &MCPCall{}},
+		{Time: now, Kind: KindMCPCall, MCPCall: &MCPCall{Method: "a/new/method", RequestID: "12", Decision: "a new decision", Duration: -1}},
 		{Time: now, Kind: "http"},
 		{},
 	}
@@ -194,6 +199,9 @@ func TestCodecRoundTrip(t *testing.T) {
 			if got.Agent != nil && ev.Agent != nil {
 				t.Errorf("agent:\n got %+v\nwant %+v", *got.Agent, *ev.Agent)
 			}
+			if got.MCPCall != nil && ev.MCPCall != nil {
+				t.Errorf("mcp call:\n got %+v\nwant %+v", *got.MCPCall, *ev.MCPCall)
+			}
 		}
 	}
 }
@@ -215,7 +223,7 @@ func TestCodecForwardCompatible(t *testing.T) {
 		t.Fatalf("got %+v", got.Net)
 	}
 
-	fut := Event{Time: time.Unix(1, 0), Kind: "mcp_call"}
+	fut := Event{Time: time.Unix(1, 0), Kind: "a_future_kind"}
 	v = appendEvent(nil, &fut)
 	v = appendString(v, 400, "a new kind's field")
 	v = appendUint(v, 1000, 1)
@@ -223,7 +231,7 @@ func TestCodecForwardCompatible(t *testing.T) {
 	if err := decodeEvent(v, &got); err != nil {
 		t.Fatalf("decode future kind: %v", err)
 	}
-	if got.Kind != "mcp_call" || got.DNS != nil || got.Net != nil || got.ModelCall != nil || got.Exec != nil || got.FS != nil || got.Agent != nil || got.Recording != nil {
+	if got.Kind != "a_future_kind" || got.DNS != nil || got.Net != nil || got.ModelCall != nil || got.Exec != nil || got.FS != nil || got.Agent != nil || got.Recording != nil || got.MCPCall != nil {
 		t.Fatalf("future kind decoded as %+v", got)
 	}
 
@@ -286,11 +294,11 @@ func TestCodecForwardCompatible(t *testing.T) {
 	if err := decodeEvent(v, &got); err != nil || !reflect.DeepEqual(got.ModelCall, &ModelCall{}) {
 		t.Fatalf("bare model call decoded as %+v (%v), want an empty payload", got.ModelCall, err)
 	}
-	for _, k := range []Kind{KindExec, KindFS, KindAgent, KindRecording} {
+	for _, k := range []Kind{KindExec, KindFS, KindAgent, KindRecording, KindMCPCall} {
 		v = appendEvent(nil, &Event{Time: time.Unix(1, 0), Kind: k})
 		got = Event{}
 		if err := decodeEvent(v, &got); err != nil || (k == KindExec) != (got.Exec != nil) || (k == KindFS) != (got.FS != nil) ||
-			(k == KindAgent) != (got.Agent != nil) || (k == KindRecording) != (got.Recording != nil) {
+			(k == KindAgent) != (got.Agent != nil) || (k == KindRecording) != (got.Recording != nil) || (k == KindMCPCall) != (got.MCPCall != nil) {
 			t.Fatalf("bare %s decoded as %+v (%v), want an empty payload", k, got, err)
 		}
 	}
@@ -549,6 +557,7 @@ func FuzzDecodeEvent(f *testing.F) {
 	f.Add(appendEvent(nil, &Event{Kind: KindAgent}))
 	f.Add(appendEvent(nil, &Event{Time: time.Unix(5, 0), Kind: KindRecording, Recording: &Recording{State: RecordingUnstored, Count: 3, Detail: "d"}}))
 	f.Add(appendEvent(nil, &Event{Kind: KindRecording}))
+	f.Add(appendEvent(nil, &Event{Time: time.Unix(6, 0), Kind: KindMCPCall, MCPCall: &MCPCall{ServerName: "s", Method: "tools/call", ToolName: "t", Duration: 5}}))
 	f.Add(appendEvent(nil, &Event{Kind: KindDNS, DNS: &DNS{QName: "a\x1b[8m\nb", Count: 7}}))
 	f.Add(appendEvent(nil, &Event{Kind: KindFS, FS: &FS{GuestTime: time.Unix(0, 0)}}))
 	f.Add([]byte{})

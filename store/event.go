@@ -10,7 +10,7 @@ import (
 // the kind with no payload instead of an error.
 type Kind string
 
-// The kinds of events recorded today. Planned: "mcp_call".
+// The kinds of events recorded today.
 // An HTTP request seen by the MITM is a KindNet event with Method, Path and
 // StatusCode set. A model call carries the tool calls the model made in its
 // response and the tool results its request sent back, so the three tables
@@ -30,6 +30,9 @@ const (
 	KindFS        Kind = "fs"
 	KindAgent     Kind = "agent"
 	KindRecording Kind = "recording"
+	// KindMCPCall: one JSON-RPC request of the Model Context Protocol (or a
+	// notification) and its answer, seen by the MITM or the MCP gateway.
+	KindMCPCall Kind = "mcp_call"
 )
 
 // Decision is the outcome of applying policy to a query or a flow.
@@ -82,6 +85,7 @@ type Event struct {
 	FS        *FS
 	Agent     *Agent
 	Recording *Recording
+	MCPCall   *MCPCall
 }
 
 // DNS is a query the guest sent to capsem's fake DNS server and the answer it
@@ -279,6 +283,24 @@ const (
 	// budget's allowance; Detail says why, when, and of which kinds.
 	RecordingUnstored = "unstored"
 )
+
+// MCPCall is one MCP request (a JSON-RPC 2.0 request or notification over
+// one of MCP's transports) and its response. It maps to mcp_calls.
+type MCPCall struct {
+	ServerName      string        // server_name: the host and path posted to (mcp.example.com/mcp), or a gateway server's name
+	Method          string        // method: initialize, tools/list, tools/call, resources/read, …
+	ToolName        string        // tool_name: the tool of a tools/call
+	RequestID       string        // request_id: the JSON-RPC id as sent (a number or a quoted string); "" for a notification
+	RequestPreview  string        // request_preview: the start of the request's params
+	ResponsePreview string        // response_preview: the start of the result or error
+	Decision        Decision      // decision: allowed, or denied by [[mcp.rules]]
+	Reason          string        // reason: why, as for net events
+	MatchedRule     string        // matched_rule: the [[mcp.rules]] entry that decided, if any
+	Duration        time.Duration // duration_ms: from the request to its response
+	ErrorMessage    string        // error_message: a JSON-RPC error's message
+	BytesSent       int64         // bytes_sent: of the request message
+	BytesReceived   int64         // bytes_received: of the response message
+}
 
 // Recording is an event the store writes about the record itself, so that
 // the log says where it has a gap and why. It maps to recording_events.

@@ -160,6 +160,8 @@ func kindOf(ev *Event) Kind {
 		return KindAgent
 	case ev.Recording != nil:
 		return KindRecording
+	case ev.MCPCall != nil:
+		return KindMCPCall
 	}
 	return ""
 }

@@ -193,6 +193,9 @@ func eventRows(s *source, row func(t *table, s *source) error, res *Result) erro
 	case ev.Recording != nil:
 		res.RecordingEvents++
 		return row(recordingEvents, s)
+	case ev.MCPCall != nil:
+		res.MCPCalls++
+		return row(mcpCalls, s)
 	default:
 		res.OtherEvents++
 		return row(otherEvents, s)

@@ -1,8 +1,8 @@
 // Package sqliteexport writes capsem's event store (package store) to a
 // SQLite database file: one row per session in `sessions`, one row per
 // stored event in the table of its kind (`net_events`, `dns_events`,
-// `model_calls`, `exec_events`, `fs_events`, `agent_events`,
-// `recording_events`, and, once the store learns the kind, `mcp_calls`);
+// `model_calls`, `mcp_calls`, `exec_events`, `fs_events`, `agent_events`,
+// `recording_events`);
 // a model call's tool calls and the tool
 // results its request carried go to `tool_calls` and `tool_responses`,
 // linked to its `model_calls` row and sharing its seq. The file is

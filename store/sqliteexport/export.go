@@ -42,6 +42,7 @@ type Result struct {
 	FSEvents        int // rows in fs_events: changes in the workspace
 	AgentEvents     int // rows in agent_events: the guest agent went silent, was cut off, …
 	RecordingEvents int // rows in recording_events: the store's budget, disk and gaps
+	MCPCalls        int // rows in mcp_calls: MCP requests and their responses
 	OtherEvents     int // rows in other_events: kinds this build cannot decode
 	Duration        time.Duration
 }

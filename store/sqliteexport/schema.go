@@ -9,7 +9,10 @@ package sqliteexport
 // guest's claim, now in fs_events.guest_time); sessions.allowed and denied
 // weigh DNS events by dns_events.count. Added: dns_events.count,
 // fs_events.guest_time, agent_events, sessions.agent, recording_events.
-const SchemaVersion = 2
+//
+// Version 3: mcp_calls has rows (it was an empty placeholder table), and
+// gains reason and matched_rule.
+const SchemaVersion = 3
 
 // ApplicationID is written to PRAGMA application_id so that tools (and
 // `file`) can tell a capsem export from another SQLite database: "CpSm".
@@ -300,29 +303,45 @@ var modelCalls = &table{
 	}),
 }
 
-// mcpCalls is for the MCP calls the store does not record yet: the table
-// exists so that readers (and tool_calls.mcp_call_id) can name it; no row
-// is written to it, and its own columns have no value.
+// mcpCalls has a row per MCP call: a JSON-RPC request of the Model Context
+// Protocol (or a notification) and its response, seen by the MITM or the
+// MCP gateway.
 var mcpCalls = &table{
-	name: "mcp_calls",
+	name:    "mcp_calls",
+	indexes: []string{"server_name", "tool_name"},
 	columns: eventColumns([]column{
-		{name: "server_name", decl: "TEXT"},
-		{name: "method", decl: "TEXT"},
-		{name: "tool_name", decl: "TEXT"},
-		{name: "request_id", decl: "TEXT"},
-		{name: "request_preview", decl: "TEXT"},
-		{name: "response_preview", decl: "TEXT"},
-		{name: "decision", decl: "TEXT"},
-		{name: "duration_ms", decl: "REAL NOT NULL DEFAULT 0"},
-		{name: "error_message", decl: "TEXT"},
-		{name: "bytes_sent", decl: "INTEGER NOT NULL DEFAULT 0"},
-		{name: "bytes_received", decl: "INTEGER NOT NULL DEFAULT 0"},
+		{name: "server_name", decl: "TEXT", doc: "the host and path posted to (mcp.example.com/mcp), or a gateway server's name",
+			value: func(c *converter, s *source) any { return c.text(s.ev.MCPCall.ServerName) }},
+		{name: "method", decl: "TEXT", doc: "initialize, tools/list, tools/call, resources/read, …",
+			value: func(c *converter, s *source) any { return c.text(s.ev.MCPCall.Method) }},
+		{name: "tool_name", decl: "TEXT",
+			value: func(c *converter, s *source) any { return c.text(s.ev.MCPCall.ToolName) }},
+		{name: "request_id", decl: "TEXT", doc: "the JSON-RPC id as sent; NULL for a notification",
+			value: func(c *converter, s *source) any { return c.text(s.ev.MCPCall.RequestID) }},
+		{name: "request_preview", decl: "TEXT",
+			value: func(c *converter, s *source) any { return c.text(s.ev.MCPCall.RequestPreview) }},
+		{name: "response_preview", decl: "TEXT",
+			value: func(c *converter, s *source) any { return c.text(s.ev.MCPCall.ResponsePreview) }},
+		{name: "decision", decl: "TEXT", doc: "allowed, denied",
+			value: func(c *converter, s *source) any { return c.text(string(s.ev.MCPCall.Decision)) }},
+		{name: "duration_ms", decl: "REAL NOT NULL DEFAULT 0",
+			value: func(_ *converter, s *source) any { return ms(s.ev.MCPCall.Duration) }},
+		{name: "error_message", decl: "TEXT",
+			value: func(c *converter, s *source) any { return c.text(s.ev.MCPCall.ErrorMessage) }},
+		{name: "bytes_sent", decl: "INTEGER NOT NULL DEFAULT 0",
+			value: func(_ *converter, s *source) any { return s.ev.MCPCall.BytesSent }},
+		{name: "bytes_received", decl: "INTEGER NOT NULL DEFAULT 0",
+			value: func(_ *converter, s *source) any { return s.ev.MCPCall.BytesReceived }},
+		{name: "reason", decl: "TEXT",
+			value: func(c *converter, s *source) any { return c.text(s.ev.MCPCall.Reason) }},
+		{name: "matched_rule", decl: "TEXT", doc: "the [[mcp.rules]] entry that decided",
+			value: func(c *converter, s *source) any { return c.text(s.ev.MCPCall.MatchedRule) }},
 	}),
 }
 
 // toolCalls has a row per tool call the model made in the response of the
-// model call whose row is model_call_id. mcp_call_id has no value: it
-// stays NULL until the store records MCP calls.
+// model call whose row is model_call_id. mcp_call_id has no value: nothing
+// links a tool call to the mcp_calls row of its MCP call yet.
 var toolCalls = &table{
 	name:    "tool_calls",
 	seq:     sharedSeq,

@@ -108,17 +108,19 @@ CREATE TABLE mcp_calls (
 	seq              INTEGER NOT NULL,
 	timestamp        TEXT NOT NULL,
 	timestamp_ms     INTEGER NOT NULL,
-	server_name      TEXT,
-	method           TEXT,
+	server_name      TEXT,    -- the host and path posted to (mcp.example.com/mcp), or a gateway server's name
+	method           TEXT,    -- initialize, tools/list, tools/call, resources/read, …
 	tool_name        TEXT,
-	request_id       TEXT,
+	request_id       TEXT,    -- the JSON-RPC id as sent; NULL for a notification
 	request_preview  TEXT,
 	response_preview TEXT,
-	decision         TEXT,
+	decision         TEXT,    -- allowed, denied
 	duration_ms      REAL NOT NULL DEFAULT 0,
 	error_message    TEXT,
 	bytes_sent       INTEGER NOT NULL DEFAULT 0,
-	bytes_received   INTEGER NOT NULL DEFAULT 0
+	bytes_received   INTEGER NOT NULL DEFAULT 0,
+	reason           TEXT,
+	matched_rule     TEXT     -- the [[mcp.rules]] entry that decided
 );
 CREATE TABLE tool_calls (
 	id            INTEGER PRIMARY KEY,
@@ -232,6 +234,8 @@ CREATE INDEX net_events_path ON net_events(path);
 CREATE INDEX dns_events_qname ON dns_events(qname);
 CREATE INDEX model_calls_trace_id ON model_calls(trace_id);
 CREATE INDEX model_calls_path ON model_calls(path);
+CREATE INDEX mcp_calls_server_name ON mcp_calls(server_name);
+CREATE INDEX mcp_calls_tool_name ON mcp_calls(tool_name);
 CREATE INDEX tool_calls_model_call_id ON tool_calls(model_call_id);
 CREATE INDEX tool_calls_call_id ON tool_calls(call_id);
 CREATE INDEX tool_calls_mcp_call_id ON tool_calls(mcp_call_id);
