@@ -208,6 +208,22 @@ func (d sandboxDir) lock() (*os.File, error) {
 	return f, nil
 }
 
+// awaitCrashedExit waits, at most max, while a supervisor that has
+// recorded its guest's crash still holds the lock: it is on its way out
+// (closing the store, removing its socket), and ls already shows the
+// sandbox crashed, so a start right then must not be told it is running
+// (TestSandboxForegroundAndGuestDeath met that window in a clean-clone
+// run).
+func (d sandboxDir) awaitCrashedExit(max time.Duration) {
+	deadline := time.Now().Add(max)
+	for d.locked() && time.Now().Before(deadline) {
+		if b, err := os.ReadFile(d.crashPath()); err != nil || len(b) == 0 {
+			return // running, not crashed
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 type errAlreadyRunning struct{ name string }
 
 func (e errAlreadyRunning) Error() string {

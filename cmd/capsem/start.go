@@ -72,6 +72,7 @@ func startAction(c *cli.Context) error {
 	if c.Bool("json") {
 		return usageError{errors.New("--json goes with --dry-run")}
 	}
+	d.awaitCrashedExit(10 * time.Second)
 	if d.locked() {
 		return errAlreadyRunning{name}
 	}
