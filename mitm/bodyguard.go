@@ -44,7 +44,7 @@ type bodyGuard struct {
 	buf     []byte             // reads when not reading into the caller's buffer
 	bufSize int                // of buf, made on the first read that needs it; 0: 32 KiB
 
-	onLeak func(*leak, int64)   // a leak at a stream offset: the exchange refuses
+	onLeak func(*leak)          // a leak: the exchange refuses
 	onDLP  func(dlp.Match) bool // a DLP match: the exchange notes it; true refuses
 	// atEOF checks what arrives with the end of the body (a request's
 	// trailer); true refuses. Nil: nothing to check.
@@ -60,12 +60,6 @@ func (g *bodyGuard) Read(p []byte) (int, error) {
 	for {
 		if g.out.Len() > 0 {
 			return g.out.Read(p)
-		}
-		if len(g.held) > 0 && g.eof && g.reps == nil {
-			n := copy(p, g.held)
-			g.held = g.held[n:]
-			g.passed += int64(n)
-			return n, nil
 		}
 		if g.err != nil {
 			return 0, g.err
@@ -154,11 +148,10 @@ func (g *bodyGuard) fill(p []byte) (int, error) {
 		}
 		g.held = g.held[ok:]
 	}
-	if g.eof && g.reps != nil {
-		if err := g.emit(g.held); err != nil {
-			return 0, err
-		}
-		g.held = nil
+	if g.eof {
+		// At the end nothing can start a match any more: safe was the
+		// whole body and nothing is held; the replacers give what they
+		// hold back.
 		for _, r := range g.reps {
 			if err := r.Close(); err != nil {
 				return 0, err
@@ -185,7 +178,7 @@ func (g *bodyGuard) scan(chunk []byte, start int64) bool {
 	if g.leaks != nil {
 		if h, ok := g.leaks.Write(chunk); ok {
 			g.err = errRefusedBody
-			g.onLeak(g.view.leakOf(h, "body@"+strconv.FormatInt(h.Offset, 10)), h.Offset)
+			g.onLeak(g.view.leakOf(h, "body@"+strconv.FormatInt(h.Offset, 10)))
 			return false
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/capsem/capsem/dlp"
 	"github.com/capsem/capsem/mitm/contentcoding"
 	"github.com/capsem/capsem/mitm/provider"
 	"github.com/capsem/capsem/policy"
@@ -46,9 +47,11 @@ type exchange struct {
 	respWire []store.Header
 	// view is the policy's secrets as this request's host sees them, nil
 	// when there are none; found is what the guard found (guard.go).
-	view   *secretView
-	found  findings
-	cancel context.CancelFunc // cancels the request upstream: the guard refused its body
+	view     *secretView
+	scanner  *dlp.Scanner // nil: no DLP for this host
+	dlpBlock bool         // a DLP match refuses the request
+	found    findings
+	cancel   context.CancelFunc // cancels the request upstream: the guard refused its body
 }
 
 type exchangeKey struct{}
@@ -129,7 +132,7 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = ex.req
 	}
-	if !ex.guard(w, r, host) {
+	if !ex.guard(w, r) {
 		return
 	}
 	fs.proxy.ServeHTTP(w, r.WithContext(ctx))

@@ -28,35 +28,17 @@ const MaxBufferedBody = 1 << 20
 // allowed: it refuses a leak or (block) a credential in the header or URL,
 // puts the bound secrets' real values in, and wraps the body. It returns
 // false when it answered the guest itself.
-func (ex *exchange) guard(w http.ResponseWriter, r *http.Request, host string) bool {
-	pol := ex.pol
-	ex.view = ex.fs.secretsFor(ex.p, pol, host)
-	d := pol.DLP()
-	var scanner *dlp.Scanner
-	if d.Action != policy.DLPOff && !d.Exempt(host) {
-		scanner = ex.p.scanner(d)
-	}
-	if ex.view == nil && scanner == nil {
+func (ex *exchange) guard(w http.ResponseWriter, r *http.Request) bool {
+	sc := ex.fs.scanFor(ex.p, ex.pol)
+	ex.view, ex.scanner, ex.dlpBlock = sc.view, sc.scanner, sc.dlpBlock
+	if ex.view == nil && ex.scanner == nil {
 		return true
 	}
-	if ex.view != nil {
-		if l := ex.view.checkHead(r); l != nil {
-			ex.refuseLeak(w, l)
-			return false
-		}
+	if ex.checkFields(r, "") {
+		ex.answerRefusal(w)
+		return false
 	}
-	exempt := ex.exemptValues()
-	if scanner != nil {
-		for _, f := range headScanFields(r) {
-			for _, m := range scanner.ScanString(f[1]) {
-				if !exemptValue(exempt, m.Value) && ex.dlpMatch(m.Detector, f[0]) && d.Action == policy.DLPBlock {
-					ex.refuseDLP(w, m.Detector, f[0])
-					return false
-				}
-			}
-		}
-	}
-	var pairs [][2][]byte
+	var sub [][2][]byte
 	if ex.view != nil && len(ex.view.bound) > 0 {
 		if n := ex.view.substituteHead(r); n > 0 {
 			ex.note(fmt.Sprintf("placeholders replaced in the header or URL: %d", n))
@@ -65,24 +47,22 @@ func (ex *exchange) guard(w http.ResponseWriter, r *http.Request, host string) b
 			r.Header.Set("Accept-Encoding", "identity")
 			ex.note("asked for an uncoded response (Accept-Encoding: identity), so that a reflected secret can be scrubbed from it")
 		}
-		for _, s := range ex.view.bound {
-			pairs = append(pairs, [2][]byte{[]byte(s.InForce()), s.Real()})
-		}
+		sub = ex.view.sub
 	}
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 		return true // nothing to scan (an HTTP/2 request without DATA has a Body that is empty)
 	}
-	g := &bodyGuard{src: r.Body, view: ex.view, exempt: exempt, dlpBlock: d.Action == policy.DLPBlock, bufSize: bufFor(r.ContentLength)}
+	g := &bodyGuard{src: r.Body, view: ex.view, exempt: ex.view.exempt(), dlpBlock: ex.dlpBlock, bufSize: bufFor(r.ContentLength)}
 	if ex.view != nil {
 		g.leaks = ex.view.leaks.Stream()
 	}
-	if scanner != nil {
-		g.dlp = scanner.Stream()
+	if ex.scanner != nil {
+		g.dlp = ex.scanner.Stream()
 	}
-	if pairs != nil {
-		g.reps = chainReplacers(guardSink{g}, pairs)
+	if sub != nil {
+		g.reps = chainReplacers(guardSink{g}, sub)
 	}
-	g.onLeak = func(l *leak, _ int64) {
+	g.onLeak = func(l *leak) {
 		ex.markLeak(l)
 		ex.cancel()
 	}
@@ -90,39 +70,21 @@ func (ex *exchange) guard(w http.ResponseWriter, r *http.Request, host string) b
 	// header before the body's end is passed on, so that a refused
 	// trailer never reaches the upstream.
 	g.atEOF = func() bool {
-		if len(r.Trailer) == 0 {
+		if len(r.Trailer) == 0 || !ex.checkFields(&http.Request{Header: r.Trailer, URL: &url.URL{}}, "trailer ") {
 			return false
 		}
-		t := &http.Request{Header: r.Trailer, URL: &url.URL{}}
-		if ex.view != nil {
-			if l := ex.view.checkHead(t); l != nil {
-				l.where = "trailer " + l.where
-				ex.markLeak(l)
-				ex.cancel()
-				return true
-			}
-		}
-		if scanner != nil {
-			for _, f := range headScanFields(t) {
-				for _, m := range scanner.ScanString(f[1]) {
-					if !exemptValue(exempt, m.Value) && ex.dlpMatch(m.Detector, "trailer "+f[0]) && g.dlpBlock {
-						ex.markDLP(m.Detector, "trailer "+f[0])
-						ex.cancel()
-						return true
-					}
-				}
-			}
-		}
-		return false
+		ex.cancel()
+		return true
 	}
 	g.onDLP = func(m dlp.Match) bool {
 		where := "body@" + strconv.FormatInt(m.Offset, 10)
-		if ex.dlpMatch(m.Detector, where) && g.dlpBlock {
-			ex.markDLP(m.Detector, where)
-			ex.cancel()
-			return true
+		ex.dlpMatch(m.Detector, where)
+		if !g.dlpBlock {
+			return false
 		}
-		return false
+		ex.markDLP(m.Detector, where)
+		ex.cancel()
+		return true
 	}
 	var body io.ReadCloser = g
 	if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
@@ -133,7 +95,7 @@ func (ex *exchange) guard(w http.ResponseWriter, r *http.Request, host string) b
 			return true
 		}
 		ex.note("the request body has Content-Encoding " + ce + ": it was scanned decoded, and not rewritten")
-		body, pairs = cg, nil
+		body, sub = cg, nil
 	}
 	if r.ContentLength >= 0 && r.ContentLength <= MaxBufferedBody {
 		body, err := io.ReadAll(body)
@@ -152,7 +114,7 @@ func (ex *exchange) guard(w http.ResponseWriter, r *http.Request, host string) b
 		return true
 	}
 	r.Body = body
-	if pairs != nil {
+	if sub != nil {
 		r.ContentLength = -1
 		r.Header.Del("Content-Length")
 	}
@@ -175,17 +137,44 @@ func headScanFields(r *http.Request) [][2]string {
 	return append(out, [2]string{"url", u})
 }
 
-// exemptValues are the real values DLP lets through: those of the secrets
-// bound to this request's host (where they belong).
-func (ex *exchange) exemptValues() [][]byte {
-	if ex.view == nil {
+// checkFields checks a request head (or trailer, where is then
+// "trailer "): a leaked secret in a header, the URL or the host, and, with
+// DLP on, a credential in a header or the URL, which is noted. It marks a
+// refusal and returns true for a leak, or a credential under "block".
+func (ex *exchange) checkFields(r *http.Request, where string) bool {
+	if ex.view != nil {
+		if l := ex.view.checkHead(r); l != nil {
+			l.where = where + l.where
+			ex.markLeak(l)
+			return true
+		}
+	}
+	if ex.scanner == nil {
+		return false
+	}
+	exempt := ex.view.exempt()
+	for _, f := range headScanFields(r) {
+		for _, m := range ex.scanner.ScanString(f[1]) {
+			if exemptValue(exempt, m.Value) {
+				continue
+			}
+			ex.dlpMatch(m.Detector, where+f[0])
+			if ex.dlpBlock {
+				ex.markDLP(m.Detector, where+f[0])
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// exempt are the real values DLP lets through: those of the secrets bound
+// to this host (where they belong); nil for a nil view.
+func (v *secretView) exempt() [][]byte {
+	if v == nil {
 		return nil
 	}
-	var out [][]byte
-	for _, s := range ex.view.bound {
-		out = append(out, s.Real())
-	}
-	return out
+	return v.boundReals
 }
 
 func exemptValue(exempt [][]byte, v []byte) bool {
@@ -221,8 +210,8 @@ func (ex *exchange) unscanned() {
 	ex.found.mu.Unlock()
 }
 
-// dlpMatch notes a DLP match; it returns true (the match counts).
-func (ex *exchange) dlpMatch(detector, where string) bool {
+// dlpMatch notes a DLP match.
+func (ex *exchange) dlpMatch(detector, where string) {
 	f := &ex.found
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -232,7 +221,6 @@ func (ex *exchange) dlpMatch(detector, where string) bool {
 	} else if len(f.dlpMore) < 16 {
 		f.dlpMore = append(f.dlpMore, rule)
 	}
-	return true
 }
 
 // markLeak records a leak as the exchange's refusal (the first one wins).
@@ -284,18 +272,6 @@ func (ex *exchange) applyFindings() (mayHoldReal bool) {
 
 func dlpWhy(detector, where string) string {
 	return fmt.Sprintf("the request carries what looks like a credential (detector %s, in %s), and this sandbox's [dlp] action is \"block\"", detector, where)
-}
-
-// refuseLeak answers a leak found before anything was forwarded.
-func (ex *exchange) refuseLeak(w http.ResponseWriter, l *leak) {
-	ex.markLeak(l)
-	ex.answerRefusal(w)
-}
-
-// refuseDLP answers a blocking DLP match found in the head.
-func (ex *exchange) refuseDLP(w http.ResponseWriter, detector, where string) {
-	ex.markDLP(detector, where)
-	ex.answerRefusal(w)
 }
 
 // answerRefusal writes the 403 of the refusal marked on the exchange.

@@ -188,7 +188,7 @@ type flowState struct {
 	h2tap     *h2Tap            // those of a guest HTTP/2 connection
 	preDialed atomic.Pointer[net.Conn]
 	hello     *tlshello.Hello
-	view      atomic.Pointer[flowView] // the secrets as this flow's host sees them (secrets.go)
+	scan      atomic.Pointer[flowScan] // what this flow's requests are checked for (secrets.go)
 	active    sync.WaitGroup           // requests being served
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/capsem/capsem/dlp"
 	"github.com/capsem/capsem/policy"
 	"github.com/capsem/capsem/secret"
 	"github.com/capsem/capsem/store"
@@ -25,6 +26,12 @@ type secretView struct {
 	bound   []*policy.Secret // bound to this host
 	leaks   *secret.Matcher  // unbound placeholders and every real value
 	reals   *secret.Matcher  // every real value: what an event must never hold
+
+	// Of the bound secrets, made once rather than per request:
+	boundReals   [][]byte    // their real values, which DLP lets through here
+	sub, scrub   [][2][]byte // (placeholder, real) for requests, (real, placeholder) for responses
+	shortestReal int         // the shortest real value: a shorter response cannot hold one
+	sameLen      bool        // each placeholder is as long as its real value
 }
 
 // maxSecrets bounds the secrets of one policy: the views are cached by a
@@ -41,23 +48,28 @@ type viewKey struct {
 // policies stay: a reload is rare, and there are few masks.
 type views struct{ byMask sync.Map }
 
-// flowView is the view a flow's requests share while the policy in force
-// is pol: a flow has one host (the SNI, which Host must match).
-type flowView struct {
-	pol  *policy.Policy
-	view *secretView
+// flowScan is what a flow's requests are checked for while the policy in
+// force is pol, decided once: a flow has one host (the SNI, which Host
+// must match). Looking the view up in the proxy's map for every request
+// was 3 % of capsem-net's CPU at 4,000 HTTP/2 requests/s.
+type flowScan struct {
+	pol      *policy.Policy
+	view     *secretView  // nil: no secrets
+	scanner  *dlp.Scanner // nil: no DLP for this host
+	dlpBlock bool         // a DLP match refuses (else it is noted)
 }
 
-// secretsFor is Proxy.secretsFor cached in the flow: looking the view up
-// in the proxy's map for every request was 3 % of capsem-net's CPU at
-// 4,000 HTTP/2 requests/s.
-func (fs *flowState) secretsFor(p *Proxy, pol *policy.Policy, host string) *secretView {
-	if c := fs.view.Load(); c != nil && c.pol == pol {
-		return c.view
+// scanFor returns the flow's flowScan for pol.
+func (fs *flowState) scanFor(p *Proxy, pol *policy.Policy) *flowScan {
+	if c := fs.scan.Load(); c != nil && c.pol == pol {
+		return c
 	}
-	v := p.secretsFor(pol, host)
-	fs.view.Store(&flowView{pol, v})
-	return v
+	c := &flowScan{pol: pol, view: p.secretsFor(pol, fs.sni)}
+	if d := pol.DLP(); d.Action != policy.DLPOff && !d.Exempt(fs.sni) {
+		c.scanner, c.dlpBlock = p.scanner(d), d.Action == policy.DLPBlock
+	}
+	fs.scan.Store(c)
+	return c
 }
 
 // secretsFor returns the view of pol's secrets for host, nil when pol has
@@ -82,7 +94,7 @@ func (p *Proxy) secretsFor(pol *policy.Policy, host string) *secretView {
 }
 
 func newSecretView(ss []*policy.Secret, mask uint64) *secretView {
-	v := &secretView{secrets: ss}
+	v := &secretView{secrets: ss, sameLen: true}
 	var leaks, reals []secret.Needle
 	for i, s := range ss {
 		if s.Real() == nil {
@@ -90,9 +102,17 @@ func newSecretView(ss []*policy.Secret, mask uint64) *secretView {
 		}
 		if i < maxSecrets && mask&(1<<i) != 0 {
 			v.bound = append(v.bound, s)
+			ph := []byte(s.InForce())
+			v.boundReals = append(v.boundReals, s.Real())
+			v.sub = append(v.sub, [2][]byte{ph, s.Real()})
+			v.scrub = append(v.scrub, [2][]byte{s.Real(), ph})
+			if v.shortestReal == 0 || len(s.Real()) < v.shortestReal {
+				v.shortestReal = len(s.Real())
+			}
 		} else {
 			leaks = append(leaks, secret.Needle{ID: 2 * i, Value: []byte(s.InForce())})
 		}
+		v.sameLen = v.sameLen && (mask&(1<<i) == 0 || len(s.Real()) == len(s.InForce()))
 		real := secret.Needle{ID: 2*i + 1, Value: s.Real()}
 		leaks = append(leaks, real)
 		reals = append(reals, real)
@@ -227,7 +247,7 @@ func substituteURL(u *url.URL, ph, real string) int {
 	// the percent-encoded forms for every request was half the cost of
 	// the substitution (bench:mitm profile).
 	if q := u.RawQuery; strings.Contains(q, ph) || strings.IndexByte(q, '%') >= 0 {
-		for _, form := range []string{ph, percentAll(ph, true), percentAll(ph, false)} {
+		for _, form := range []string{ph, secret.PercentEncode(ph, true), secret.PercentEncode(ph, false)} {
 			if c := strings.Count(u.RawQuery, form); c > 0 {
 				u.RawQuery = strings.ReplaceAll(u.RawQuery, form, url.QueryEscape(real))
 				n += c
@@ -242,21 +262,6 @@ func substituteURL(u *url.URL, ph, real string) int {
 		n += c
 	}
 	return n
-}
-
-func percentAll(s string, upper bool) string {
-	const lower, higher = "0123456789abcdef", "0123456789ABCDEF"
-	digits := lower
-	if upper {
-		digits = higher
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		b.WriteByte('%')
-		b.WriteByte(digits[s[i]>>4])
-		b.WriteByte(digits[s[i]&15])
-	}
-	return b.String()
 }
 
 // redact returns s with every form of every real value replaced by a
@@ -308,22 +313,14 @@ func (ex *exchange) scrubResponse(resp *http.Response) {
 		ex.unscanned()
 		return
 	}
-	var pairs [][2][]byte
-	sameLen, shortest := true, -1
-	for _, s := range ex.view.bound {
-		pairs = append(pairs, [2][]byte{s.Real(), []byte(s.InForce())})
-		sameLen = sameLen && len(s.Real()) == len(s.InForce())
-		if shortest < 0 || len(s.Real()) < shortest {
-			shortest = len(s.Real())
-		}
-	}
-	if resp.ContentLength >= 0 && resp.ContentLength < int64(shortest) {
+	v := ex.view
+	if resp.ContentLength >= 0 && resp.ContentLength < int64(v.shortestReal) {
 		return // too short to hold a real value (an API's small answers): nothing to do
 	}
 	g := &bodyGuard{src: resp.Body}
-	g.reps = chainReplacers(guardSink{g}, pairs)
+	g.reps = chainReplacers(guardSink{g}, v.scrub)
 	resp.Body = g
-	if !sameLen {
+	if !v.sameLen {
 		// The guest's response loses its Content-Length header (the
 		// length may change), but resp.ContentLength stays: ReverseProxy
 		// takes -1 for a stream and flushes every write, which cost a

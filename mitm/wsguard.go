@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/capsem/capsem/dlp"
-	"github.com/capsem/capsem/policy"
 	"github.com/capsem/capsem/secret"
 	"github.com/capsem/capsem/store"
 )
@@ -81,10 +80,8 @@ func (s *wsScan) refuses() bool { return s.view != nil || s.dlpBlock }
 // wsScanOf is what ex's host is scanned for, as ex.guard decided it.
 func (ex *exchange) wsScanOf() wsScan {
 	s := wsScan{view: ex.view, host: ex.fs.sni}
-	if d := ex.pol.DLP(); d.Action != policy.DLPOff && !d.Exempt(ex.fs.sni) {
-		s.scanner = ex.p.scanner(d)
-		s.dlpBlock = d.Action == policy.DLPBlock
-		s.exempt = ex.exemptValues()
+	if ex.scanner != nil {
+		s.scanner, s.dlpBlock, s.exempt = ex.scanner, ex.dlpBlock, ex.view.exempt()
 	}
 	return s
 }

@@ -33,6 +33,7 @@ type Secret struct {
 	hosts []entry
 	real  []byte // set by Bind
 	ph    string // the placeholder in force, set by Bind
+	phDNS string // ph in lower case: as a DNS name holds it
 }
 
 // PlaceholderPrefix starts every placeholder capsem makes; 32 random hex
@@ -168,7 +169,7 @@ func (p *Policy) Bind(vals map[string]SecretValue) (*Policy, error) {
 			errs = append(errs, fmt.Errorf("policy: %s has the placeholder of %s; give each secret its own", s.where(), seen[v.Placeholder]))
 		}
 		seen[v.Placeholder] = s.Name
-		c.real, c.ph = v.Real, v.Placeholder
+		c.real, c.ph, c.phDNS = v.Real, v.Placeholder, strings.ToLower(v.Placeholder)
 		q.secrets[i] = &c
 	}
 	if len(errs) > 0 {
@@ -201,7 +202,7 @@ func (p *Policy) Bound() bool {
 // canonical name holds (names ignore case), or "".
 func (p *Policy) secretInName(canon string) string {
 	for _, s := range p.secrets {
-		if s.ph != "" && strings.Contains(canon, strings.ToLower(s.ph)) {
+		if s.phDNS != "" && strings.Contains(canon, s.phDNS) {
 			return s.Name
 		}
 	}

@@ -127,12 +127,7 @@ func NewMatcher(needles []Needle) (*Matcher, error) {
 // forms returns the patterns of v, without their ids.
 func forms(v []byte) []pattern {
 	out := []pattern{{b: bytes.Clone(v), form: FormRaw}}
-	var pu, pl strings.Builder
-	for _, c := range v {
-		pu.WriteString("%" + strings.ToUpper(hex.EncodeToString([]byte{c})))
-		pl.WriteString("%" + hex.EncodeToString([]byte{c}))
-	}
-	out = append(out, pattern{b: []byte(pu.String()), form: FormPercent}, pattern{b: []byte(pl.String()), form: FormPercent},
+	out = append(out, pattern{b: []byte(PercentEncode(string(v), true)), form: FormPercent}, pattern{b: []byte(PercentEncode(string(v), false)), form: FormPercent},
 		// What encoders write: only the bytes a query or a path may not
 		// hold are escaped (the same text as raw for most keys: deduped).
 		pattern{b: []byte(url.QueryEscape(string(v))), form: FormPercent}, pattern{b: []byte(url.PathEscape(string(v))), form: FormPercent})
@@ -160,6 +155,20 @@ func forms(v []byte) []pattern {
 	h := hex.EncodeToString(v)
 	out = append(out, pattern{b: []byte(h), form: FormHex}, pattern{b: []byte(strings.ToUpper(h)), form: FormHex})
 	return out
+}
+
+// PercentEncode writes every byte of s as %XX (upper or lower case hex),
+// the form of a value a guest percent-encodes whole.
+func PercentEncode(s string, upper bool) string {
+	digits := "0123456789abcdef"
+	if upper {
+		digits = "0123456789ABCDEF"
+	}
+	b := make([]byte, 0, 3*len(s))
+	for i := 0; i < len(s); i++ {
+		b = append(b, '%', digits[s[i]>>4], digits[s[i]&15])
+	}
+	return string(b)
 }
 
 // Find returns a hit in b, the first the search comes to, if any.
