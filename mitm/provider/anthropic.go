@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"sort"
 
+	"github.com/capsem/capsem/mitm/jsonscan"
 	"github.com/capsem/capsem/mitm/sse"
 	"github.com/capsem/capsem/store"
 )
@@ -29,61 +30,61 @@ type anthropicRequest struct {
 	}
 }
 
-func (a *anthropicRequest) tok(s *scanner, k tokKind) {
-	switch s.depth() {
+func (a *anthropicRequest) tok(s *jsonscan.Scanner, k jsonscan.Kind) {
+	switch s.Depth() {
 	case 1:
-		if !a.info.top(s, k) && s.at(0, "system") && k == tokString {
-			a.info.system.add(s.str)
+		if !a.info.top(s, k) && s.At(0, "system") && k == jsonscan.String {
+			a.info.system.add(s.Str())
 		}
 	case 2:
 		switch {
-		case s.at(0, "messages", "#"):
+		case s.At(0, "messages", "#"):
 			a.msg.tok(a.info, k, "assistant")
-		case s.at(0, "tools", "#"):
+		case s.At(0, "tools", "#"):
 			if isValueStart(k) {
 				a.info.tools++
 			}
 		}
 	case 3:
 		switch {
-		case s.at(0, "system", "#", "text"):
-			if k == tokString {
+		case s.At(0, "system", "#", "text"):
+			if k == jsonscan.String {
 				a.info.system.sep()
-				a.info.system.add(s.str)
+				a.info.system.add(s.Str())
 			}
-		case s.at(0, "messages", "#", "role"):
-			s.setString(k, &a.msg.role)
+		case s.At(0, "messages", "#", "role"):
+			s.SetString(k, &a.msg.role)
 		}
 	case 4:
-		if s.at(0, "messages", "#", "content", "#") {
+		if s.At(0, "messages", "#", "content", "#") {
 			switch k {
-			case tokObjStart:
+			case jsonscan.ObjStart:
 				a.blk.typ, a.blk.id, a.blk.isErr = "", "", false
 				a.blk.content.max = a.opts.PreviewBytes
 				a.blk.content.reset()
 				a.blkOpen = true
-			case tokObjEnd:
+			case jsonscan.ObjEnd:
 				a.blkOpen = false
 				a.endBlock()
 			}
 		}
 	case 5:
 		switch {
-		case s.at(0, "messages", "#", "content", "#", "type"):
-			s.setString(k, &a.blk.typ)
-		case s.at(0, "messages", "#", "content", "#", "tool_use_id"):
-			s.setString(k, &a.blk.id)
-		case s.at(0, "messages", "#", "content", "#", "is_error"):
-			a.blk.isErr = k == tokTrue
-		case s.at(0, "messages", "#", "content", "#", "content"):
-			if k == tokString {
-				a.blk.content.add(s.str)
+		case s.At(0, "messages", "#", "content", "#", "type"):
+			s.SetString(k, &a.blk.typ)
+		case s.At(0, "messages", "#", "content", "#", "tool_use_id"):
+			s.SetString(k, &a.blk.id)
+		case s.At(0, "messages", "#", "content", "#", "is_error"):
+			a.blk.isErr = k == jsonscan.True
+		case s.At(0, "messages", "#", "content", "#", "content"):
+			if k == jsonscan.String {
+				a.blk.content.add(s.Str())
 			}
 		}
 	case 7:
-		if s.at(0, "messages", "#", "content", "#", "content", "#", "text") && k == tokString {
+		if s.At(0, "messages", "#", "content", "#", "content", "#", "text") && k == jsonscan.String {
 			a.blk.content.sep()
-			a.blk.content.add(s.str)
+			a.blk.content.add(s.Str())
 		}
 	}
 }
@@ -249,44 +250,44 @@ func (a *anthropicResponse) mergeUsage(raw json.RawMessage) {
 	}
 }
 
-func (a *anthropicResponse) tok(s *scanner, k tokKind) {
+func (a *anthropicResponse) tok(s *jsonscan.Scanner, k jsonscan.Kind) {
 	info := a.info
-	switch s.depth() {
+	switch s.Depth() {
 	case 1:
-		if !info.top(s, k, 0, anthropicOpenAITop) && s.at(0, "stop_reason") {
-			s.setString(k, &info.stop)
+		if !info.top(s, k, 0, anthropicOpenAITop) && s.At(0, "stop_reason") {
+			s.SetString(k, &info.stop)
 		}
 	case 2:
 		switch {
-		case s.at(0, "content", "#"):
+		case s.At(0, "content", "#"):
 			switch k {
-			case tokObjStart:
+			case jsonscan.ObjStart:
 				a.blk = anthropicBlock{text: capText{max: info.opts.PreviewBytes}}
-			case tokObjEnd:
+			case jsonscan.ObjEnd:
 				a.commitBlock()
 			}
-		case s.at(0, "error", "type"):
-			s.setString(k, &info.errType)
+		case s.At(0, "error", "type"):
+			s.SetString(k, &info.errType)
 		}
 	case 3:
 		b := &a.blk
 		switch {
-		case s.at(0, "content", "#", "type"):
-			s.setString(k, &b.typ)
-		case s.at(0, "content", "#", "id"):
-			s.setString(k, &b.id)
-		case s.at(0, "content", "#", "name"):
-			s.setString(k, &b.name)
-		case s.at(0, "content", "#", "text"), s.at(0, "content", "#", "thinking"):
-			if k == tokString {
-				b.text.add(s.str)
+		case s.At(0, "content", "#", "type"):
+			s.SetString(k, &b.typ)
+		case s.At(0, "content", "#", "id"):
+			s.SetString(k, &b.id)
+		case s.At(0, "content", "#", "name"):
+			s.SetString(k, &b.name)
+		case s.At(0, "content", "#", "text"), s.At(0, "content", "#", "thinking"):
+			if k == jsonscan.String {
+				b.text.add(s.Str())
 			}
-		case s.at(0, "content", "#", "input"):
+		case s.At(0, "content", "#", "input"):
 			switch k {
-			case tokObjStart, tokArrStart:
-				s.capture(info.opts.MaxToolArgBytes)
-			case tokObjEnd, tokArrEnd:
-				c, _ := s.captured()
+			case jsonscan.ObjStart, jsonscan.ArrStart:
+				s.Capture(info.opts.MaxToolArgBytes)
+			case jsonscan.ObjEnd, jsonscan.ArrEnd:
+				c, _ := s.Captured()
 				b.input = copyBytes(c)
 			}
 		}

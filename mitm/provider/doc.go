@@ -18,9 +18,9 @@
 // to [Call.ResponseWriter] while they stream, then calls [Call.Finish], and
 // [Tracer.Assign] links the calls of one tool loop.
 //
-// Bodies are read incrementally: JSON by a push-style tokenizer (jsonscan.go)
-// that keeps only the values it is asked for, each capped; event streams by
-// package sse, one event at a time. The fields:
+// Bodies are read incrementally: JSON by package jsonscan's push-style
+// tokenizer, which keeps only the values it is asked for, each capped; event
+// streams by package sse, one event at a time. The fields:
 //
 //   - request: model, stream, system prompt preview, the number of messages
 //     (or input items, or contents) and tools, a preview of the body, and the

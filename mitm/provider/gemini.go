@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"github.com/capsem/capsem/mitm/jsonscan"
 	"github.com/capsem/capsem/mitm/sse"
 	"github.com/capsem/capsem/store"
 )
@@ -32,65 +33,65 @@ type geminiRequest struct {
 	frOpen   bool
 }
 
-func (g *geminiRequest) tok(s *scanner, k tokKind) {
-	switch s.depth() {
+func (g *geminiRequest) tok(s *jsonscan.Scanner, k jsonscan.Kind) {
+	switch s.Depth() {
 	case 2:
 		switch {
-		case s.at(0, "contents", "#"):
+		case s.At(0, "contents", "#"):
 			g.msg.tok(g.info, k, "model")
-		case s.at(0, "tools", "#"):
+		case s.At(0, "tools", "#"):
 			switch k {
-			case tokObjStart:
+			case jsonscan.ObjStart:
 				g.hasDecls = false
-			case tokObjEnd:
+			case jsonscan.ObjEnd:
 				if !g.hasDecls {
 					g.info.tools++
 				}
 			}
 		}
 	case 3:
-		if s.at(0, "contents", "#", "role") {
-			s.setString(k, &g.msg.role)
+		if s.At(0, "contents", "#", "role") {
+			s.SetString(k, &g.msg.role)
 		}
 	case 4:
 		switch {
-		case s.at(0, "systemInstruction", "parts", "#", "text"):
-			if k == tokString {
+		case s.At(0, "systemInstruction", "parts", "#", "text"):
+			if k == jsonscan.String {
 				g.info.system.sep()
-				g.info.system.add(s.str)
+				g.info.system.add(s.Str())
 			}
-		case s.at(0, "tools", "#", "functionDeclarations", "#"):
+		case s.At(0, "tools", "#", "functionDeclarations", "#"):
 			if isValueStart(k) {
 				g.info.tools++
 				g.hasDecls = true
 			}
 		}
 	case 5:
-		if s.at(0, "contents", "#", "parts", "#", "functionResponse") {
+		if s.At(0, "contents", "#", "parts", "#", "functionResponse") {
 			switch k {
-			case tokObjStart:
+			case jsonscan.ObjStart:
 				g.fr.name, g.fr.preview, g.fr.isErr = "", "", false
 				g.frOpen = true
-			case tokObjEnd:
+			case jsonscan.ObjEnd:
 				g.frOpen = false
 				g.info.addResult(store.ToolResult{CallID: g.fr.name, ContentPreview: g.fr.preview, IsError: g.fr.isErr})
 			}
 		}
 	case 6:
 		switch {
-		case s.at(0, "contents", "#", "parts", "#", "functionResponse", "name"):
-			s.setString(k, &g.fr.name)
-		case s.at(0, "contents", "#", "parts", "#", "functionResponse", "response"):
+		case s.At(0, "contents", "#", "parts", "#", "functionResponse", "name"):
+			s.SetString(k, &g.fr.name)
+		case s.At(0, "contents", "#", "parts", "#", "functionResponse", "response"):
 			switch k {
-			case tokObjStart, tokArrStart:
-				s.capture(g.opts.PreviewBytes)
-			case tokObjEnd, tokArrEnd:
-				b, _ := s.captured()
+			case jsonscan.ObjStart, jsonscan.ArrStart:
+				s.Capture(g.opts.PreviewBytes)
+			case jsonscan.ObjEnd, jsonscan.ArrEnd:
+				b, _ := s.Captured()
 				g.fr.preview = string(cutRune(b))
 			}
 		}
 	case 7:
-		if s.at(0, "contents", "#", "parts", "#", "functionResponse", "response", "error") && isValueStart(k) {
+		if s.At(0, "contents", "#", "parts", "#", "functionResponse", "response", "error") && isValueStart(k) {
 			g.fr.isErr = true
 		}
 	}
@@ -109,8 +110,8 @@ func (g *geminiRequest) done() {
 // each server-sent event's data. Only the first candidate is read.
 type geminiResponse struct {
 	info *responseInfo
-	sc   *scanner // for the data of server-sent events
-	base int      // depth of the response object: 1 inside a JSON array
+	sc   *jsonscan.Scanner // for the data of server-sent events
+	base int               // depth of the response object: 1 inside a JSON array
 
 	part struct {
 		text    capText
@@ -130,76 +131,76 @@ func newGeminiResponse(info *responseInfo) *geminiResponse {
 
 func (g *geminiResponse) event(ev sse.Event) {
 	if g.sc == nil {
-		g.sc = newScanner(g.info.opts.PreviewBytes, func(s *scanner, k tokKind) { g.tok(s, k) })
-		g.sc.camelKeys = true
+		g.sc = jsonscan.New(g.info.opts.PreviewBytes, func(s *jsonscan.Scanner, k jsonscan.Kind) { g.tok(s, k) })
+		g.sc.CamelKeys(true)
 	}
-	g.sc.reset()
+	g.sc.Reset()
 	g.base = 0
 	g.sc.Write([]byte(ev.Data))
-	g.sc.close()
+	g.sc.Close()
 }
 
-func (g *geminiResponse) tok(s *scanner, k tokKind) {
-	if s.depth() == 0 {
-		if k == tokArrStart {
+func (g *geminiResponse) tok(s *jsonscan.Scanner, k jsonscan.Kind) {
+	if s.Depth() == 0 {
+		if k == jsonscan.ArrStart {
 			g.base = 1
 		}
 		return
 	}
 	b := g.base
-	if s.depth() == b {
+	if s.Depth() == b {
 		return
 	}
 	info := g.info
-	if s.depth() == b+1 {
+	if s.Depth() == b+1 {
 		info.top(s, k, b, geminiTop)
 		return
 	}
-	if s.at(b, "error", "status") || s.at(b, "error", "code") {
+	if s.At(b, "error", "status") || s.At(b, "error", "code") {
 		switch k {
-		case tokString:
-			info.errType = string(s.str)
-		case tokNumber:
+		case jsonscan.String:
+			info.errType = string(s.Str())
+		case jsonscan.Number:
 			if info.errType == "" {
-				info.errType = string(s.num)
+				info.errType = string(s.Num())
 			}
 		}
 		return
 	}
-	if !s.hasPrefix(b, "candidates", "#") || s.index(b+1) != 0 {
+	if !s.HasPrefix(b, "candidates", "#") || s.Index(b+1) != 0 {
 		return
 	}
 	p := &g.part
 	switch {
-	case s.at(b, "candidates", "#", "finishReason"):
-		s.setString(k, &info.stop)
-	case s.at(b, "candidates", "#", "content", "parts", "#"):
+	case s.At(b, "candidates", "#", "finishReason"):
+		s.SetString(k, &info.stop)
+	case s.At(b, "candidates", "#", "content", "parts", "#"):
 		switch k {
-		case tokObjStart:
+		case jsonscan.ObjStart:
 			p.text.reset()
 			p.thought, p.call, p.hasArgs = false, false, false
 			p.name, p.args = "", p.args[:0]
-		case tokObjEnd:
+		case jsonscan.ObjEnd:
 			g.endPart()
 		}
-	case s.at(b, "candidates", "#", "content", "parts", "#", "text"):
-		if k == tokString {
-			p.text.add(s.str)
+	case s.At(b, "candidates", "#", "content", "parts", "#", "text"):
+		if k == jsonscan.String {
+			p.text.add(s.Str())
 		}
-	case s.at(b, "candidates", "#", "content", "parts", "#", "thought"):
-		p.thought = k == tokTrue
-	case s.at(b, "candidates", "#", "content", "parts", "#", "functionCall"):
-		if k == tokObjStart {
+	case s.At(b, "candidates", "#", "content", "parts", "#", "thought"):
+		p.thought = k == jsonscan.True
+	case s.At(b, "candidates", "#", "content", "parts", "#", "functionCall"):
+		if k == jsonscan.ObjStart {
 			p.call = true
 		}
-	case s.at(b, "candidates", "#", "content", "parts", "#", "functionCall", "name"):
-		s.setString(k, &p.name)
-	case s.at(b, "candidates", "#", "content", "parts", "#", "functionCall", "args"):
+	case s.At(b, "candidates", "#", "content", "parts", "#", "functionCall", "name"):
+		s.SetString(k, &p.name)
+	case s.At(b, "candidates", "#", "content", "parts", "#", "functionCall", "args"):
 		switch k {
-		case tokObjStart, tokArrStart:
-			s.capture(info.opts.MaxToolArgBytes)
-		case tokObjEnd, tokArrEnd:
-			c, _ := s.captured()
+		case jsonscan.ObjStart, jsonscan.ArrStart:
+			s.Capture(info.opts.MaxToolArgBytes)
+		case jsonscan.ObjEnd, jsonscan.ArrEnd:
+			c, _ := s.Captured()
 			p.args = append(p.args[:0], c...)
 			p.hasArgs = true
 		}

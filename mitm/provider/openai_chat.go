@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 
+	"github.com/capsem/capsem/mitm/jsonscan"
 	"github.com/capsem/capsem/mitm/sse"
 	"github.com/capsem/capsem/store"
 )
@@ -26,47 +27,47 @@ type chatRequest struct {
 	}
 }
 
-func (c *chatRequest) tok(s *scanner, k tokKind) {
-	switch s.depth() {
+func (c *chatRequest) tok(s *jsonscan.Scanner, k jsonscan.Kind) {
+	switch s.Depth() {
 	case 1:
 		c.info.top(s, k)
 	case 2:
 		switch {
-		case s.at(0, "messages", "#"):
+		case s.At(0, "messages", "#"):
 			if isValueStart(k) {
 				c.info.messages++
 			}
 			switch k {
-			case tokObjStart:
+			case jsonscan.ObjStart:
 				c.msg.role, c.msg.callID = "", ""
 				c.msg.content.max = c.opts.PreviewBytes
 				c.msg.content.reset()
 				c.msgOpen = true
-			case tokObjEnd:
+			case jsonscan.ObjEnd:
 				c.msgOpen = false
 				c.endMessage()
 			}
-		case s.at(0, "tools", "#"), s.at(0, "functions", "#"):
+		case s.At(0, "tools", "#"), s.At(0, "functions", "#"):
 			if isValueStart(k) {
 				c.info.tools++
 			}
 		}
 	case 3:
-		if k != tokString {
+		if k != jsonscan.String {
 			return
 		}
 		switch {
-		case s.at(0, "messages", "#", "role"):
-			c.msg.role = string(s.str)
-		case s.at(0, "messages", "#", "tool_call_id"):
-			c.msg.callID = string(s.str)
-		case s.at(0, "messages", "#", "content"):
-			c.msg.content.add(s.str)
+		case s.At(0, "messages", "#", "role"):
+			c.msg.role = string(s.Str())
+		case s.At(0, "messages", "#", "tool_call_id"):
+			c.msg.callID = string(s.Str())
+		case s.At(0, "messages", "#", "content"):
+			c.msg.content.add(s.Str())
 		}
 	case 5:
-		if k == tokString && s.at(0, "messages", "#", "content", "#", "text") {
+		if k == jsonscan.String && s.At(0, "messages", "#", "content", "#", "text") {
 			c.msg.content.sep()
-			c.msg.content.add(s.str)
+			c.msg.content.add(s.Str())
 		}
 	}
 }
@@ -204,60 +205,60 @@ func (c *chatResponse) event(ev sse.Event) {
 	}
 }
 
-func (c *chatResponse) tok(s *scanner, k tokKind) {
+func (c *chatResponse) tok(s *jsonscan.Scanner, k jsonscan.Kind) {
 	info := c.info
-	if s.depth() == 1 {
+	if s.Depth() == 1 {
 		info.top(s, k, 0, anthropicOpenAITop)
 		return
 	}
-	if s.at(0, "error", "type") || s.at(0, "error", "code") {
-		if (k == tokString || k == tokNumber) && info.errType == "" {
-			if k == tokNumber {
-				info.errType = string(s.num)
+	if s.At(0, "error", "type") || s.At(0, "error", "code") {
+		if (k == jsonscan.String || k == jsonscan.Number) && info.errType == "" {
+			if k == jsonscan.Number {
+				info.errType = string(s.Num())
 			} else {
-				info.errType = string(s.str)
+				info.errType = string(s.Str())
 			}
 		}
 		return
 	}
-	if !s.hasPrefix(0, "choices", "#") || s.index(1) != 0 {
+	if !s.HasPrefix(0, "choices", "#") || s.Index(1) != 0 {
 		return
 	}
 	switch {
-	case s.at(0, "choices", "#", "finish_reason"):
-		s.setString(k, &info.stop)
-	case s.at(0, "choices", "#", "message", "content"), s.at(0, "choices", "#", "message", "refusal"):
-		if k == tokString {
-			info.text.add(s.str)
+	case s.At(0, "choices", "#", "finish_reason"):
+		s.SetString(k, &info.stop)
+	case s.At(0, "choices", "#", "message", "content"), s.At(0, "choices", "#", "message", "refusal"):
+		if k == jsonscan.String {
+			info.text.add(s.Str())
 		}
-	case s.at(0, "choices", "#", "message", "reasoning_content"), s.at(0, "choices", "#", "message", "reasoning"):
-		if k == tokString {
-			info.thinking.add(s.str)
+	case s.At(0, "choices", "#", "message", "reasoning_content"), s.At(0, "choices", "#", "message", "reasoning"):
+		if k == jsonscan.String {
+			info.thinking.add(s.Str())
 		}
-	case s.at(0, "choices", "#", "message", "tool_calls", "#"):
+	case s.At(0, "choices", "#", "message", "tool_calls", "#"):
 		switch k {
-		case tokObjStart:
+		case jsonscan.ObjStart:
 			c.cur = info.newCall("", "", false)
-		case tokObjEnd:
+		case jsonscan.ObjEnd:
 			if c.cur != nil {
 				c.cur.origin = origin(c.cur.name, false)
 			}
 			c.cur = nil
 		}
 	case c.cur == nil:
-	case s.at(0, "choices", "#", "message", "tool_calls", "#", "id"):
-		s.setString(k, &c.cur.id)
-	case s.at(0, "choices", "#", "message", "tool_calls", "#", "function", "name"),
-		s.at(0, "choices", "#", "message", "tool_calls", "#", "custom", "name"):
-		s.setString(k, &c.cur.name)
-	case s.at(0, "choices", "#", "message", "tool_calls", "#", "function", "arguments"),
-		s.at(0, "choices", "#", "message", "tool_calls", "#", "custom", "input"):
+	case s.At(0, "choices", "#", "message", "tool_calls", "#", "id"):
+		s.SetString(k, &c.cur.id)
+	case s.At(0, "choices", "#", "message", "tool_calls", "#", "function", "name"),
+		s.At(0, "choices", "#", "message", "tool_calls", "#", "custom", "name"):
+		s.SetString(k, &c.cur.name)
+	case s.At(0, "choices", "#", "message", "tool_calls", "#", "function", "arguments"),
+		s.At(0, "choices", "#", "message", "tool_calls", "#", "custom", "input"):
 		switch k {
-		case tokStrStart:
-			s.keep(info.opts.MaxToolArgBytes)
-		case tokString:
-			c.cur.setArgs(string(s.str))
-			c.cur.trunc = s.strTrunc
+		case jsonscan.StrStart:
+			s.Keep(info.opts.MaxToolArgBytes)
+		case jsonscan.String:
+			c.cur.setArgs(string(s.Str()))
+			c.cur.trunc = s.StrTruncated()
 		}
 	}
 }

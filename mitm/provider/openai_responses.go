@@ -3,6 +3,7 @@ package provider
 import (
 	"encoding/json"
 
+	"github.com/capsem/capsem/mitm/jsonscan"
 	"github.com/capsem/capsem/mitm/sse"
 	"github.com/capsem/capsem/store"
 )
@@ -48,62 +49,62 @@ type responsesRequest struct {
 	}
 }
 
-func (r *responsesRequest) tok(s *scanner, k tokKind) {
-	switch s.depth() {
+func (r *responsesRequest) tok(s *jsonscan.Scanner, k jsonscan.Kind) {
+	switch s.Depth() {
 	case 1:
 		if r.info.top(s, k) {
 			return
 		}
 		switch {
-		case s.at(0, "instructions"):
-			if k == tokString {
+		case s.At(0, "instructions"):
+			if k == jsonscan.String {
 				r.info.system.sep()
-				r.info.system.add(s.str)
+				r.info.system.add(s.Str())
 			}
-		case s.at(0, "input"):
-			if k == tokStrStart {
+		case s.At(0, "input"):
+			if k == jsonscan.StrStart {
 				r.info.messages++
 			}
 		}
 	case 2:
 		switch {
-		case s.at(0, "input", "#"):
+		case s.At(0, "input", "#"):
 			if isValueStart(k) {
 				r.info.messages++
 			}
 			switch k {
-			case tokObjStart:
+			case jsonscan.ObjStart:
 				r.item.typ, r.item.role, r.item.callID = "", "", ""
 				r.item.txt.max = r.opts.PreviewBytes
 				r.item.txt.reset()
 				r.itemOpen = true
-			case tokObjEnd:
+			case jsonscan.ObjEnd:
 				r.itemOpen = false
 				r.endItem()
 			}
-		case s.at(0, "tools", "#"):
+		case s.At(0, "tools", "#"):
 			if isValueStart(k) {
 				r.info.tools++
 			}
 		}
 	case 3:
-		if k != tokString {
+		if k != jsonscan.String {
 			return
 		}
 		switch {
-		case s.at(0, "input", "#", "type"):
-			r.item.typ = string(s.str)
-		case s.at(0, "input", "#", "role"):
-			r.item.role = string(s.str)
-		case s.at(0, "input", "#", "call_id"):
-			r.item.callID = string(s.str)
-		case s.at(0, "input", "#", "output"), s.at(0, "input", "#", "content"):
-			r.item.txt.add(s.str)
+		case s.At(0, "input", "#", "type"):
+			r.item.typ = string(s.Str())
+		case s.At(0, "input", "#", "role"):
+			r.item.role = string(s.Str())
+		case s.At(0, "input", "#", "call_id"):
+			r.item.callID = string(s.Str())
+		case s.At(0, "input", "#", "output"), s.At(0, "input", "#", "content"):
+			r.item.txt.add(s.Str())
 		}
 	case 5:
-		if k == tokString && (s.at(0, "input", "#", "output", "#", "text") || s.at(0, "input", "#", "content", "#", "text")) {
+		if k == jsonscan.String && (s.At(0, "input", "#", "output", "#", "text") || s.At(0, "input", "#", "content", "#", "text")) {
 			r.item.txt.sep()
-			r.item.txt.add(s.str)
+			r.item.txt.add(s.Str())
 		}
 	}
 }
@@ -272,67 +273,67 @@ func (r *responsesResponse) object(o *responsesObject) {
 	}
 }
 
-func (r *responsesResponse) tok(s *scanner, k tokKind) {
+func (r *responsesResponse) tok(s *jsonscan.Scanner, k jsonscan.Kind) {
 	info := r.info
-	switch s.depth() {
+	switch s.Depth() {
 	case 1:
-		if !info.top(s, k, 0, anthropicOpenAITop) && s.at(0, "status") {
-			s.setString(k, &r.status)
+		if !info.top(s, k, 0, anthropicOpenAITop) && s.At(0, "status") {
+			s.SetString(k, &r.status)
 		}
 		return
 	case 2:
 		switch {
-		case s.at(0, "incomplete_details", "reason"):
-			s.setString(k, &r.incomplete)
-		case s.at(0, "error", "code"), s.at(0, "error", "type"):
-			if k == tokString && info.errType == "" {
-				info.errType = string(s.str)
+		case s.At(0, "incomplete_details", "reason"):
+			s.SetString(k, &r.incomplete)
+		case s.At(0, "error", "code"), s.At(0, "error", "type"):
+			if k == jsonscan.String && info.errType == "" {
+				info.errType = string(s.Str())
 			}
-		case s.at(0, "output", "#"):
+		case s.At(0, "output", "#"):
 			switch k {
-			case tokObjStart:
+			case jsonscan.ObjStart:
 				it := &r.item
 				it.typ, it.id, it.callID, it.name = "", "", "", ""
 				it.args, it.argsTrunc = it.args[:0], false
 				it.txt.max, it.think.max = info.opts.PreviewBytes, info.opts.PreviewBytes
 				it.txt.reset()
 				it.think.reset()
-			case tokObjEnd:
+			case jsonscan.ObjEnd:
 				r.endItem()
 			}
 		}
 		return
 	}
-	if !s.hasPrefix(0, "output", "#") {
+	if !s.HasPrefix(0, "output", "#") {
 		return
 	}
 	it := &r.item
 	switch {
-	case s.at(0, "output", "#", "type"):
-		s.setString(k, &it.typ)
-	case s.at(0, "output", "#", "id"):
-		s.setString(k, &it.id)
-	case s.at(0, "output", "#", "call_id"):
-		s.setString(k, &it.callID)
-	case s.at(0, "output", "#", "name"):
-		s.setString(k, &it.name)
-	case s.at(0, "output", "#", "arguments"), s.at(0, "output", "#", "input"):
+	case s.At(0, "output", "#", "type"):
+		s.SetString(k, &it.typ)
+	case s.At(0, "output", "#", "id"):
+		s.SetString(k, &it.id)
+	case s.At(0, "output", "#", "call_id"):
+		s.SetString(k, &it.callID)
+	case s.At(0, "output", "#", "name"):
+		s.SetString(k, &it.name)
+	case s.At(0, "output", "#", "arguments"), s.At(0, "output", "#", "input"):
 		switch k {
-		case tokStrStart:
-			s.keep(info.opts.MaxToolArgBytes)
-		case tokString:
-			it.args = append(it.args[:0], s.str...)
-			it.argsTrunc = s.strTrunc
+		case jsonscan.StrStart:
+			s.Keep(info.opts.MaxToolArgBytes)
+		case jsonscan.String:
+			it.args = append(it.args[:0], s.Str()...)
+			it.argsTrunc = s.StrTruncated()
 		}
-	case s.at(0, "output", "#", "content", "#", "text"), s.at(0, "output", "#", "content", "#", "refusal"):
-		if k == tokString {
+	case s.At(0, "output", "#", "content", "#", "text"), s.At(0, "output", "#", "content", "#", "refusal"):
+		if k == jsonscan.String {
 			it.txt.sep()
-			it.txt.add(s.str)
+			it.txt.add(s.Str())
 		}
-	case s.at(0, "output", "#", "summary", "#", "text"):
-		if k == tokString {
+	case s.At(0, "output", "#", "summary", "#", "text"):
+		if k == jsonscan.String {
 			it.think.sep()
-			it.think.add(s.str)
+			it.think.add(s.Str())
 		}
 	}
 }

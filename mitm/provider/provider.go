@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/capsem/capsem/mitm/jsonscan"
 	"github.com/capsem/capsem/mitm/pricing"
 	"github.com/capsem/capsem/store"
 )
@@ -156,9 +157,9 @@ func geminiPath(p string) (model string, stream, ok bool) {
 
 // bodyScanner returns a scanner that reports a JSON body's tokens to h,
 // with Gemini's keys made lowerCamelCase.
-func (c *Call) bodyScanner(h handler) *scanner {
-	sc := newScanner(c.opts.PreviewBytes, h.tok)
-	sc.camelKeys = c.api == apiGemini
+func (c *Call) bodyScanner(h handler) *jsonscan.Scanner {
+	sc := jsonscan.New(c.opts.PreviewBytes, h.tok)
+	sc.CamelKeys(c.api == apiGemini)
 	return sc
 }
 

@@ -3,6 +3,7 @@ package provider
 import (
 	"sync"
 
+	"github.com/capsem/capsem/mitm/jsonscan"
 	"github.com/capsem/capsem/store"
 )
 
@@ -23,12 +24,12 @@ type requestInfo struct {
 // top reads the fields that the request of each API that has them names at
 // its top level: model and stream. It reports whether the token was one of
 // them.
-func (r *requestInfo) top(s *scanner, k tokKind) bool {
+func (r *requestInfo) top(s *jsonscan.Scanner, k jsonscan.Kind) bool {
 	switch {
-	case s.at(0, "model"):
-		s.setString(k, &r.model)
-	case s.at(0, "stream"):
-		r.stream = k == tokTrue
+	case s.At(0, "model"):
+		s.SetString(k, &r.model)
+	case s.At(0, "stream"):
+		r.stream = k == jsonscan.True
 	default:
 		return false
 	}
@@ -45,14 +46,14 @@ type turn struct {
 
 // tok counts a message of the array and ends it at its close; modelRole is
 // the role of the messages the model wrote.
-func (t *turn) tok(info *requestInfo, k tokKind, modelRole string) {
+func (t *turn) tok(info *requestInfo, k jsonscan.Kind, modelRole string) {
 	if isValueStart(k) {
 		info.messages++
 	}
 	switch k {
-	case tokObjStart:
+	case jsonscan.ObjStart:
 		t.role, t.open = "", true
-	case tokObjEnd:
+	case jsonscan.ObjEnd:
 		t.open = false
 		info.endMessage(t.role == modelRole)
 	}
@@ -91,19 +92,19 @@ func (r *requestInfo) results() []store.ToolResult {
 }
 
 type handler interface {
-	tok(s *scanner, k tokKind)
+	tok(s *jsonscan.Scanner, k jsonscan.Kind)
 	done()
 }
 
-func isValueStart(k tokKind) bool {
-	return k != tokObjEnd && k != tokArrEnd && k != tokString
+func isValueStart(k jsonscan.Kind) bool {
+	return k != jsonscan.ObjEnd && k != jsonscan.ArrEnd && k != jsonscan.String
 }
 
 type requestParser struct {
 	mu      *sync.Mutex
 	closed  bool
 	preview capText
-	sc      *scanner
+	sc      *jsonscan.Scanner
 	info    requestInfo
 	h       handler
 }
@@ -144,7 +145,7 @@ func (r *requestParser) close() {
 		return
 	}
 	r.closed = true
-	r.sc.close()
+	r.sc.Close()
 	r.h.done()
 	if len(r.info.inMsg) > 0 { // a body cut in the middle of a message
 		r.info.endMessage(false)

@@ -5,6 +5,7 @@ import (
 	"mime"
 	"sync"
 
+	"github.com/capsem/capsem/mitm/jsonscan"
 	"github.com/capsem/capsem/mitm/sse"
 )
 
@@ -41,17 +42,17 @@ var (
 
 // top reads the fields keys names in a JSON response object at depth base.
 // It reports whether the token was one of them.
-func (r *responseInfo) top(s *scanner, k tokKind, base int, keys topKeys) bool {
+func (r *responseInfo) top(s *jsonscan.Scanner, k jsonscan.Kind, base int, keys topKeys) bool {
 	switch {
-	case s.at(base, keys.id):
-		s.setString(k, &r.id)
-	case s.at(base, keys.model):
-		s.setString(k, &r.model)
-	case s.at(base, keys.usage):
-		if k == tokObjStart {
-			s.capture(maxUsageBytes)
-		} else if k == tokObjEnd {
-			r.setUsage(s.captured())
+	case s.At(base, keys.id):
+		s.SetString(k, &r.id)
+	case s.At(base, keys.model):
+		s.SetString(k, &r.model)
+	case s.At(base, keys.usage):
+		if k == jsonscan.ObjStart {
+			s.Capture(maxUsageBytes)
+		} else if k == jsonscan.ObjEnd {
+			r.setUsage(s.Captured())
 		}
 	default:
 		return false
@@ -83,7 +84,7 @@ type responseParser struct {
 	mu     *sync.Mutex
 	closed bool
 	sse    *sse.Parser
-	sc     *scanner
+	sc     *jsonscan.Scanner
 	info   responseInfo
 	h      responseHandler
 }
@@ -137,7 +138,7 @@ func (r *responseParser) close() {
 	if r.sse != nil {
 		r.sse.Close()
 	} else {
-		r.sc.close()
+		r.sc.Close()
 	}
 	r.h.done()
 }

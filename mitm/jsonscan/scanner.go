@@ -1,37 +1,33 @@
-package provider
+package jsonscan
 
 import (
 	"bytes"
 	"unicode/utf8"
 )
 
-// The scanner is a push-style JSON tokenizer: Write feeds it bytes in any
-// pieces, and it calls a handler for each token with the path to it. It
-// never buffers a whole value: a string is kept up to a cap the handler sets
-// (the rest is only counted), keys up to maxKeyBytes, numbers up to
-// maxNumberBytes, and a value the handler asks to capture (an object or an
-// array, as compact raw JSON) up to the cap it gives. Nesting deeper than
-// maxDepth, or a syntax error, stops the scan; what was seen before stays.
-
-type tokKind uint8
+// Kind is the kind of token a handler is called for.
+type Kind uint8
 
 const (
-	tokObjStart tokKind = iota // before the object's members; capture may be called
-	tokObjEnd                  // after the object; captured() holds it if captured
-	tokArrStart
-	tokArrEnd
-	tokStrStart // the opening quote of a string value; keep may be called
-	tokString   // a string value: str (at most the kept bytes), strTrunc
-	tokNumber   // num holds the literal
-	tokTrue
-	tokFalse
-	tokNull
+	ObjStart Kind = iota // before the object's members; Capture may be called
+	ObjEnd               // after the object; Captured holds it if captured
+	ArrStart             // before the array's elements; Capture may be called
+	ArrEnd               // after the array; Captured holds it if captured
+	StrStart             // the opening quote of a string value; Keep may be called
+	String               // a string value: Str (at most the kept bytes), StrTruncated
+	Number               // Num holds the literal
+	True
+	False
+	Null
 )
 
+// The fixed limits: nesting deeper than MaxDepth stops the scan; a key is
+// kept up to MaxKeyBytes (a longer one is cut, and may then equal another),
+// a number literal up to MaxNumberBytes.
 const (
-	maxDepth       = 256
-	maxKeyBytes    = 256
-	maxNumberBytes = 64
+	MaxDepth       = 256
+	MaxKeyBytes    = 256
+	MaxNumberBytes = 64
 )
 
 type scanState uint8
@@ -57,8 +53,10 @@ type frame struct {
 	key   []byte // objects: the current member's key (capped)
 }
 
-type scanner struct {
-	handle func(s *scanner, k tokKind)
+// Scanner is a push-style JSON tokenizer; see the package documentation. It
+// is not safe for concurrent use.
+type Scanner struct {
+	handle func(s *Scanner, k Kind)
 
 	stack []frame
 	state scanState
@@ -77,7 +75,7 @@ type scanner struct {
 	num []byte
 
 	lit    string // the rest of true/false/null expected
-	litTok tokKind
+	litTok Kind
 
 	capDepth int // stack depth of the captured value; -1 when not capturing
 	capMax   int
@@ -91,18 +89,21 @@ type scanner struct {
 	failed bool
 }
 
-func newScanner(defStringBytes int, h func(s *scanner, k tokKind)) *scanner {
-	return &scanner{handle: h, defMax: defStringBytes, capDepth: -1}
+// New returns a scanner that calls h for each token, from within Write and
+// Close. A string value is kept up to defStringBytes unless the StrStart
+// callback says otherwise with Keep.
+func New(defStringBytes int, h func(s *Scanner, k Kind)) *Scanner {
+	return &Scanner{handle: h, defMax: defStringBytes, capDepth: -1}
 }
 
-// keep sets how many bytes of the current string value to keep. It is
-// meant to be called from the tokStrStart callback.
-func (s *scanner) keep(n int) { s.strMax = n }
+// Keep sets how many bytes of the current string value to keep. It is
+// meant to be called from the StrStart callback.
+func (s *Scanner) Keep(n int) { s.strMax = n }
 
-// capture starts capturing the object or array whose start is being
+// Capture starts capturing the object or array whose start is being
 // reported, as compact JSON of at most max bytes.
-func (s *scanner) capture(max int) {
-	if s.capDepth >= 0 || len(s.stack) >= maxDepth {
+func (s *Scanner) Capture(max int) {
+	if s.capDepth >= 0 || len(s.stack) >= MaxDepth {
 		return
 	}
 	s.capDepth = len(s.stack)
@@ -113,33 +114,33 @@ func (s *scanner) capture(max int) {
 	s.appendCap(s.openByte())
 }
 
-// captured returns the captured value and whether it was cut at the cap. It
-// is valid in the tokObjEnd or tokArrEnd callback of the captured value.
-func (s *scanner) captured() ([]byte, bool) {
+// Captured returns the captured value and whether it was cut at the cap. It
+// is valid in the ObjEnd or ArrEnd callback of the captured value.
+func (s *Scanner) Captured() ([]byte, bool) {
 	if !s.capDone {
 		return nil, false
 	}
 	return s.capBuf, s.capTrunc
 }
 
-// openByte is used by capture: which bracket the value being started opens.
-// capture is only called from a tokObjStart or tokArrStart callback, where
+// openByte is used by Capture: which bracket the value being started opens.
+// Capture is only called from a ObjStart or ArrStart callback, where
 // pending records it.
-func (s *scanner) openByte() byte { return s.pendingOpen }
+func (s *Scanner) openByte() byte { return s.pendingOpen }
 
-// depth is the length of the path to the current token.
-func (s *scanner) depth() int { return len(s.stack) }
+// Depth is the length of the path to the current token.
+func (s *Scanner) Depth() int { return len(s.stack) }
 
-// at reports whether the path to the current token, from depth base on, is
-// pat (matched as in hasPrefix).
-func (s *scanner) at(base int, pat ...string) bool {
-	return len(s.stack) == base+len(pat) && s.hasPrefix(base, pat...)
+// At reports whether the path to the current token, from depth base on, is
+// pat (matched as in HasPrefix).
+func (s *Scanner) At(base int, pat ...string) bool {
+	return len(s.stack) == base+len(pat) && s.HasPrefix(base, pat...)
 }
 
-// hasPrefix reports whether the path to the current token, from depth base
+// HasPrefix reports whether the path to the current token, from depth base
 // on, starts with pat: "#" matches any array index, any other string an
 // object key.
-func (s *scanner) hasPrefix(base int, pat ...string) bool {
+func (s *Scanner) HasPrefix(base int, pat ...string) bool {
 	if len(s.stack) < base+len(pat) {
 		return false
 	}
@@ -158,23 +159,59 @@ func (s *scanner) hasPrefix(base int, pat ...string) bool {
 	return true
 }
 
-// setString stores the string being reported in *dst; any other token
+// SetString stores the string being reported in *dst; any other token
 // leaves it as it is.
-func (s *scanner) setString(k tokKind, dst *string) {
-	if k == tokString {
+func (s *Scanner) SetString(k Kind, dst *string) {
+	if k == String {
 		*dst = string(s.str)
 	}
 }
 
-// index returns the array index at depth i of the path, or -1.
-func (s *scanner) index(i int) int {
+// Index returns the array index at depth i of the path, or -1.
+func (s *Scanner) Index(i int) int {
 	if i < 0 || i >= len(s.stack) || !s.stack[i].arr {
 		return -1
 	}
 	return s.stack[i].index
 }
 
-func (s *scanner) appendCap(c byte) {
+// Key returns the object key at depth i of the path (at most MaxKeyBytes),
+// or nil where the path is in an array there. The bytes are valid until the
+// next token.
+func (s *Scanner) Key(i int) []byte {
+	if i < 0 || i >= len(s.stack) || s.stack[i].arr {
+		return nil
+	}
+	return s.stack[i].key
+}
+
+// Str returns the string value being reported (String): at most the bytes
+// kept, cut at a whole UTF-8 sequence. The bytes are valid until the next
+// token.
+func (s *Scanner) Str() []byte { return s.str }
+
+// StrTruncated reports whether the string value being reported was longer
+// than the bytes kept.
+func (s *Scanner) StrTruncated() bool { return s.strTrunc }
+
+// StrLen returns the decoded length of the string value being reported,
+// kept or not.
+func (s *Scanner) StrLen() int { return s.strLen }
+
+// Num returns the number literal being reported (Number), at most
+// MaxNumberBytes of it. The bytes are valid until the next token.
+func (s *Scanner) Num() []byte { return s.num }
+
+// Failed reports whether the scan stopped: a syntax error, or nesting
+// deeper than MaxDepth. Reset starts it again.
+func (s *Scanner) Failed() bool { return s.failed }
+
+// CamelKeys makes the scanner rewrite snake_case keys to lowerCamelCase, as
+// protobuf's JSON mapping accepts both ("system_instruction" is
+// "systemInstruction").
+func (s *Scanner) CamelKeys(on bool) { s.camelKeys = on }
+
+func (s *Scanner) appendCap(c byte) {
 	if len(s.capBuf) < s.capMax {
 		s.capBuf = append(s.capBuf, c)
 	} else {
@@ -182,7 +219,7 @@ func (s *scanner) appendCap(c byte) {
 	}
 }
 
-func (s *scanner) appendCapBytes(b []byte) {
+func (s *Scanner) appendCapBytes(b []byte) {
 	room := s.capMax - len(s.capBuf)
 	if len(b) > room {
 		b = b[:max(room, 0)]
@@ -194,7 +231,7 @@ func (s *scanner) appendCapBytes(b []byte) {
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 // Write feeds bytes; it always accepts them all.
-func (s *scanner) Write(b []byte) (int, error) {
+func (s *Scanner) Write(b []byte) (int, error) {
 	n := len(b)
 	for i := 0; i < len(b) && !s.failed; {
 		if s.state == stString {
@@ -211,21 +248,21 @@ func (s *scanner) Write(b []byte) (int, error) {
 	return n, nil
 }
 
-// close ends the input: a number at the top level is complete.
-func (s *scanner) close() {
+// Close ends the input: a number at the top level is complete.
+func (s *Scanner) Close() {
 	if s.state == stNumber && !s.failed {
 		s.endNumber()
 	}
 }
 
-func (s *scanner) fail() {
+func (s *Scanner) fail() {
 	s.failed = true
 	s.state = stError
 }
 
 // scanString consumes string bytes up to the next quote, backslash or control
 // byte (handled by step) and returns how many it consumed.
-func (s *scanner) scanString(b []byte) int {
+func (s *Scanner) scanString(b []byte) int {
 	end := len(b)
 	if q := bytes.IndexByte(b, '"'); q >= 0 {
 		end = q
@@ -253,14 +290,14 @@ func (s *scanner) scanString(b []byte) int {
 	return end
 }
 
-func (s *scanner) strCap() int {
+func (s *Scanner) strCap() int {
 	if s.inKey {
-		return maxKeyBytes
+		return MaxKeyBytes
 	}
 	return s.strMax
 }
 
-func (s *scanner) addBytes(b []byte) {
+func (s *Scanner) addBytes(b []byte) {
 	s.strLen += len(b)
 	if s.strTrunc {
 		return
@@ -275,14 +312,14 @@ func (s *scanner) addBytes(b []byte) {
 	s.str = append(s.str, b...)
 }
 
-func (s *scanner) addRune(r rune) {
+func (s *Scanner) addRune(r rune) {
 	var buf [4]byte
 	n := utf8.EncodeRune(buf[:], r)
 	s.addBytes(buf[:n])
 }
 
 // startValue handles the first byte of a value.
-func (s *scanner) startValue(c byte) {
+func (s *Scanner) startValue(c byte) {
 	if len(s.stack) > 0 {
 		if top := &s.stack[len(s.stack)-1]; top.arr {
 			top.index++
@@ -290,15 +327,15 @@ func (s *scanner) startValue(c byte) {
 	}
 	switch c {
 	case '{', '[':
-		if len(s.stack) >= maxDepth {
+		if len(s.stack) >= MaxDepth {
 			s.fail()
 			return
 		}
 		s.pendingOpen = c
 		if c == '{' {
-			s.handle(s, tokObjStart)
+			s.handle(s, ObjStart)
 		} else {
-			s.handle(s, tokArrStart)
+			s.handle(s, ArrStart)
 		}
 		s.push(c == '[')
 		if c == '{' {
@@ -312,14 +349,14 @@ func (s *scanner) startValue(c byte) {
 		s.strLen = 0
 		s.strTrunc = false
 		s.strMax = s.defMax
-		s.handle(s, tokStrStart)
+		s.handle(s, StrStart)
 		s.state = stString
 	case 't':
-		s.lit, s.litTok, s.state = "rue", tokTrue, stLiteral
+		s.lit, s.litTok, s.state = "rue", True, stLiteral
 	case 'f':
-		s.lit, s.litTok, s.state = "alse", tokFalse, stLiteral
+		s.lit, s.litTok, s.state = "alse", False, stLiteral
 	case 'n':
-		s.lit, s.litTok, s.state = "ull", tokNull, stLiteral
+		s.lit, s.litTok, s.state = "ull", Null, stLiteral
 	default:
 		if c == '-' || (c >= '0' && c <= '9') {
 			s.num = append(s.num[:0], c)
@@ -330,7 +367,7 @@ func (s *scanner) startValue(c byte) {
 	}
 }
 
-func (s *scanner) push(arr bool) {
+func (s *Scanner) push(arr bool) {
 	if len(s.stack) < cap(s.stack) {
 		s.stack = s.stack[:len(s.stack)+1]
 		f := &s.stack[len(s.stack)-1]
@@ -341,7 +378,7 @@ func (s *scanner) push(arr bool) {
 }
 
 // pop ends the innermost container and reports it.
-func (s *scanner) pop(arr bool) {
+func (s *Scanner) pop(arr bool) {
 	if len(s.stack) == 0 || s.stack[len(s.stack)-1].arr != arr {
 		s.fail()
 		return
@@ -352,9 +389,9 @@ func (s *scanner) pop(arr bool) {
 		s.capDone = true
 	}
 	if arr {
-		s.handle(s, tokArrEnd)
+		s.handle(s, ArrEnd)
 	} else {
-		s.handle(s, tokObjEnd)
+		s.handle(s, ObjEnd)
 	}
 	if ending {
 		s.capDepth = -1
@@ -363,12 +400,12 @@ func (s *scanner) pop(arr bool) {
 	s.state = stAfterValue
 }
 
-func (s *scanner) endNumber() {
+func (s *Scanner) endNumber() {
 	s.state = stAfterValue
-	s.handle(s, tokNumber)
+	s.handle(s, Number)
 }
 
-func (s *scanner) endString() {
+func (s *Scanner) endString() {
 	if s.hiSurr != 0 {
 		s.addRune(utf8.RuneError)
 		s.hiSurr = 0
@@ -384,10 +421,10 @@ func (s *scanner) endString() {
 		s.state = stColon
 		return
 	}
-	s.handle(s, tokString)
+	s.handle(s, String)
 }
 
-func (s *scanner) step(c byte) {
+func (s *Scanner) step(c byte) {
 	switch s.state {
 	case stValue:
 		if !isSpace(c) {
@@ -516,7 +553,7 @@ func (s *scanner) step(c byte) {
 		}
 	case stNumber:
 		if c >= '0' && c <= '9' || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-' {
-			if len(s.num) < maxNumberBytes {
+			if len(s.num) < MaxNumberBytes {
 				s.num = append(s.num, c)
 			}
 			return
@@ -559,9 +596,9 @@ func camel(k []byte) []byte {
 	return out
 }
 
-// reset readies the scanner for a new, independent document (the data of
+// Reset readies the scanner for a new, independent document (the data of
 // the next server-sent event), keeping its buffers.
-func (s *scanner) reset() {
+func (s *Scanner) Reset() {
 	s.stack = s.stack[:0]
 	s.state = stValue
 	s.inKey = false
@@ -569,4 +606,17 @@ func (s *scanner) reset() {
 	s.capDepth = -1
 	s.capDone = false
 	s.failed = false
+}
+
+// cutRune drops an incomplete UTF-8 sequence at the end of b.
+func cutRune(b []byte) []byte {
+	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(b[i]) {
+			if !utf8.FullRune(b[i:]) {
+				return b[:i]
+			}
+			return b
+		}
+	}
+	return b
 }

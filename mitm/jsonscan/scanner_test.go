@@ -1,20 +1,33 @@
-package provider
+package jsonscan
 
 import (
+	"io"
 	"strings"
 	"testing"
 )
 
+// feed writes b to w in pieces of n bytes (all at once when n <= 0).
+func feed(w io.Writer, b []byte, n int) {
+	if n <= 0 {
+		n = len(b) + 1
+	}
+	for len(b) > 0 {
+		k := min(n, len(b))
+		w.Write(b[:k])
+		b = b[k:]
+	}
+}
+
 // collect returns the strings found at path pat (from the root) in doc.
 func collect(doc string, chunk int, pat ...string) []string {
 	var out []string
-	s := newScanner(1000, func(s *scanner, k tokKind) {
-		if k == tokString && s.at(0, pat...) {
-			out = append(out, string(s.str))
+	s := New(1000, func(s *Scanner, k Kind) {
+		if k == String && s.At(0, pat...) {
+			out = append(out, string(s.Str()))
 		}
 	})
 	feed(s, []byte(doc), chunk)
-	s.close()
+	s.Close()
 	return out
 }
 
@@ -34,18 +47,18 @@ func TestScannerCapture(t *testing.T) {
 	for _, n := range []int{0, 1, 3} {
 		var got string
 		var after []string
-		s := newScanner(100, func(s *scanner, k tokKind) {
+		s := New(100, func(s *Scanner, k Kind) {
 			switch {
-			case s.at(0, "args") && k == tokObjStart:
-				s.capture(1 << 10)
-			case s.at(0, "args") && k == tokObjEnd:
-				b, trunc := s.captured()
+			case s.At(0, "args") && k == ObjStart:
+				s.Capture(1 << 10)
+			case s.At(0, "args") && k == ObjEnd:
+				b, trunc := s.Captured()
 				if trunc {
 					t.Error("truncated")
 				}
 				got = string(b)
-			case s.at(0, "after") && k == tokString:
-				after = append(after, string(s.str))
+			case s.At(0, "after") && k == String:
+				after = append(after, string(s.Str()))
 			}
 		})
 		feed(s, []byte(doc), n)
@@ -57,12 +70,12 @@ func TestScannerCapture(t *testing.T) {
 		}
 	}
 	// A capture over its cap is cut and flagged.
-	s := newScanner(100, func(s *scanner, k tokKind) {
-		if k == tokObjStart && s.depth() == 0 {
-			s.capture(5)
+	s := New(100, func(s *Scanner, k Kind) {
+		if k == ObjStart && s.Depth() == 0 {
+			s.Capture(5)
 		}
-		if k == tokObjEnd && s.depth() == 0 {
-			b, trunc := s.captured()
+		if k == ObjEnd && s.Depth() == 0 {
+			b, trunc := s.Captured()
 			if string(b) != `{"abc` || !trunc {
 				t.Fatalf("%q %v", b, trunc)
 			}
@@ -73,12 +86,12 @@ func TestScannerCapture(t *testing.T) {
 
 func TestScannerCamelKeys(t *testing.T) {
 	var keys []string
-	s := newScanner(100, func(s *scanner, k tokKind) {
-		if k == tokNumber {
-			keys = append(keys, string(s.stack[len(s.stack)-1].key))
+	s := New(100, func(s *Scanner, k Kind) {
+		if k == Number {
+			keys = append(keys, string(s.Key(s.Depth()-1)))
 		}
 	})
-	s.camelKeys = true
+	s.CamelKeys(true)
 	feed(s, []byte(`{"system_instruction": 1, "function_response": 2, "plain": 3, "_x": 4, "a__b": 5}`), 1)
 	if got := strings.Join(keys, ","); got != "systemInstruction,functionResponse,plain,X,aB" {
 		t.Fatal(got)
@@ -86,11 +99,11 @@ func TestScannerCamelKeys(t *testing.T) {
 }
 
 func TestScannerStopsOnBadInput(t *testing.T) {
-	for _, doc := range []string{`{"a" 1}`, `[1 2]`, `{"a":tru}`, `}`, `{"a":1]`, strings.Repeat("[", maxDepth+1)} {
+	for _, doc := range []string{`{"a" 1}`, `[1 2]`, `{"a":tru}`, `}`, `{"a":1]`, strings.Repeat("[", MaxDepth+1)} {
 		n := 0
-		s := newScanner(100, func(*scanner, tokKind) { n++ })
+		s := New(100, func(*Scanner, Kind) { n++ })
 		feed(s, []byte(doc), 1)
-		if !s.failed {
+		if !s.Failed() {
 			t.Errorf("%.20s: not failed", doc)
 		}
 		before := n
@@ -103,13 +116,13 @@ func TestScannerStopsOnBadInput(t *testing.T) {
 
 func TestScannerTopLevelNumber(t *testing.T) {
 	var got string
-	s := newScanner(10, func(s *scanner, k tokKind) {
-		if k == tokNumber {
-			got = string(s.num)
+	s := New(10, func(s *Scanner, k Kind) {
+		if k == Number {
+			got = string(s.Num())
 		}
 	})
 	feed(s, []byte("-12.5e-3"), 1)
-	s.close()
+	s.Close()
 	if got != "-12.5e-3" {
 		t.Fatal(got)
 	}
@@ -117,12 +130,12 @@ func TestScannerTopLevelNumber(t *testing.T) {
 
 func TestScannerStringCap(t *testing.T) {
 	var got []string
-	s := newScanner(4, func(s *scanner, k tokKind) {
+	s := New(4, func(s *Scanner, k Kind) {
 		switch {
-		case k == tokStrStart && s.at(0, "big"):
-			s.keep(8)
-		case k == tokString:
-			got = append(got, string(s.str))
+		case k == StrStart && s.At(0, "big"):
+			s.Keep(8)
+		case k == String:
+			got = append(got, string(s.Str()))
 		}
 	})
 	feed(s, []byte(`{"small": "abcdefgh", "big": "abcdefghijk", "utf8": "aé€"}`), 3)
