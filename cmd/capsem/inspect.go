@@ -199,7 +199,7 @@ func buildReport(db *sql.DB, sess sessionSummary, n int) (report, error) {
 		"dns_events":  `SELECT timestamp, qname, qtype, decision, answer, resolver_asked, count FROM dns_events ORDER BY id LIMIT ?`,
 		"net_events":  `SELECT timestamp, transport, decision, reason, domain, ip, port, bytes_sent, bytes_received, count FROM net_events ORDER BY id LIMIT ?`,
 		"model_calls": `SELECT timestamp, provider, model, status_code, input_tokens, output_tokens FROM model_calls ORDER BY id LIMIT ?`,
-		"tool_calls":  `SELECT timestamp, model_call_id, call_index, call_id, tool_name, origin FROM tool_calls ORDER BY id LIMIT ?`,
+		"tool_calls":  `SELECT timestamp, model_call_id, call_index, call_id, tool_name, origin, mcp_call_id FROM tool_calls ORDER BY id LIMIT ?`,
 		"tool_responses": `SELECT timestamp, model_call_id, call_id, is_error, substr(content_preview, 1, 60) AS content
 			FROM tool_responses ORDER BY id LIMIT ?`,
 		"agent_events":     `SELECT timestamp, state, count, detail FROM agent_events ORDER BY id LIMIT ?`,
@@ -241,19 +241,31 @@ func buildReport(db *sql.DB, sess sessionSummary, n int) (report, error) {
 	if err != nil {
 		return r, err
 	}
-	detail := detailCount(int64(len(unanswered)))
-	for i, l := range unanswered {
-		if i == 3 {
-			detail += ", …"
-			break
-		}
-		sep := ", "
-		if i == 0 {
-			sep = ": "
-		}
-		detail += sep + strings.TrimPrefix(l, "call_id=")
+	r.Checks = append(r.Checks, check{Name: "every tool response answers a tool call", OK: len(unanswered) == 0,
+		Detail: detailList(unanswered, "call_id=")})
+	// The exporter links a tool call with origin mcp to the tools/call of
+	// its execution (sqliteexport's mcplink.go): the MCP call must be of
+	// the same session and of the tool the model named — TOOL of
+	// mcp__SERVER__TOOL, or the whole name — and carried one tool call.
+	mislinked, err := lines(db, `SELECT c.tool_name || ' -> ' || coalesce(m.tool_name, '?') AS link FROM tool_calls c
+		LEFT JOIN mcp_calls m ON m.id = c.mcp_call_id
+		WHERE c.mcp_call_id IS NOT NULL AND (m.id IS NULL OR m.session_id IS NOT c.session_id OR m.method IS NOT 'tools/call'
+			OR m.tool_name IS NULL OR NOT (c.tool_name = m.tool_name OR (substr(c.tool_name, 1, 5) = 'mcp__'
+				AND instr(substr(c.tool_name, 6), '__') > 1
+				AND substr(c.tool_name, 6 + instr(substr(c.tool_name, 6), '__') + 1) = m.tool_name)))
+		ORDER BY c.id`)
+	if err != nil {
+		return r, err
 	}
-	r.Checks = append(r.Checks, check{Name: "every tool response answers a tool call", OK: len(unanswered) == 0, Detail: detail})
+	r.Checks = append(r.Checks, check{Name: "every mcp_call_id names a tools/call of its tool", OK: len(mislinked) == 0,
+		Detail: detailList(mislinked, "link=")})
+	twice, err := lines(db, `SELECT mcp_call_id FROM tool_calls WHERE mcp_call_id IS NOT NULL
+		GROUP BY mcp_call_id HAVING count(*) > 1 ORDER BY mcp_call_id`)
+	if err != nil {
+		return r, err
+	}
+	r.Checks = append(r.Checks, check{Name: "no MCP call linked to two tool calls", OK: len(twice) == 0,
+		Detail: detailList(twice, "mcp_call_id=")})
 	var mismatched []string
 	pairs, err := lines(db, `SELECT DISTINCT coalesce(provider, '') AS provider, coalesce(domain, '') AS domain FROM model_calls`)
 	if err != nil {
@@ -268,6 +280,24 @@ func buildReport(db *sql.DB, sess sessionSummary, n int) (report, error) {
 	}
 	r.Checks = append(r.Checks, check{Name: "model_calls provider matches the domain", OK: len(mismatched) == 0, Detail: strings.Join(mismatched, ", ")})
 	return r, nil
+}
+
+// detailList is the count of the rows ls of a failed check and the first
+// three of them, each without its column's prefix.
+func detailList(ls []string, prefix string) string {
+	detail := detailCount(int64(len(ls)))
+	for i, l := range ls {
+		if i == 3 {
+			detail += ", …"
+			break
+		}
+		sep := ", "
+		if i == 0 {
+			sep = ": "
+		}
+		detail += sep + strings.TrimPrefix(l, prefix)
+	}
+	return detail
 }
 
 func detailCount(n int64) string {

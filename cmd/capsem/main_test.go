@@ -241,7 +241,7 @@ func TestInspectUnansweredToolResponse(t *testing.T) {
 	if !strings.Contains(out, "FAIL every tool response answers a tool call 1 rows: toolu_ghost") {
 		t.Errorf("output lacks the failed check naming toolu_ghost:\n%s", out)
 	}
-	if !strings.Contains(stderr.String(), "1 of 7 checks failed: every tool response answers a tool call") {
+	if !strings.Contains(stderr.String(), "1 of 9 checks failed: every tool response answers a tool call") {
 		t.Errorf("stderr %q does not say which check failed", stderr.String())
 	}
 	if n := strings.Count(out, "FAIL"); n != 1 {

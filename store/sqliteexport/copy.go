@@ -9,8 +9,8 @@ import (
 )
 
 // pending is one statement execution waiting in a batch: the statement
-// (a table's insert, by the table's place in schema, or setEvents) and its
-// arguments.
+// (a table's insert, by the table's place in schema, setEvents or
+// linkMCP) and its arguments.
 type pending struct {
 	stmt int
 	args []any
@@ -19,16 +19,24 @@ type pending struct {
 // setEventsSQL sets a session's events column once its events are read.
 const setEventsSQL = "UPDATE sessions SET events = ? WHERE id = ?"
 
+// linkMCPSQL sets a tool call's mcp_call_id once its MCP call is read
+// (mcplink.go).
+const linkMCPSQL = "UPDATE tool_calls SET mcp_call_id = ? WHERE id = ?"
+
 const batchRows = 2048
 
 // copyEvents reads the events of every session in one goroutine, turning
 // them into rows, while this one inserts them: reading and decoding the
 // store and writing SQLite each take about one core.
 func copyEvents(ctx context.Context, st *store.Store, tx *sql.Tx, sessions []store.Session, ids []string, conv *converter, res *Result) error {
-	setEvents := len(schema) // the statement after the tables' inserts
-	stmts := make([]*sql.Stmt, len(schema)+1)
+	setEvents := len(schema) // the statements after the tables' inserts
+	linkMCP := setEvents + 1
+	stmts := make([]*sql.Stmt, linkMCP+1)
 	for i := range stmts {
 		query := setEventsSQL
+		if i == linkMCP {
+			query = linkMCPSQL
+		}
 		if i < setEvents {
 			if schema[i] == sessionsTable {
 				continue // its rows are in before the events
@@ -50,7 +58,7 @@ func copyEvents(ctx context.Context, st *store.Store, tx *sql.Tx, sessions []sto
 	readErr := make(chan error, 1)
 	go func() {
 		defer close(batches)
-		readErr <- readEvents(ctx, st, sessions, ids, conv, setEvents, batches, free, res)
+		readErr <- readEvents(ctx, st, sessions, ids, conv, setEvents, linkMCP, batches, free, res)
 	}()
 
 	// The statements run under a context without cancellation: with a
@@ -86,9 +94,10 @@ func copyEvents(ctx context.Context, st *store.Store, tx *sql.Tx, sessions []sto
 
 // readEvents turns the events of sessions into rows, in batches sent to
 // out (and reused from free), ids counting up per table in export order;
-// after each session's events, the statement setEvents with their number.
+// after each session's events, the statement setEvents with their number;
+// the statement linkMCP links a tool call to its MCP call once that is read.
 func readEvents(ctx context.Context, st *store.Store, sessions []store.Session, ids []string, conv *converter,
-	setEvents int, out chan<- []pending, free <-chan []pending, res *Result) error {
+	setEvents, linkMCP int, out chan<- []pending, free <-chan []pending, res *Result) error {
 	next := make([]int64, len(schema)) // last id given, per table
 	batch := make([]pending, 0, batchRows)
 	send := func() error {
@@ -117,15 +126,20 @@ func readEvents(ctx context.Context, st *store.Store, sessions []store.Session, 
 		s.id = next[t.pos]
 		return add(pending{t.pos, t.args(conv, s)})
 	}
+	links := &mcpLinker{link: func(toolCall, mcpCall int64) error {
+		res.MCPLinks++
+		return add(pending{linkMCP, []any{mcpCall, toolCall}})
+	}}
 	for i := range sessions {
 		sid := ids[i]
 		n := 0
+		links.reset() // an MCP call of one session never carried another's tool call
 		err := st.Events(sessions[i].ID, func(ev store.Event) error {
 			if n%4096 == 0 && ctx.Err() != nil {
 				return ctx.Err()
 			}
 			n++
-			return eventRows(&source{session: sid, ev: &ev}, row, res)
+			return eventRows(&source{session: sid, ev: &ev}, row, links, res)
 		})
 		if err != nil {
 			if ctx.Err() != nil {
@@ -148,8 +162,9 @@ func readEvents(ctx context.Context, st *store.Store, sessions []store.Session, 
 // row of its kind's table, or for a model call its model_calls row, then
 // one row per tool call and per tool result, each pointing at it (s.id is
 // the model call's row id once row returns) and sharing its seq. It counts
-// them in res.
-func eventRows(s *source, row func(t *table, s *source) error, res *Result) error {
+// them in res. With links (nil: no linking), an MCP tool call waits there
+// for the MCP call that carried it, and an MCP call is linked to it.
+func eventRows(s *source, row func(t *table, s *source) error, links *mcpLinker, res *Result) error {
 	ev := s.ev
 	switch {
 	case ev.Net != nil:
@@ -166,12 +181,18 @@ func eventRows(s *source, row func(t *table, s *source) error, res *Result) erro
 		}
 		res.ModelCalls++
 		s.modelCall = s.id
+		if links != nil {
+			links.answered(ev.ModelCall.ToolResults)
+		}
 		for j := range ev.ModelCall.ToolCalls {
 			s.toolCall = &ev.ModelCall.ToolCalls[j]
 			if err := row(toolCalls, s); err != nil {
 				return err
 			}
 			res.ToolCalls++
+			if links != nil {
+				links.toolCall(s.id, ev.Time, s.toolCall)
+			}
 		}
 		for j := range ev.ModelCall.ToolResults {
 			s.toolResult = &ev.ModelCall.ToolResults[j]
@@ -195,7 +216,15 @@ func eventRows(s *source, row func(t *table, s *source) error, res *Result) erro
 		return row(recordingEvents, s)
 	case ev.MCPCall != nil:
 		res.MCPCalls++
-		return row(mcpCalls, s)
+		if err := row(mcpCalls, s); err != nil {
+			return err
+		}
+		if links != nil {
+			if tc := links.mcpCall(ev.Time, ev.MCPCall); tc != 0 {
+				return links.link(tc, s.id)
+			}
+		}
+		return nil
 	default:
 		res.OtherEvents++
 		return row(otherEvents, s)

@@ -43,6 +43,7 @@ type Result struct {
 	AgentEvents     int // rows in agent_events: the guest agent went silent, was cut off, …
 	RecordingEvents int // rows in recording_events: the store's budget, disk and gaps
 	MCPCalls        int // rows in mcp_calls: MCP requests and their responses
+	MCPLinks        int // tool_calls rows given an mcp_call_id: MCP tool calls linked to the MCP call that carried them
 	OtherEvents     int // rows in other_events: kinds this build cannot decode
 	Duration        time.Duration
 }

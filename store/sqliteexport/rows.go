@@ -31,6 +31,6 @@ func EventRows(ev store.Event) []Row {
 		out = append(out, Row{Table: t.name, Columns: cols})
 		return nil
 	}
-	_ = eventRows(&source{session: ev.Session, ev: &ev}, row, &Result{})
+	_ = eventRows(&source{session: ev.Session, ev: &ev}, row, nil, &Result{})
 	return out
 }

@@ -12,7 +12,12 @@ package sqliteexport
 //
 // Version 3: mcp_calls has rows (it was an empty placeholder table), and
 // gains reason and matched_rule.
-const SchemaVersion = 3
+//
+// Version 4: tool_calls.mcp_call_id is filled (it was always NULL): a tool
+// call with origin mcp names the mcp_calls row of the MCP call that
+// carried it, so a reader that took NULL to mean "not executed over MCP"
+// reads it differently now (see toolCalls).
+const SchemaVersion = 4
 
 // ApplicationID is written to PRAGMA application_id so that tools (and
 // `file`) can tell a capsem export from another SQLite database: "CpSm".
@@ -340,8 +345,16 @@ var mcpCalls = &table{
 }
 
 // toolCalls has a row per tool call the model made in the response of the
-// model call whose row is model_call_id. mcp_call_id has no value: nothing
-// links a tool call to the mcp_calls row of its MCP call yet.
+// model call whose row is model_call_id. mcp_call_id is set, after the
+// row, for a tool call with origin mcp: the mcp_calls row of its
+// execution, the first tools/call of its tool (TOOL of claude's
+// mcp__SERVER__TOOL, else the whole name) recorded at or after its model
+// call and at most 10 minutes after, in the same session, that no earlier
+// tool call took, preferring one whose server_name is SERVER and otherwise
+// of any server; a tool call whose result went back to the model before
+// such a call is left out. NULL: a native tool, or no MCP call found (a
+// tool the user refused, a client that calls the server without capsem
+// seeing it). See mcplink.go.
 var toolCalls = &table{
 	name:    "tool_calls",
 	seq:     sharedSeq,
@@ -359,7 +372,7 @@ var toolCalls = &table{
 			value: func(c *converter, s *source) any { return c.text(s.toolCall.Arguments) }},
 		{name: "origin", decl: "TEXT", doc: "native, mcp",
 			value: func(c *converter, s *source) any { return c.text(s.toolCall.Origin) }},
-		{name: "mcp_call_id", decl: "INTEGER", ref: "mcp_calls(id)"},
+		{name: "mcp_call_id", decl: "INTEGER", ref: "mcp_calls(id)", doc: "the MCP call that carried it; NULL for a native tool or when none was seen"},
 	}),
 }
 

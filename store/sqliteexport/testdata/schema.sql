@@ -134,7 +134,7 @@ CREATE TABLE tool_calls (
 	tool_name     TEXT,
 	arguments     TEXT,    -- JSON
 	origin        TEXT,    -- native, mcp
-	mcp_call_id   INTEGER REFERENCES mcp_calls(id)
+	mcp_call_id   INTEGER REFERENCES mcp_calls(id) -- the MCP call that carried it; NULL for a native tool or when none was seen
 );
 CREATE TABLE tool_responses (
 	id              INTEGER PRIMARY KEY,
