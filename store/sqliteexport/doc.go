@@ -5,7 +5,9 @@
 // `recording_events`);
 // a model call's tool calls and the tool
 // results its request carried go to `tool_calls` and `tool_responses`,
-// linked to its `model_calls` row and sharing its seq. The file is
+// linked to its `model_calls` row and sharing its seq; a tool call of an
+// MCP tool is linked to the `mcp_calls` row of the MCP call that carried
+// it (tool_calls.mcp_call_id, see mcplink.go). The file is
 // for people (sqlite3, Datasette), for scripts, and for test fixtures; its
 // schema is versioned in PRAGMA user_version (see [SchemaVersion] and
 // schema.go, which documents every table and column).
