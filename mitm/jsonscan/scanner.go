@@ -87,6 +87,7 @@ type Scanner struct {
 	pendingOpen byte // '{' or '[' while its start is being reported
 
 	failed bool
+	off    int64 // bytes consumed since New or Reset
 }
 
 // New returns a scanner that calls h for each token, from within Write and
@@ -202,6 +203,13 @@ func (s *Scanner) StrLen() int { return s.strLen }
 // MaxNumberBytes of it. The bytes are valid until the next token.
 func (s *Scanner) Num() []byte { return s.num }
 
+// Offset returns the bytes consumed since New or the last Reset, through
+// the byte that completed the current token: in an ObjStart or ArrStart
+// callback its bracket is the byte at Offset()-1, in an ObjEnd or ArrEnd
+// callback the closing one. (A number ends at the byte after it, or at
+// Close.) A failed scan consumes no more.
+func (s *Scanner) Offset() int64 { return s.off }
+
 // Failed reports whether the scan stopped: a syntax error, or nesting
 // deeper than MaxDepth. Reset starts it again.
 func (s *Scanner) Failed() bool { return s.failed }
@@ -240,6 +248,7 @@ func (s *Scanner) Write(b []byte) (int, error) {
 		}
 		c := b[i]
 		i++
+		s.off++
 		if s.capDepth >= 0 && !isSpace(c) {
 			s.appendCap(c)
 		}
@@ -272,6 +281,7 @@ func (s *Scanner) scanString(b []byte) int {
 	}
 	if end == 0 {
 		c := b[0]
+		s.off++
 		if s.capDepth >= 0 {
 			s.appendCap(c)
 		}
@@ -279,6 +289,7 @@ func (s *Scanner) scanString(b []byte) int {
 		return 1
 	}
 	chunk := b[:end]
+	s.off += int64(end)
 	if s.capDepth >= 0 {
 		s.appendCapBytes(chunk)
 	}
@@ -606,6 +617,7 @@ func (s *Scanner) Reset() {
 	s.capDepth = -1
 	s.capDone = false
 	s.failed = false
+	s.off = 0
 }
 
 // cutRune drops an incomplete UTF-8 sequence at the end of b.

@@ -143,3 +143,31 @@ func TestScannerStringCap(t *testing.T) {
 		t.Fatalf("%q", got)
 	}
 }
+
+func TestScannerOffset(t *testing.T) {
+	doc := `  [ {"a": "x\"}"}, [1, {}] ,{"b":{"c":2}}]`
+	// The spans of the elements of the top-level array, cut from doc.
+	want := []string{`{"a": "x\"}"}`, `[1, {}]`, `{"b":{"c":2}}`}
+	for _, n := range []int{0, 1, 2, 7} {
+		var got []string
+		var start int64
+		s := New(0, func(s *Scanner, k Kind) {
+			if s.Depth() != 1 {
+				return
+			}
+			switch k {
+			case ObjStart, ArrStart:
+				start = s.Offset() - 1
+			case ObjEnd, ArrEnd:
+				got = append(got, doc[start:s.Offset()])
+			}
+		})
+		feed(s, []byte(doc), n)
+		if strings.Join(got, "|") != strings.Join(want, "|") {
+			t.Fatalf("pieces of %d: %q", n, got)
+		}
+		if s.Offset() != int64(len(doc)) {
+			t.Fatalf("pieces of %d: offset %d after %d bytes", n, s.Offset(), len(doc))
+		}
+	}
+}
