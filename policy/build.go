@@ -1,6 +1,11 @@
 package policy
 
-import "strings"
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
 
 // builder checks the values of a file that go-toml decoded and the walker
 // paired with their lines, and builds the Policy from them. Each table's
@@ -20,6 +25,7 @@ type builder struct {
 	httpHosts []hostEntry          // the host of each [[http]] rule
 	pass      map[string]leaf      // [tls] passthrough entries by pattern
 	passList  []hostEntry          // [tls] passthrough entries in file order
+	mcpNames  []string             // the [mcp.servers] NAMEs written, built or not, sorted
 
 	extraSecrets []Secret // the --secret flags (ParseWith)
 }
@@ -72,4 +78,28 @@ func (b *builder) limit(t *table, key string, most int64, format string, args ..
 		return 0, false
 	}
 	return int(v), true
+}
+
+// hostPath resolves a path of the host that the file names (a secret's
+// from_file, an MCP server's cwd): "~/" is the user's home, a relative
+// path is relative to the policy file's directory. empty is the problem of
+// an empty path.
+func (b *builder) hostPath(f, empty string) (string, string) {
+	switch {
+	case f == "":
+		return "", empty
+	case strings.ContainsRune(f, 0):
+		return "", "the path contains a NUL byte"
+	case f == "~" || strings.HasPrefix(f, "~/"):
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Sprintf("\"~\" needs a home directory: %v; write the full path", err)
+		}
+		return filepath.Join(home, f[1:]), ""
+	case strings.HasPrefix(f, "~"):
+		return "", "only \"~/\" (your home) is expanded; write the full path"
+	case !filepath.IsAbs(f):
+		return filepath.Join(b.dir, f), ""
+	}
+	return filepath.Clean(f), ""
 }

@@ -1,9 +1,6 @@
 package policy
 
 import (
-	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 )
 
@@ -143,23 +140,7 @@ func (b *builder) secretTable(n, line int, el *secretLeaves, reported bool) *Sec
 // secretFile resolves a from_file path: "~/" is the user's home, a relative
 // path is relative to the policy file's directory.
 func (b *builder) secretFile(f string) (string, string) {
-	switch {
-	case f == "":
-		return "", "the path is empty; write the path of the file whose first line is the real value"
-	case strings.ContainsRune(f, 0):
-		return "", "the path contains a NUL byte"
-	case f == "~" || strings.HasPrefix(f, "~/"):
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return "", fmt.Sprintf("\"~\" needs a home directory: %v; write the full path", err)
-		}
-		return filepath.Join(home, f[1:]), ""
-	case strings.HasPrefix(f, "~"):
-		return "", "only \"~/\" (your home) is expanded; write the full path"
-	case !filepath.IsAbs(f):
-		return filepath.Join(b.dir, f), ""
-	}
-	return filepath.Clean(f), ""
+	return b.hostPath(f, "the path is empty; write the path of the file whose first line is the real value")
 }
 
 // allowSecretHosts allows each host of s on port 443, unless an allow

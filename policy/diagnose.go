@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	toml "github.com/pelletier/go-toml/v2"
@@ -23,57 +24,64 @@ func (c *collector) unknownKey(de *toml.DecodeError, w *walker) {
 	key := w.fullKey(de.Key(), line)
 	parent := ""
 	for _, part := range key {
-		keys, ok := schemaKeys(parent)
-		if !ok {
+		next, spelt, known := schemaStep(parent, part)
+		if !known {
 			break
 		}
-		match := schemaKey(keys, part)
-		if match == "" {
+		if spelt == "" {
 			c.unknownPart(line, parent, part)
 			return
 		}
-		parent = match
+		parent = next
 	}
 	c.add(line, "unknown key %q; remove it", formatKey(key))
 }
 
-// unknownPart reports the key part that is not in table parent.
+// unknownPart reports the key part that is not in the table of schema
+// path parent.
 func (c *collector) unknownPart(line int, parent, part string) {
-	// A key of another table, put in the wrong place?
+	in := schemaTable(parent)
+	// A key of another table, put in the wrong place? A table inside
+	// parent's is the likeliest.
+	var other *table
 	for i := range tables {
 		t := &tables[i]
-		if t.name == parent {
+		if t == in || !slices.ContainsFunc(t.keys, func(k key) bool { return k.name == part }) {
 			continue
 		}
-		for _, k := range t.keys {
-			if k.name == part {
-				where := "at the top level"
-				if parent != "" {
-					where = "in " + tableNamed(parent).header()
-				}
-				c.add(line, "key %q belongs in the %s table, not %s; move it under a \"%s\" line", part, t.header(), where, t.header())
-				return
-			}
+		if other == nil || in != nil && t.parent() == in.name && other.parent() != in.name {
+			other = t
 		}
+	}
+	if other != nil {
+		where := "at the top level"
+		if in != nil {
+			where = "in " + in.header()
+		}
+		c.add(line, "key %q belongs in the %s table, not %s; move it under a \"%s\" line", part, other.header(), where, other.header())
+		return
 	}
 	keys, _ := schemaKeys(parent)
 	hint := ""
 	if s := suggest(part, keys); s != "" {
 		hint = fmt.Sprintf(" did you mean %q?", s)
 	}
-	if parent == "" {
+	if in == nil {
 		c.add(line, "unknown table or key %q:%s the policy file has only the tables %s; remove or rename it", part, hint, tableList())
 		return
 	}
-	h := tableNamed(parent).header()
+	h := in.header()
 	c.add(line, "unknown key %q in %s:%s the keys of %s are %s; remove or rename it", part, h, hint, h, strings.Join(keys, ", "))
 }
 
-// tableList names the tables as prose: "[network], [upstream], … and [dns]".
+// tableList names the top-level tables as prose: "[network], [upstream],
+// … and [dns]".
 func tableList() string {
-	headers := make([]string, len(tables))
+	var headers []string
 	for i := range tables {
-		headers[i] = tables[i].header()
+		if tables[i].parent() == "" {
+			headers = append(headers, tables[i].header())
+		}
 	}
 	last := len(headers) - 1
 	return strings.Join(headers[:last], ", ") + " and " + headers[last]
@@ -82,34 +90,42 @@ func tableList() string {
 // checkCase reports schema keys written in another case ("Allow"): go-toml
 // matches struct fields case-insensitively, capsem does not accept them.
 // Only path[from:] is checked; the rest was checked with its table header.
+// The names of a named table and the keys of a map are the user's, any
+// case.
 func (c *collector) checkCase(path []string, from, line int) {
 	parent := ""
-	for depth := 0; depth < len(path) && depth < 2; depth++ {
-		keys, ok := schemaKeys(parent)
-		if !ok {
-			return
+	for depth, part := range path {
+		next, spelt, known := schemaStep(parent, part)
+		if !known || spelt == "" {
+			return // a map's keys, or unknown: reported by the decoder
 		}
-		part := path[depth]
-		match := schemaKey(keys, part)
-		if match == "" {
-			return // unknown: reported by the decoder
+		if spelt != part && depth >= from {
+			c.add(line, "key %q must be written in lower case, as %q", part, spelt)
 		}
-		if match != part && depth >= from {
-			c.add(line, "key %q must be written in lower case, as %q", part, match)
-		}
-		parent = match
+		parent = next
 	}
 }
 
 // expectedType says what the value at key must be, or "".
 func expectedType(key []string) string {
-	k := strings.ToLower(strings.Join(key, "."))
+	// The schema path of key: in lower case, a named table's names
+	// replaced by nameMark.
+	parts := make([]string, len(key))
+	parent := ""
+	for i, part := range key {
+		parts[i] = strings.ToLower(part)
+		if t := tableNamed(parent); t != nil && t.named {
+			parts[i] = nameMark
+		}
+		parent = strings.TrimPrefix(parent+"."+parts[i], ".")
+	}
+	k := parent
 	for _, t := range tables {
-		if k == t.name {
+		if k == t.name || k == t.keyPath() {
 			return t.want
 		}
 		for _, tk := range t.keys {
-			full := t.name + "." + tk.name
+			full := t.keyPath() + "." + tk.name
 			if k == full || tk.kind == kindStringMap && strings.HasPrefix(k, full+".") {
 				return tk.want
 			}

@@ -39,6 +39,23 @@
 //	detectors = ["github-token"]  # optional: all of package dlp's
 //	allow_hosts = ["*.corp.test"] # not scanned
 //
+//	[mcp]
+//	hide_denied = true            # tools/list results leave denied tools out (the default)
+//
+//	[[mcp.rules]]                 # MCP tools/call rules, first match wins; no match: allow
+//	server = "mcp.example.com"    # a name or "*.name", or the NAME of an [mcp.servers.NAME]
+//	tools = ["read_*", "search"]  # optional: every tool; * matches any run of characters
+//	action = "deny"               # or "allow"
+//
+//	[mcp.servers.NAME]            # the guest reaches it at https://mcp.capsem.internal/NAME
+//	command = ["npx", "-y", "@modelcontextprotocol/server-github"]   # run on the host
+//	env = { GITHUB_TOKEN = "…" }  # with PATH and HOME, all the environment it gets
+//	cwd = "~/src"                 # optional; relative is to the policy file's directory
+//
+//	[mcp.servers.remote]          # or a remote streamable-HTTP server
+//	url = "https://mcp.example.com/mcp"   # https only
+//	headers = { Authorization = "Bearer …" }
+//
 // Parse turns the file into an immutable *Policy; its methods answer the
 // questions the rest of capsem asks, per DNS query, per TCP SYN, per TLS
 // ClientHello and per HTTP request:
@@ -48,6 +65,10 @@
 //   - Resolve:     where does capsem really connect for this name?
 //   - Passthrough: is TLS to this name spliced through without decryption?
 //   - DecideHTTP:  may this decrypted request (method, path) go upstream?
+//   - DecideMCPTool: may this MCP tools/call reach its server?
+//   - MCPServers, MCPGateway: what capsem's MCP gateway serves, and at
+//     which name (mcp.capsem.internal: fake DNS answers it while a server
+//     is configured, with no [network] entry).
 //
 // Capsem is default-deny: a name or port that no allow entry names is refused,
 // and a deny entry always wins over an allow entry. An empty policy (or
@@ -61,7 +82,8 @@
 //     resolved address is not private is the caller's job;
 //   - read any file other than the policy file and its ca_files (Load reads
 //     the policy file, then each ca_files entry to check that it holds PEM
-//     certificates; Parse touches no file at all);
+//     certificates; Parse touches no file at all), or start a process (an
+//     [mcp.servers.NAME] command is the gateway's to run);
 //   - import any other package of capsem (imports point into policy, never
 //     out of it) but dlp, for the names [dlp] detectors may list: dlp is a
 //     leaf that imports nothing, and its names defined once there is what

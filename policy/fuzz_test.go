@@ -40,6 +40,12 @@ func FuzzParse(f *testing.F) {
 		"[mitm]\npreview_bytes = -1\n[[mitm]]\nmitm.preview_bytes = 1048577\n",
 		"[dns]\nmax_wildcard_names = 0\n",
 		"[dns]\nmax_wildcard_names = -1\n[[dns]]\ndns.max_wildcard_names = \"x\"\n",
+		mcpPolicy,
+		"mcp = { hide_denied = false, rules = [{ server = \"a.test\", tools = [\"x*\"], action = \"deny\" }], servers = { gh = { command = [\"gh\"], env = { T = \"v\" } } } }\n",
+		"[mcp.servers]\ngh.command = [\"gh\", \"mcp\"]\nr.url = \"https://a.test:8443/mcp?x=1\"\nr.headers.Authorization = \"Bearer x\"\n[[mcp.rules]]\nserver = \"r\"\naction = \"allow\"\n",
+		"[mcp.rules]\nserver = \"x\"\n[[mcp.servers]]\n[mcp.servers.\"a b\"]\nurl = \"http://u:p@mcp.capsem.internal/#f\"\ncommand = []\nheaders = { \"A B\" = \"\\r\" }\n",
+		"[tls]\npassthrough = [\"mcp.capsem.internal\"]\n[[mcp.rules]]\nserver = \"*.capsem.internal\"\ntools = []\naction = \"Deny\"\n[MCP]\nHide_denied = 1\n",
+		"[network]\ndeny = [\"mcp.capsem.internal\"]\n[mcp.servers.gh]\ncommand = [\"gh\"]\ncwd = \"~x\"\nenv.\"A-B\" = \"v\"\n",
 	} {
 		f.Add([]byte(seed))
 	}
@@ -67,6 +73,7 @@ func FuzzParse(f *testing.F) {
 		if n := p.PreviewBytes(); n < 0 || n > MaxPreviewBytes {
 			t.Fatalf("PreviewBytes() = %d", n)
 		}
+		checkMCP(t, p, data)
 		allow, deny := p.Rules()
 		// Requests: methods and paths from the input too.
 		fields := strings.Fields(string(data))
@@ -201,4 +208,49 @@ func FuzzDecideHTTP(f *testing.F) {
 			}
 		}
 	})
+}
+
+// checkMCP checks the [mcp] of an accepted policy: its servers are valid
+// and sorted, the gateway's name is allowed exactly while there are
+// servers (unless a deny entry says otherwise), and DecideMCPTool and
+// MCPMayDeny agree, for servers and tools taken from the input too.
+func checkMCP(t *testing.T, p *Policy, data []byte) {
+	servers := p.MCPServers()
+	gw := p.DecideFlow(MCPGatewayHost, 443)
+	if p.MCPGateway(MCPGatewayHost) != (len(servers) > 0) {
+		t.Fatalf("MCPGateway with %d servers", len(servers))
+	}
+	if len(servers) > 0 && !gw.Allowed && gw.Reason != ReasonDeniedByRule {
+		t.Fatalf("the gateway's name with servers: %+v", gw)
+	}
+	names := []string{"a.test", "x.a.test", MCPGatewayHost, string(data)}
+	for i, s := range servers {
+		if i > 0 && servers[i-1].Name >= s.Name || !mcpServerName.MatchString(s.Name) || (len(s.Command) > 0) == (s.URL != "") {
+			t.Fatalf("server %d: %+v", i, s)
+		}
+		if s.URL != "" && !strings.HasPrefix(s.URL, "https://") {
+			t.Fatalf("server %s: url %q", s.Name, s.URL)
+		}
+		names = append(names, s.Name)
+	}
+	tools := []string{"", "x", "read_file", "*"}
+	for i, f := range strings.Fields(string(data)) {
+		if i >= 8 {
+			break
+		}
+		names = append(names, strings.Trim(f, "\"[],"))
+		tools = append(tools, strings.Trim(f, "\"[],"))
+	}
+	for _, n := range names {
+		mayDeny := p.MCPMayDeny(n)
+		for _, tool := range tools {
+			d := p.DecideMCPTool(n, tool)
+			if d.Allowed != (d.Reason == ReasonAllowed) || !d.Allowed && d.Reason != ReasonMCPToolDenied {
+				t.Fatalf("DecideMCPTool(%q, %q) = %+v", n, tool, d)
+			}
+			if !d.Allowed && !mayDeny {
+				t.Fatalf("DecideMCPTool(%q, %q) = %+v, but MCPMayDeny is false", n, tool, d)
+			}
+		}
+	}
 }

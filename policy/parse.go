@@ -80,6 +80,20 @@ import (
 //   - dlp.action is "log" (the default), "block" or "off"; dlp.detectors
 //     names detectors of package dlp (absent: all); dlp.allow_hosts are
 //     names or "*.name" patterns whose requests are not scanned.
+//   - mcp.hide_denied is true (the default) or false. Each [[mcp.rules]]
+//     table is a rule for MCP tools/call requests, tried in file order (see
+//     DecideMCPTool): server, required, is the NAME of an [mcp.servers.NAME]
+//     table or a name or "*.name" pattern as in the network entries,
+//     without a port, and not covering mcp.capsem.internal; tools,
+//     optional, are non-empty globs ("*" matches any run) without repeats,
+//     absent for every tool but never empty; action is "allow" or "deny".
+//   - Each [mcp.servers.NAME] table is a server of the MCP gateway: NAME
+//     is 1 to 64 letters, digits, "-" and "_"; exactly one of command (a
+//     non-empty array, the program first) with env (variable names to
+//     strings) and cwd (a path, resolved like from_file), or url (https,
+//     with a host, no credentials or fragment) with headers (header names
+//     to strings without line breaks). [tls] passthrough may not cover
+//     mcp.capsem.internal.
 //   - Unknown keys, keys not in lower case, and values of the wrong type are
 //     errors.
 //

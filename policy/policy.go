@@ -48,6 +48,10 @@ type Policy struct {
 	secrets []*Secret // [[secret]] tables, then --secret flags
 	dlp     DLP       // [dlp]; Action "" when absent
 
+	mcpShowDenied bool        // [mcp] hide_denied = false
+	mcpRules      []mcpRule   // [[mcp.rules]], in file order
+	mcpServers    []MCPServer // [mcp.servers.NAME], sorted by Name
+
 	// AllowPrivate is [upstream] allow_private: whether a host-name resolve
 	// target (Target.Pinned false) may resolve to a private, loopback or
 	// link-local address. Pinned targets are the operator's explicit choice
@@ -76,7 +80,8 @@ type rule struct {
 	port uint16
 }
 
-// Decision is the answer to DecideName, DecideFlow or DecideHTTP.
+// Decision is the answer to DecideName, DecideFlow, DecideHTTP or
+// DecideMCPTool.
 type Decision struct {
 	// Allowed is true only when an allow entry matched and no deny entry did
 	// (for DecideHTTP: and no [[http]] rule denied the request).
@@ -87,7 +92,9 @@ type Decision struct {
 	// names the host on another port for port-not-allowed, "" otherwise.
 	// An [[http]] rule is named by its number and line, then its keys:
 	// "http[2] (line 14) host=api.github.com methods=GET,HEAD paths=/repos/*
-	// action=deny".
+	// action=deny", an [[mcp.rules]] rule likewise: "mcp.rules[2] (line 16)
+	// server=mcp.example.com tools=read_* action=deny". The MCP gateway's
+	// name, allowed while [mcp.servers] has a server, is "[mcp.servers]".
 	Rule string
 	// Reason is one of the Reason constants.
 	Reason string

@@ -10,6 +10,9 @@ package policy
 //	[dns]       max_wildcard_names
 //	[[secret]]  name from_env from_file hosts placeholder   (an array of tables)
 //	[dlp]       action detectors allow_hosts
+//	[mcp]       hide_denied
+//	[[mcp.rules]]        server tools action       (an array of tables in [mcp])
+//	[mcp.servers.NAME]   command env cwd url headers   (a table per NAME the user chooses)
 //
 // Stability: these names are what users write in their files. A key can be
 // added; renaming or removing one breaks every file that uses it.
@@ -25,6 +28,7 @@ package policy
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 )
 
@@ -70,10 +74,17 @@ type key struct {
 
 // table is one table of the policy file.
 type table struct {
+	// name is the table's path, its parts joined by ".": "network", or
+	// "mcp.rules" for a table inside [mcp]. A table inside another is
+	// listed after it.
 	name string
 	// array: the table is an array of tables, each element started by a
 	// "[[name]]" line (or written inline: name = [{ … }, { … }]).
 	array bool
+	// named: the table holds tables under names the user chooses, each
+	// started by a "[name.NAME]" line (or written inline: name = { NAME =
+	// { … } }); its keys are the keys of each of them.
+	named bool
 	// notArray, for an array, is the problem of writing it as one table.
 	notArray string
 	// want is what the table must be, told to a user who wrote another type.
@@ -181,6 +192,41 @@ var tables = []table{
 		},
 		build: (*builder).dlpTable,
 	},
+	{
+		name: "mcp",
+		want: "[mcp] must be a table: an \"[mcp]\" line followed by its keys, with [[mcp.rules]] and [mcp.servers.NAME] tables below it",
+		keys: []key{
+			{"hide_denied", kindBool, "mcp.hide_denied must be true or false, without quotes"},
+		},
+		build: (*builder).mcp,
+	},
+	{
+		name:     "mcp.rules",
+		array:    true,
+		notArray: "[[mcp.rules]] are an array of tables: start each rule with a \"[[mcp.rules]]\" line (two brackets), then its keys",
+		want:     "[[mcp.rules]] must be tables, each started by a \"[[mcp.rules]]\" line, with server and action strings and a tools array of strings",
+		keys: []key{
+			{"server", kindString, "mcp.rules.server must be a string, like server = \"mcp.example.com\" or the NAME of an [mcp.servers.NAME] table"},
+			{"tools", kindStrings, "mcp.rules.tools must be an array of strings, like tools = [\"read_*\", \"search\"]"},
+			{"action", kindString, "mcp.rules.action must be the string \"allow\" or \"deny\", like action = \"deny\""},
+		},
+		// Late, after [mcp.servers]: a server is a host or the NAME of a
+		// server, so the servers must be known.
+		late: (*builder).mcpRules,
+	},
+	{
+		name:  "mcp.servers",
+		named: true,
+		want:  "[mcp.servers.NAME] must be a table: an \"[mcp.servers.NAME]\" line (NAME of your choice, like github) followed by command or url and their keys",
+		keys: []key{
+			{"command", kindStrings, "mcp.servers.NAME.command must be an array of strings, the program then its arguments, like command = [\"npx\", \"-y\", \"@modelcontextprotocol/server-github\"]"},
+			{"env", kindStringMap, "mcp.servers.NAME.env must map variable names to strings, like env = { GITHUB_TOKEN = \"…\" }"},
+			{"cwd", kindString, "mcp.servers.NAME.cwd must be a path string, like cwd = \"~/src\""},
+			{"url", kindString, "mcp.servers.NAME.url must be a string, like url = \"https://mcp.example.com/mcp\""},
+			{"headers", kindStringMap, "mcp.servers.NAME.headers must map header names to strings, like headers = { Authorization = \"Bearer …\" }"},
+		},
+		build: (*builder).mcpServers,
+	},
 }
 
 // tableNamed returns the table called name (in lower case, as written in
@@ -194,73 +240,170 @@ func tableNamed(name string) *table {
 	return nil
 }
 
-// arrayTable returns the array of tables called name, or nil.
-func arrayTable(name string) *table {
-	if t := tableNamed(name); t != nil && t.array {
+// tableAt returns the table whose path is path, or nil.
+func tableAt(path []string) *table {
+	for i := range tables {
+		if slices.Equal(tables[i].parts(), path) {
+			return &tables[i]
+		}
+	}
+	return nil
+}
+
+// arrayTableAt returns the array of tables whose path is path, or nil.
+func arrayTableAt(path []string) *table {
+	if t := tableAt(path); t != nil && t.array {
 		return t
 	}
 	return nil
 }
 
-// header is how t is written: "[network]", or "[[http]]" for an array of
-// tables.
+// parts is the path of t.
+func (t *table) parts() []string { return strings.Split(t.name, ".") }
+
+// parent is the path of the table that holds t, "" at the top level.
+func (t *table) parent() string {
+	i := strings.LastIndexByte(t.name, '.')
+	if i < 0 {
+		return ""
+	}
+	return t.name[:i]
+}
+
+// keyPath is the schema path of t's keys: its name, then ".NAME" for a
+// named table. NAME, in capitals, is never a key of the schema.
+func (t *table) keyPath() string {
+	if t.named {
+		return t.name + "." + nameMark
+	}
+	return t.name
+}
+
+// nameMark stands for the name a user chose, in schema paths.
+const nameMark = "NAME"
+
+// header is how t is written: "[network]", "[[http]]" for an array of
+// tables, "[mcp.servers.NAME]" for a named table.
 func (t *table) header() string {
-	if t.array {
+	switch {
+	case t.array:
 		return "[[" + t.name + "]]"
+	case t.named:
+		return "[" + t.keyPath() + "]"
 	}
 	return "[" + t.name + "]"
 }
 
-// knownKeys holds the keys that may follow each table in a key path, and
-// at the top level ("") the tables, in the order the docs give them.
+// knownKeys holds, by schema path (a table's keyPath), the keys and tables
+// that may follow it in a key path, and at the top level ("") the tables,
+// in the order the docs give them.
 var knownKeys = func() map[string][]string {
-	m := map[string][]string{}
+	m := map[string][]string{"": nil}
 	for _, t := range tables {
-		m[""] = append(m[""], t.name)
-		m[t.name] = make([]string, 0, len(t.keys))
+		if p := t.parent(); p == "" {
+			m[""] = append(m[""], t.name)
+		}
+		m[t.keyPath()] = make([]string, 0, len(t.keys))
 		for _, k := range t.keys {
-			m[t.name] = append(m[t.name], k.name)
+			m[t.keyPath()] = append(m[t.keyPath()], k.name)
+		}
+	}
+	for _, t := range tables {
+		if p := t.parent(); p != "" {
+			m[p] = append(m[p], t.name[len(p)+1:])
 		}
 	}
 	return m
 }()
 
-// schemaKeys returns the keys that may follow parent in a key path: the
-// table names at the top level (parent ""), a table's keys below it, and
-// false below anything else.
+// schemaKeys returns the keys that may follow parent (a schema path) in a
+// key path: the table names at the top level (parent ""), a table's keys
+// and tables below it, and false below anything else (a map's keys, or a
+// named table, where the user chooses the names).
 func schemaKeys(parent string) ([]string, bool) {
 	keys, ok := knownKeys[parent]
 	return keys, ok
 }
 
-// fieldName is the Go name of the field that holds table or key name in
-// schemaType; go-toml matches fields by their toml tag, not by this name.
+// schemaStep follows part of a key path from the schema path parent: next
+// is the schema path part leads to and spelt how the schema writes part
+// ("" when the schema has no such key). Below a named table every part is
+// a NAME. known is false when parent is not a table of the schema: what
+// follows it is the user's (the keys of a map).
+func schemaStep(parent, part string) (next, spelt string, known bool) {
+	if t := tableNamed(parent); t != nil && t.named {
+		return t.keyPath(), part, true
+	}
+	keys, ok := schemaKeys(parent)
+	if !ok {
+		return "", "", false
+	}
+	spelt = schemaKey(keys, part)
+	if spelt == "" {
+		return "", "", true
+	}
+	if parent == "" {
+		return spelt, spelt, true
+	}
+	return parent + "." + spelt, spelt, true
+}
+
+// schemaTable returns the table of a schema path: a table's name or
+// keyPath.
+func schemaTable(path string) *table {
+	if t := tableNamed(path); t != nil {
+		return t
+	}
+	if t := tableNamed(strings.TrimSuffix(path, "."+nameMark)); t != nil && t.named {
+		return t
+	}
+	return nil
+}
+
+// fieldName is the Go name of the field that holds table or key name (its
+// last part) in schemaType; go-toml matches fields by their toml tag, not
+// by this name.
 func fieldName(name string) string {
+	name = name[strings.LastIndexByte(name, '.')+1:]
 	return strings.ToUpper(name[:1]) + name[1:]
 }
 
 // schemaType is the struct go-toml's strict decoder fills, which reports
 // syntax errors, type errors, duplicate keys and unknown keys. A table is a
 // pointer to a struct (nil when absent), an array of tables a slice of
-// them, and a key a field of keyKind.goType. The values are then re-read
-// from the syntax tree together with their lines (tomlwalk.go).
-var schemaType = func() reflect.Type {
-	top := make([]reflect.StructField, len(tables))
-	for i, t := range tables {
-		fields := make([]reflect.StructField, len(t.keys))
-		for j, k := range t.keys {
-			fields[j] = reflect.StructField{Name: fieldName(k.name), Type: k.kind.goType(), Tag: reflect.StructTag(`toml:"` + k.name + `"`)}
+// them, a named table a map of them, and a key a field of keyKind.goType.
+// A table inside another is a field of its struct. The values are then
+// re-read from the syntax tree together with their lines (tomlwalk.go).
+var schemaType = structOf("")
+
+// structOf returns the struct of the keys and tables below the table
+// called parent ("": the top level).
+func structOf(parent string) reflect.Type {
+	var fields []reflect.StructField
+	if t := tableNamed(parent); t != nil {
+		for _, k := range t.keys {
+			fields = append(fields, reflect.StructField{Name: fieldName(k.name), Type: k.kind.goType(), Tag: reflect.StructTag(`toml:"` + k.name + `"`)})
 		}
-		tt := reflect.StructOf(fields)
-		if t.array {
+	}
+	for i := range tables {
+		t := &tables[i]
+		if t.parent() != parent {
+			continue
+		}
+		tt := structOf(t.name)
+		switch {
+		case t.array:
 			tt = reflect.SliceOf(tt)
-		} else {
+		case t.named:
+			tt = reflect.MapOf(reflect.TypeFor[string](), tt)
+		default:
 			tt = reflect.PointerTo(tt)
 		}
-		top[i] = reflect.StructField{Name: fieldName(t.name), Type: tt, Tag: reflect.StructTag(`toml:"` + t.name + `"`)}
+		last := t.parts()[len(t.parts())-1]
+		fields = append(fields, reflect.StructField{Name: fieldName(last), Type: tt, Tag: reflect.StructTag(`toml:"` + last + `"`)})
 	}
-	return reflect.StructOf(top)
-}()
+	return reflect.StructOf(fields)
+}
 
 // decoded is the file as go-toml's strict decoder read it: a value of
 // schemaType.
@@ -268,11 +411,28 @@ type decoded struct{ v reflect.Value }
 
 func newDecoded() decoded { return decoded{reflect.New(schemaType).Elem()} }
 
-// value returns the decoded value of key in table t (not an array of
-// tables), and whether it was written.
+// tableValue returns the decoded value of table t: a pointer to its
+// struct, a slice of them for an array of tables, a map of them for a
+// named table; the zero Value when a table that holds t is absent.
+func (d decoded) tableValue(t *table) reflect.Value {
+	v := d.v
+	for i, part := range t.parts() {
+		if i > 0 {
+			if v.IsNil() {
+				return reflect.Value{}
+			}
+			v = v.Elem() // a table inside another is in a pointer to its struct
+		}
+		v = v.FieldByName(fieldName(part))
+	}
+	return v
+}
+
+// value returns the decoded value of key in table t (neither an array of
+// tables nor a named table), and whether it was written.
 func (d decoded) value(t *table, key string) (reflect.Value, bool) {
-	tv := d.v.FieldByName(fieldName(t.name))
-	if tv.IsNil() {
+	tv := d.tableValue(t)
+	if !tv.IsValid() || tv.IsNil() {
 		return reflect.Value{}, false
 	}
 	f := tv.Elem().FieldByName(fieldName(key))
@@ -303,21 +463,38 @@ func (d decoded) boolAt(t *table, key string) (bool, bool) {
 	return v.Bool(), true
 }
 
-// stringCounts returns what walker.stringCounts returns, from the decoder's
-// side, for tables[ti].
-func (d decoded) stringCounts(ti int, cols []int) []int {
-	t, f := &tables[ti], d.v.Field(ti)
-	var instances []reflect.Value
+// elems returns the elements of an array of tables or the tables of a
+// named table (by name), as decoded.
+func (d decoded) elems(t *table) []reflect.Value {
+	f := d.tableValue(t)
+	if !f.IsValid() {
+		return nil
+	}
+	var out []reflect.Value
 	switch {
 	case t.array:
 		for i := range f.Len() {
-			instances = append(instances, f.Index(i))
+			out = append(out, f.Index(i))
+		}
+	case t.named:
+		keys := f.MapKeys()
+		slices.SortFunc(keys, func(a, b reflect.Value) int { return strings.Compare(a.String(), b.String()) })
+		for _, k := range keys {
+			out = append(out, f.MapIndex(k))
 		}
 	case !f.IsNil():
-		instances = append(instances, f.Elem())
+		out = append(out, f.Elem())
 	}
+	return out
+}
+
+// stringCounts returns what walker.stringCounts returns, from the decoder's
+// side, for tables[ti].
+func (d decoded) stringCounts(ti int, cols []int) []int {
+	t := &tables[ti]
+	instances := d.elems(t)
 	rows := len(instances)
-	if !t.array {
+	if !t.array && !t.named {
 		rows = 1
 	}
 	want := make([]int, rows*len(cols))

@@ -31,7 +31,7 @@ func TestSchemaComplete(t *testing.T) {
 			t.Errorf("%s: doc.go does not show the table", tb.name)
 		}
 		for _, k := range tb.keys {
-			if !strings.HasPrefix(k.want, tb.name+"."+k.name+" must ") {
+			if !strings.HasPrefix(k.want, tb.keyPath()+"."+k.name+" must ") {
 				t.Errorf("%s.%s: want %q does not start with the key", tb.name, k.name, k.want)
 			}
 			if !regexp.MustCompile(`\b` + k.name + ` *= `).Match(doc) {
@@ -69,7 +69,7 @@ passthrough = ["c.test"]
 	}
 	w.leaves = slices.DeleteFunc(w.leaves, func(l leaf) bool { return l.value == "b.test" })
 	w.crossCheck(cfg)
-	want := "f.toml:1: internal error: the policy was read two ways that disagree (default 1/1, allow 1/2, deny 0/0, resolve 1/1, ca_files 0/0, passthrough 1/1, action 0/0, detectors 0/0, allow_hosts 0/0, http [[1 1 1 0]]/[[1 1 1 0]], secret []/[]); please report this file to the capsem developers"
+	want := "f.toml:1: internal error: the policy was read two ways that disagree (default 1/1, allow 1/2, deny 0/0, resolve 1/1, ca_files 0/0, passthrough 1/1, action 0/0, detectors 0/0, allow_hosts 0/0, http [[1 1 1 0]]/[[1 1 1 0]], secret []/[], mcp.rules []/[], mcp.servers []/[]); please report this file to the capsem developers"
 	if err := c.err(); err == nil || err.Error() != want {
 		t.Errorf("got  %v\nwant %s", err, want)
 	}

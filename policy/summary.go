@@ -2,6 +2,7 @@ package policy
 
 import (
 	"net"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -23,11 +24,21 @@ type Summary struct {
 	MaxWildcard  int               `json:"dns_max_wildcard_names"` // [dns] max_wildcard_names in force
 	Secrets      []string          `json:"secrets"`                // [[secret]] and --secret: NAME@host,… (never a value)
 	DLP          string            `json:"dlp"`                    // [dlp] action in force, with its detectors when not all
+	// MCPRules are the [[mcp.rules]], in file order, as a decision names
+	// them.
+	MCPRules []string `json:"mcp_rules"`
+	// MCPServers are the [mcp.servers], by NAME: "github (command npx)",
+	// "remote (url https://mcp.example.com/mcp)". Only the program and
+	// the URL without its query: arguments, env, queries and headers may
+	// hold credentials.
+	MCPServers    []string `json:"mcp_servers"`
+	MCPHideDenied bool     `json:"mcp_hide_denied"` // [mcp] hide_denied in force
 }
 
 // Summarize describes p. Lists are never nil, so that JSON shows [].
 func (p *Policy) Summarize() Summary {
-	s := Summary{Allow: []string{}, Deny: []string{}, HTTP: []string{}, Passthrough: []string{}, CAFiles: []string{}, Secrets: []string{}}
+	s := Summary{Allow: []string{}, Deny: []string{}, HTTP: []string{}, Passthrough: []string{}, CAFiles: []string{}, Secrets: []string{},
+		MCPRules: []string{}, MCPServers: []string{}, MCPHideDenied: p.MCPHideDenied()}
 	if !p.usable() {
 		return s
 	}
@@ -62,6 +73,17 @@ func (p *Policy) Summarize() Summary {
 	s.DLP = d.Action
 	if len(d.Detectors) > 0 {
 		s.DLP += " (" + strings.Join(d.Detectors, ", ") + ")"
+	}
+	for i := range p.mcpRules {
+		s.MCPRules = append(s.MCPRules, p.mcpRules[i].text)
+	}
+	for _, m := range p.mcpServers {
+		if m.URL != "" {
+			u, _ := url.Parse(m.URL) // checked by Parse
+			s.MCPServers = append(s.MCPServers, m.Name+" (url "+u.Scheme+"://"+u.Host+u.EscapedPath()+")")
+		} else {
+			s.MCPServers = append(s.MCPServers, m.Name+" (command "+m.Command[0]+")")
+		}
 	}
 	return s
 }

@@ -138,14 +138,6 @@ func (w *walker) readKey(prefix []string, n *unstable.Node) ([]string, int) {
 	return prefix, line
 }
 
-// arrayTableAt returns the array of tables whose whole path is path, or nil.
-func arrayTableAt(path []string) *table {
-	if len(path) != 1 {
-		return nil
-	}
-	return arrayTable(path[0])
-}
-
 // newElem starts reading a new element of the array of tables t.
 func (w *walker) newElem(t *table, line int) {
 	w.elems[t.name] = append(w.elems[t.name], line)
@@ -157,11 +149,12 @@ func (w *walker) keyValue(prefix []string, kv *unstable.Node) {
 	copy(path, prefix)
 	path, keyLine := w.readKey(path, kv)
 	w.c.checkCase(path, len(prefix), keyLine)
-	if len(prefix) == 0 && w.cur < 0 && len(path) > 1 {
-		// http.host = "…": one table, not an array. (http = { … } is
-		// reported by the decoder.)
-		if t := arrayTableAt(path[:1]); t != nil {
+	for j := len(prefix) + 1; j < len(path); j++ {
+		// http.host = "…", or rules.server = "…" in [mcp]: one table, not
+		// an array. (http = { … } is reported by the decoder.)
+		if t := arrayTableAt(path[:j]); t != nil {
 			w.c.add(keyLine, "%s", t.notArray)
+			break
 		}
 	}
 	w.value(path, -1, kv.Value(), keyLine)
@@ -225,17 +218,23 @@ func (w *walker) value(path []string, index int, v *unstable.Node, keyLine int) 
 // key: the value of a key of kindString, each entry of kindStrings, each
 // value of the map of kindStringMap. Wrong types were reported by the
 // decoder already, so other values are skipped. In an array of tables,
-// leaf.elem is the element that holds the value.
+// leaf.elem is the element that holds the value; in a named table,
+// leaf.path[len(t.parts())] is the name.
 func (w *walker) values(t *table) iter.Seq2[*key, *leaf] {
 	return func(yield func(*key, *leaf) bool) {
 		elems := len(w.elems[t.name])
+		parts := t.parts()
+		depth := len(parts) // the index of the key in a leaf's path
+		if t.named {
+			depth++
+		}
 		for i := range w.leaves {
 			l := &w.leaves[i]
-			if len(l.path) < 2 || l.path[0] != t.name || t.array && (l.elem < 0 || l.elem >= elems) {
+			if len(l.path) <= depth || !slices.Equal(l.path[:len(parts)], parts) || t.array && (l.elem < 0 || l.elem >= elems) {
 				continue
 			}
 			for j := range t.keys {
-				if l.holds(t.keys[j]) {
+				if l.holds(t.keys[j], depth) {
 					if !yield(&t.keys[j], l) {
 						return
 					}
@@ -246,21 +245,50 @@ func (w *walker) values(t *table) iter.Seq2[*key, *leaf] {
 	}
 }
 
-// holds reports whether l is a string value of key k of its table: the
-// table's own value, an entry of its array, or a value of its map.
-func (l *leaf) holds(k key) bool {
-	if l.kind != unstable.String || len(l.path) < 2 || l.path[1] != k.name {
+// holds reports whether l is a string value of key k of its table, k
+// being l.path[depth]: the table's own value, an entry of its array, or a
+// value of its map.
+func (l *leaf) holds(k key, depth int) bool {
+	if l.kind != unstable.String || len(l.path) <= depth || l.path[depth] != k.name {
 		return false
 	}
-	switch k.kind {
+	switch n := len(l.path) - depth; k.kind {
 	case kindString:
-		return len(l.path) == 2 && l.index < 0
+		return n == 1 && l.index < 0
 	case kindStrings:
-		return len(l.path) == 2 && l.index >= 0
+		return n == 1 && l.index >= 0
 	case kindStringMap:
-		return len(l.path) == 3 && l.index < 0
+		return n == 2 && l.index < 0
 	}
 	return false
+}
+
+// names returns the names of named table t that the file wrote, sorted.
+func (w *walker) names(t *table) []string {
+	parts := t.parts()
+	var out []string
+	for _, k := range w.keys {
+		if len(k.path) > len(parts) && slices.Equal(k.path[:len(parts)], parts) {
+			out = append(out, k.path[len(parts)])
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// nameLines returns the first and the last line of the keys and headers of
+// table name of named table t, 0 when there are none.
+func (w *walker) nameLines(t *table, name string) (first, last int) {
+	parts := t.parts()
+	for _, k := range w.keys {
+		if len(k.path) > len(parts) && slices.Equal(k.path[:len(parts)], parts) && k.path[len(parts)] == name {
+			if first == 0 || k.line < first {
+				first = k.line
+			}
+			last = max(last, k.line)
+		}
+	}
+	return first, last
 }
 
 // crossCheck makes sure the walker saw every value the decoder decoded: a
@@ -279,8 +307,11 @@ func (w *walker) crossCheck(cfg decoded) {
 		cols := countedCols[i]
 		got, want := w.stringCounts(t, cols), cfg.stringCounts(i, cols)
 		agree = agree && slices.Equal(got, want)
-		if t.array {
-			agree = agree && len(w.elems[t.name]) == cfg.v.Field(i).Len()
+		switch {
+		case t.array:
+			agree = agree && len(w.elems[t.name]) == len(cfg.elems(t))
+		case t.named:
+			agree = agree && len(w.names(t)) == len(cfg.elems(t))
 		}
 		all[i] = counts{t, cols, got, want}
 	}
@@ -288,12 +319,13 @@ func (w *walker) crossCheck(cfg decoded) {
 		return
 	}
 	// The counts of each key that holds strings: first of the tables, then
-	// of each array of tables a list per element.
+	// of each array of tables a list per element, and of each named table a
+	// list per name.
 	var parts []string
 	for _, array := range []bool{false, true} {
 		for _, c := range all {
 			switch {
-			case c.t.array != array:
+			case (c.t.array || c.t.named) != array:
 			case array:
 				parts = append(parts, fmt.Sprintf("%s %v/%v", c.t.name, rows(c.got, len(c.cols)), rows(c.want, len(c.cols))))
 			default:
@@ -337,17 +369,26 @@ func rows(counts []int, n int) [][]int {
 }
 
 // stringCounts returns how many string leaves the walker read for each key
-// cols of t: a row per element of an array of tables, one row for a table.
+// cols of t: a row per element of an array of tables, a row per name of a
+// named table (sorted), one row for a table.
 func (w *walker) stringCounts(t *table, cols []int) []int {
 	rows := 1
-	if t.array {
+	var names []string
+	switch {
+	case t.array:
 		rows = len(w.elems[t.name])
+	case t.named:
+		names = w.names(t)
+		rows = len(names)
 	}
 	got := make([]int, rows*len(cols))
 	for k, l := range w.values(t) {
 		row := 0
-		if t.array {
+		switch {
+		case t.array:
 			row = l.elem
+		case t.named:
+			row, _ = slices.BinarySearch(names, l.path[len(t.parts())])
 		}
 		for c, j := range cols {
 			if &t.keys[j] == k {
