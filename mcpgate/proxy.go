@@ -1,0 +1,185 @@
+package mcpgate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/capsem/capsem/policy"
+	"github.com/capsem/capsem/store"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// forwarded are the methods the gateway answers from the backend (and
+// records); every other method is the SDK server's own (logging/setLevel,
+// notifications/initialized, notifications/cancelled, …).
+var forwarded = map[string]bool{
+	"initialize":               true,
+	"ping":                     true,
+	"tools/list":               true,
+	"tools/call":               true,
+	"resources/list":           true,
+	"resources/templates/list": true,
+	"resources/read":           true,
+	"prompts/list":             true,
+	"prompts/get":              true,
+	"completion/complete":      true,
+}
+
+// reasonNoPolicy is the reason of a tools/call refused because Serve was
+// given no Decider (the gateway fails closed).
+const reasonNoPolicy = "mcp-no-policy"
+
+// middleware is the guest-facing SDK server's receiving middleware: it
+// answers the forwarded methods from the backend.
+func (e *entry) middleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if !forwarded[method] {
+			return next(ctx, method, req)
+		}
+		return e.proxy(ctx, method, req, next)
+	}
+}
+
+func (e *entry) proxy(ctx context.Context, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
+	start := time.Now()
+	g := e.g
+	var info *callInfo
+	if x := req.GetExtra(); x != nil && x.Header != nil {
+		info = g.calls.get(x.Header.Get(callHeader))
+	}
+	c := &store.MCPCall{ServerName: e.name, Method: method, Decision: store.Allowed, Reason: reasonAllowed}
+	var d Decider
+	if info != nil {
+		c.RequestID = info.id
+		d = info.decider
+	}
+	params := req.GetParams()
+	if b, err := json.Marshal(params); err == nil && string(b) != "null" {
+		c.RequestPreview = preview(b, g.cfg.PreviewBytes)
+		c.BytesSent = int64(len(b))
+	}
+	if p, ok := params.(*mcp.CallToolParamsRaw); ok {
+		c.ToolName = p.Name
+		dec := policy.Decision{Reason: reasonNoPolicy}
+		if d != nil {
+			dec = d.DecideMCPTool(e.name, p.Name)
+		}
+		if !dec.Allowed {
+			c.Decision, c.Reason, c.MatchedRule = store.Denied, dec.Reason, dec.Rule
+			err := &jsonrpc.Error{Code: policy.MCPRefusalCode, Message: policy.MCPRefusal(method, p.Name, dec)}
+			g.finish(c, start, nil, err)
+			g.record(c)
+			return nil, err
+		}
+		c.MatchedRule = dec.Rule
+	}
+	res, err := e.forward(ctx, method, req, next, d)
+	g.finish(c, start, res, err)
+	g.record(c)
+	if err != nil {
+		return nil, wireError(err)
+	}
+	return res, nil
+}
+
+// forward answers one request from the backend.
+func (e *entry) forward(ctx context.Context, method string, req mcp.Request, next mcp.MethodHandler, d Decider) (mcp.Result, error) {
+	cs, err := e.backend().session(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res, err := e.call(ctx, cs, method, req, next, d)
+	if err != nil {
+		var w *jsonrpc.Error
+		if !errors.As(err, &w) {
+			err = fmt.Errorf("mcpgate: MCP server %q: %v (capsem starts it again on the next call if it died)", e.name, err)
+		}
+	}
+	return res, err
+}
+
+func (e *entry) call(ctx context.Context, cs *mcp.ClientSession, method string, req mcp.Request, next mcp.MethodHandler, d Decider) (mcp.Result, error) {
+	switch p := req.GetParams().(type) {
+	case *mcp.InitializeParams:
+		// The SDK server negotiates the guest's protocol version and
+		// keeps the session's state; the guest sees the backend.
+		res, err := next(ctx, method, req)
+		if err != nil {
+			return nil, err
+		}
+		ir, ok := res.(*mcp.InitializeResult)
+		if !ok {
+			return res, nil
+		}
+		bi := cs.InitializeResult()
+		if bi == nil {
+			return res, nil
+		}
+		out := *ir
+		out.Capabilities = guestCapabilities(bi.Capabilities)
+		out.ServerInfo = bi.ServerInfo
+		out.Instructions = bi.Instructions
+		return &out, nil
+	case *mcp.PingParams:
+		if err := cs.Ping(ctx, p); err != nil {
+			return nil, err
+		}
+		return next(ctx, method, req)
+	case *mcp.ListToolsParams:
+		res, err := cs.ListTools(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		if d != nil && d.MCPHideDenied() {
+			out := *res
+			out.Tools = slices.DeleteFunc(slices.Clone(res.Tools), func(t *mcp.Tool) bool {
+				return !d.DecideMCPTool(e.name, t.Name).Allowed
+			})
+			return &out, nil
+		}
+		return res, nil
+	case *mcp.CallToolParamsRaw:
+		var args any
+		if len(p.Arguments) > 0 {
+			args = p.Arguments
+		}
+		return cs.CallTool(ctx, &mcp.CallToolParams{
+			Meta: p.Meta, Name: p.Name, Arguments: args,
+			InputResponses: p.InputResponses, RequestState: p.RequestState,
+		})
+	case *mcp.ListResourcesParams:
+		return cs.ListResources(ctx, p)
+	case *mcp.ListResourceTemplatesParams:
+		return cs.ListResourceTemplates(ctx, p)
+	case *mcp.ReadResourceParams:
+		return cs.ReadResource(ctx, p)
+	case *mcp.ListPromptsParams:
+		return cs.ListPrompts(ctx, p)
+	case *mcp.GetPromptParams:
+		return cs.GetPrompt(ctx, p)
+	case *mcp.CompleteParams:
+		return cs.Complete(ctx, p)
+	}
+	return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("mcpgate: %s is not forwarded by capsem's MCP gateway", method)}
+}
+
+// guestCapabilities are the backend's capabilities less what the gateway
+// does not forward: resource subscriptions and log messages.
+func guestCapabilities(c *mcp.ServerCapabilities) *mcp.ServerCapabilities {
+	if c == nil {
+		return &mcp.ServerCapabilities{}
+	}
+	out := *c
+	out.Logging = nil
+	if c.Resources != nil {
+		r := *c.Resources
+		r.Subscribe = false
+		out.Resources = &r
+	}
+	return &out
+}

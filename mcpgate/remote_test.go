@@ -1,0 +1,108 @@
+package mcpgate
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/capsem/capsem/mcpgate/testserver"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// remoteServer is testserver served over streamable HTTP with TLS; it
+// counts the requests that carried the Authorization header.
+func remoteServer(t *testing.T) (*httptest.Server, *mcp.Server, *atomic.Int64) {
+	srv := testserver.New()
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	var authed atomic.Int64
+	ts := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") == "Bearer s3cret" {
+			authed.Add(1)
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(ts.Close)
+	return ts, srv, &authed
+}
+
+func TestRemoteServer(t *testing.T) {
+	ts, srv, authed := remoteServer(t)
+	roots := x509.NewCertPool()
+	roots.AddCert(ts.Certificate())
+	var dialed atomic.Int64
+	cfg := Config{RootCAs: roots}
+	cfg.DialContext = func(ctx context.Context, network, addr string) (c netConn, err error) {
+		dialed.Add(1)
+		return dialer.DialContext(ctx, network, addr)
+	}
+	h := newHarness(t, decider{deny: map[string]bool{"env": true}}, cfg,
+		Server{Name: "remote", URL: ts.URL + "/mcp", Headers: map[string]string{"Authorization": "Bearer s3cret"}})
+
+	changed := make(chan struct{}, 1)
+	cs := h.connect(t, "remote", &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	}})
+	if got, err := callText(t, cs, "echo", map[string]any{"text": "far"}); err != nil || got != "far" {
+		t.Fatalf("echo through the remote = %q, %v", got, err)
+	}
+	if _, err := callText(t, cs, "env", map[string]any{"name": "HOME"}); err == nil || !strings.HasPrefix(strings.TrimPrefix(err.Error(), `calling "tools/call": `), "capsem:") {
+		t.Errorf("denied env on the remote: %v, want capsem's refusal", err)
+	}
+	if authed.Load() == 0 {
+		t.Error("the configured Authorization header never reached the remote server")
+	}
+	if dialed.Load() == 0 {
+		t.Error("the remote was not reached through Config.DialContext")
+	}
+
+	// A tools list_changed of the remote reaches the guest.
+	mcp.AddTool(srv, &mcp.Tool{Name: "late"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "late"}}}, nil, nil
+	})
+	select {
+	case <-changed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no tools list_changed reached the guest")
+	}
+	if names := toolNames(t, cs); !slices.Contains(names, "late") {
+		t.Errorf("tools after the change = %v, want late", names)
+	}
+	if len(h.rec.calls("notifications/tools/list_changed")) == 0 {
+		t.Error("the forwarded list_changed was not recorded")
+	}
+}
+
+func TestRemoteUnverifiedRefused(t *testing.T) {
+	ts, _, _ := remoteServer(t)
+	// No RootCAs: the system roots, which do not know httptest's CA.
+	h := newHarness(t, decider{}, Config{}, Server{Name: "remote", URL: ts.URL + "/mcp"})
+	req, _ := http.NewRequest(http.MethodPost, h.url+"/remote", strings.NewReader(
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"g","version":"1"}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	ev := h.rec.calls("initialize")
+	if len(ev) != 1 || !strings.Contains(ev[0].ErrorMessage, "certificate") || ev[0].RequestID != "1" {
+		b, _ := json.Marshal(ev)
+		t.Errorf("initialize against an unverifiable remote: events %s, want a certificate error", b)
+	}
+}
+
+type netConn = net.Conn
+
+var dialer net.Dialer
