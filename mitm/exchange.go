@@ -36,6 +36,7 @@ type exchange struct {
 	start time.Time
 	ev    store.Net
 	call  *provider.Call
+	mcp   *mcpView // the request may carry MCP (mcp.go)
 	req   *tap
 	resp  *tap
 	once  sync.Once
@@ -52,6 +53,8 @@ type exchange struct {
 	dlpBlock bool         // a DLP match refuses the request
 	found    findings
 	cancel   context.CancelFunc // cancels the request upstream: the guard refused its body
+	// gatewayBytes is what the MCP gateway wrote back (gateway.go).
+	gatewayBytes int64
 }
 
 type exchangeKey struct{}
@@ -122,15 +125,27 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	if f.Local {
+		ex.serveGateway(w, r)
+		return
+	}
 	preview := pol.PreviewBytes()
 	var reqParser io.Writer
 	if ex.call = provider.Detect(host, r.Method, r.URL.Path); ex.call != nil {
 		ex.call.SetOptions(provider.Options{PreviewBytes: max(preview, 256)})
 		reqParser = ex.call.RequestWriter()
+	} else if mcpCandidate(r) {
+		ex.mcp = ex.newMCPView(r, host)
+		if r.Method == http.MethodPost {
+			reqParser = ex.mcp.requestParser()
+		}
 	}
 	ex.req = newTap(r.Body, r.Header.Get("Content-Encoding"), preview, reqParser)
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = ex.req
+	}
+	if ex.mcp != nil && r.Method == http.MethodPost && pol.MCPMayDeny(host) && !ex.mcp.decide(w, r) {
+		return
 	}
 	if !ex.guard(w, r) {
 		return
@@ -201,7 +216,13 @@ func (ex *exchange) finish() {
 		if ex.resp != nil {
 			respWire, ex.ev.ResponseBodyPreview = ex.resp.close()
 		}
+		if ex.fs.flow.Local {
+			reqWire, respWire = ex.ev.BytesSent, ex.gatewayBytes
+		}
 		ex.ev.BytesSent, ex.ev.BytesReceived = reqWire, respWire
+		if ex.mcp != nil {
+			ex.mcp.end(ex.ev.StatusCode)
+		}
 		if ex.view != nil && mayHoldReal {
 			ex.redactEvent()
 		}
@@ -262,6 +283,8 @@ func (p *Proxy) reverseProxy(fs *flowState) *httputil.ReverseProxy {
 			var parser io.Writer
 			if ex.call != nil {
 				parser = ex.call.ResponseWriter(resp.StatusCode, resp.Header.Get("Content-Type"))
+			} else if ex.mcp != nil {
+				parser = ex.mcp.response(resp)
 			}
 			ex.resp = newTap(resp.Body, resp.Header.Get("Content-Encoding"), ex.pol.PreviewBytes(), parser)
 			resp.Body = ex.resp

@@ -43,6 +43,9 @@ type Config struct {
 	SystemRoots *x509.CertPool
 	// Logger for operational messages. Nil means slog.Default().
 	Logger *slog.Logger
+	// MCPGateway serves the flows to policy.MCPGatewayHost (gateway.go).
+	// Nil: such flows are refused (local-service-unserved).
+	MCPGateway MCPGateway
 }
 
 // Proxy terminates and forwards intercepted flows. Its HandleFlow is a
@@ -53,6 +56,7 @@ type Proxy struct {
 	srv    *http.Server
 	ln     *connListener
 	tracer *provider.Tracer
+	mcp    *mcpTracker
 	roots  rootsCache
 	h2     *http2.Server // the guest's HTTP/2 (serveH2)
 
@@ -87,6 +91,7 @@ func New(cfg Config) (*Proxy, error) {
 		tracer:    provider.NewTracer(4096),
 		serveDone: make(chan struct{}),
 	}
+	p.mcp = newMCPTracker(p.recordMCP)
 	p.roots.system = cfg.SystemRoots
 	p.srv = &http.Server{
 		Handler:           http.HandlerFunc(p.serveHTTP),
@@ -124,6 +129,7 @@ func New(cfg Config) (*Proxy, error) {
 func (p *Proxy) Close() error {
 	err := p.srv.Close()
 	<-p.serveDone
+	p.mcp.close()
 	return err
 }
 
@@ -139,6 +145,13 @@ func (p *Proxy) intercepts(port uint16) bool {
 // HandleFlow is the netstack.FlowHandler: it intercepts flows to the
 // configured ports and splices the rest.
 func (p *Proxy) HandleFlow(ctx context.Context, guest, upstream net.Conn, f *netstack.Flow) netstack.FlowResult {
+	if f.Local {
+		if p.cfg.MCPGateway == nil || !p.intercepts(f.Port) {
+			return netstack.FlowResult{ConnType: store.ConnTLS, Refused: ReasonLocalUnserved,
+				Err: fmt.Errorf("%s:%d is served by capsem itself, and this MITM has no MCP gateway for it", f.Name, f.Port)}
+		}
+		upstream = noUpstream()
+	}
 	if !p.intercepts(f.Port) {
 		return netstack.Splice(ctx, guest, upstream, f)
 	}

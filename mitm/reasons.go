@@ -55,6 +55,15 @@ const (
 	// detector@where): with action "log" the request went on, with "block"
 	// it got a 403.
 	ReasonDLPMatch = "dlp-match"
+	// ReasonMCPToolDenied: an [[mcp.rules]] entry denied a tools/call in
+	// the request (matched_rule names it): the guest got capsem's JSON-RPC
+	// error instead, and nothing went upstream. The gateway records its
+	// refusals under the same name, which is the policy's.
+	ReasonMCPToolDenied = policy.ReasonMCPToolDenied
+	// ReasonLocalUnserved: a flow to a name capsem serves itself (the MCP
+	// gateway) with no gateway in this process to serve it. The netstack
+	// refuses such a flow under the same name, which is its constant.
+	ReasonLocalUnserved = netstack.ReasonLocalUnserved
 )
 
 // Reasons is every reason the MITM records: its own, and the policy's
@@ -67,6 +76,7 @@ func Reasons() []string {
 		ReasonBadHello, ReasonNoSNI, ReasonSNIMismatch,
 		ReasonHostNotSNI, ReasonHTTPDenied, ReasonTunnelRefused, ReasonUpstreamError, ReasonUpstreamUpgrade,
 		ReasonStoreUnavailable, ReasonSecretWrongHost, ReasonSecretRealValue, ReasonDLPMatch,
+		ReasonMCPToolDenied, ReasonLocalUnserved,
 
 		policy.ReasonAllowed, policy.ReasonDeniedByRule, policy.ReasonNoMatchingRule, policy.ReasonPortNotAllowed,
 		policy.ReasonInvalidName, policy.ReasonSecretWrongHost,

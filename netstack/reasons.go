@@ -64,6 +64,7 @@ const (
 	ReasonUpstreamNoAddr  = "upstream-no-address"      // the host could not resolve the allowed name (or its [upstream] resolve target): RST
 	ReasonUpstreamFailed  = "upstream-unreachable"     // no address of the allowed name accepted the connection: RST
 	ReasonHandshakeFailed = "guest-handshake-failed"   // allowed and dialled, but the guest's side of the handshake failed
+	ReasonLocalUnserved   = "local-service-unserved"   // a flow to a name capsem serves itself (the MCP gateway) that its flow handler cannot serve
 
 	// The store.
 
@@ -87,7 +88,7 @@ func Reasons() []string {
 		ReasonWildcardCap, ReasonPoolExhausted, ReasonMalformedDNS, ReasonDNSNotSupported, ReasonDNSClassNotIN,
 
 		ReasonDirectIP, ReasonGatewayPort, ReasonSYNCap, ReasonFlowCap, ReasonDNSTCPCap,
-		ReasonUpstreamPrivate, ReasonUpstreamNoAddr, ReasonUpstreamFailed, ReasonHandshakeFailed,
+		ReasonUpstreamPrivate, ReasonUpstreamNoAddr, ReasonUpstreamFailed, ReasonHandshakeFailed, ReasonLocalUnserved,
 
 		ReasonStoreDown,
 

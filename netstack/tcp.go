@@ -38,6 +38,11 @@ type Flow struct {
 	// port, under the current policy, with the same rebinding checks and
 	// [upstream] resolve rules as the first one.
 	Redial func(ctx context.Context) (net.Conn, error)
+	// Local is true for a flow to a name capsem serves itself (the MCP
+	// gateway, policy.MCPGatewayHost): nothing was dialled, the upstream
+	// the handler gets is nil and Redial refuses. A handler that cannot
+	// serve it must refuse the flow.
+	Local bool
 }
 
 // FlowResult is what a FlowHandler reports when the flow ends.
@@ -71,7 +76,14 @@ const idleRelease = time.Second
 // half-closes, and resets: when one side resets its connection (or fails
 // in any other way than a clean end), the other side's connection is reset
 // too, so that neither takes a truncated stream for a complete one.
-func Splice(ctx context.Context, guest, upstream net.Conn, _ *Flow) FlowResult {
+//
+// A local flow (Flow.Local: nothing was dialled) is refused: there is
+// nothing to splice it to.
+func Splice(ctx context.Context, guest, upstream net.Conn, f *Flow) FlowResult {
+	if upstream == nil {
+		return FlowResult{ConnType: store.ConnTCP, Refused: ReasonLocalUnserved,
+			Err: fmt.Errorf("%s is served by capsem itself, and this flow's handler does not serve it", f.Name)}
+	}
 	stop := context.AfterFunc(ctx, func() {
 		guest.Close()
 		upstream.Close()
@@ -296,17 +308,28 @@ func (s *Stack) handleTCP(r *tcp.ForwarderRequest) {
 	defer s.flowSlots.give()
 
 	start := time.Now()
-	upstream, upAddr, reason, err := s.dialUpstream(s.ctx, pol, name, dst.Port())
-	if err != nil {
-		deny(reason, err.Error())
-		return
+	// The MCP gateway is served in this process: nothing is dialled, and
+	// no [upstream] resolve entry can send it anywhere else.
+	local := pol.MCPGateway(name)
+	var upstream net.Conn
+	var upAddr netip.AddrPort
+	if !local {
+		var reason string
+		var err error
+		upstream, upAddr, reason, err = s.dialUpstream(s.ctx, pol, name, dst.Port())
+		if err != nil {
+			deny(reason, err.Error())
+			return
+		}
 	}
 	var wq waiter.Queue
 	ep, terr := r.CreateEndpoint(&wq)
 	r.Complete(false)
 	ev.Decision = store.Allowed
 	if terr != nil {
-		upstream.Close()
+		if upstream != nil {
+			upstream.Close()
+		}
 		ev.Reason, ev.Detail = ReasonHandshakeFailed, terr.String()
 		s.cfg.Recorder.Append(store.Event{Kind: store.KindNet, Net: &ev})
 		return
@@ -315,7 +338,11 @@ func (s *Stack) handleTCP(r *tcp.ForwarderRequest) {
 	guest := &guestConn{TCPConn: gonet.NewTCPConn(&wq, ep), ep: ep}
 	flow := &Flow{Name: name, Port: dst.Port(), Guest: src, Dst: dst,
 		Current: s.policy.Load,
+		Local:   local,
 		Redial: func(ctx context.Context) (net.Conn, error) {
+			if local {
+				return nil, fmt.Errorf("%s is served by capsem itself and has no upstream", name)
+			}
 			now := s.policy.Load()
 			if d := now.DecideFlow(name, dst.Port()); !d.Allowed {
 				return nil, fmt.Errorf("%s:%d is no longer allowed: %s", name, dst.Port(), d.Reason)
@@ -338,6 +365,9 @@ func (s *Stack) handleTCP(r *tcp.ForwarderRequest) {
 	ev.BytesSent, ev.BytesReceived = res.BytesSent, res.BytesReceived
 	ev.Duration = time.Since(start)
 	ev.Detail = "upstream " + upAddr.String()
+	if local {
+		ev.Detail = "served by capsem (the MCP gateway)"
+	}
 	if res.ConnType != "" {
 		ev.ConnType = res.ConnType
 	}

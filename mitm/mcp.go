@@ -1,0 +1,348 @@
+package mitm
+
+import (
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/capsem/capsem/mitm/mcpscan"
+	"github.com/capsem/capsem/policy"
+	"github.com/capsem/capsem/store"
+)
+
+// MCP over HTTP is recognised by its content, on any allowed host and
+// path: a POST whose JSON body is JSON-RPC 2.0 (streamable HTTP, or the
+// older HTTP+SSE transport's message endpoint), and an event stream whose
+// events carry JSON-RPC (a POST's SSE response, the GET stream of either
+// transport). Every request and notification becomes one mcp_call event,
+// with its response when one is seen (mcptrack.go matches responses that
+// come on another stream); a tools/call an [[mcp.rules]] entry denies is
+// answered by capsem (mcpdeny.go) and never forwarded; a tools/list result
+// loses the tools the policy denies under [mcp] hide_denied.
+
+// mcpView is the MCP side of one exchange.
+type mcpView struct {
+	ex     *exchange
+	t      *mcpTracker
+	host   string
+	server string // server_name: host and path, without scheme or query
+	sess   *mcpSession
+	own    bool // sess is this exchange's alone (no session id, no endpoint)
+	// stream is the HTTP+SSE GET stream this exchange opened, once it
+	// announced its endpoint.
+	stream *sseRewriter
+
+	mu    sync.Mutex
+	rpc   bool       // the request body held JSON-RPC
+	calls []*mcpCall // this exchange's requests, in order
+	notes []*mcpCall // notifications in the request, recorded when it ends
+	batch bool       // the request body was a batch
+}
+
+// mcpSessionHeader is streamable HTTP's session header.
+const mcpSessionHeader = "Mcp-Session-Id"
+
+// mcpCandidate reports whether a request may carry MCP: a POST with a JSON
+// body, or a GET asking for an event stream. Provider API calls are parsed
+// as such (ex.call) and are not MCP.
+func mcpCandidate(r *http.Request) bool {
+	switch r.Method {
+	case http.MethodPost:
+		mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+		return mt == "application/json" || strings.HasSuffix(mt, "+json")
+	case http.MethodGet:
+		return strings.Contains(r.Header.Get("Accept"), "text/event-stream")
+	}
+	return false
+}
+
+// newMCPView starts the MCP view of an exchange whose request may carry
+// MCP. The session is the request's Mcp-Session-Id, or the HTTP+SSE
+// endpoint it posts to, or its own.
+func (ex *exchange) newMCPView(r *http.Request, host string) *mcpView {
+	v := &mcpView{ex: ex, t: ex.p.mcp, host: host, server: host + r.URL.Path}
+	switch sid := r.Header.Get(mcpSessionHeader); {
+	case sid != "":
+		v.sess = v.t.session(host + "\x00sid\x00" + sid)
+	default:
+		if s := v.t.lookup(endpointKey(host, r.URL.RequestURI())); s != nil && r.Method == http.MethodPost {
+			v.sess = s
+		} else {
+			v.own = true
+			v.sess = v.t.session(fmt.Sprintf("%s\x00own\x00%p", host, v))
+		}
+	}
+	return v
+}
+
+// endpointKey is the session key of an HTTP+SSE endpoint.
+func endpointKey(host, uri string) string { return host + "\x00ep\x00" + uri }
+
+// requestParser is the parser of the request body (fed by its tap).
+func (v *mcpView) requestParser() io.Writer {
+	var body *mcpscan.Body
+	body = mcpscan.NewBody(v.previewBytes(), func(m mcpscan.Message) {
+		v.mu.Lock()
+		v.rpc = true
+		v.mu.Unlock()
+		v.fromGuest(m)
+	})
+	return body
+}
+
+func (v *mcpView) previewBytes() int { return max(v.ex.pol.PreviewBytes(), 256) }
+
+// fromGuest takes a message the guest sent.
+func (v *mcpView) fromGuest(m mcpscan.Message) {
+	switch m.Kind {
+	case mcpscan.Request, mcpscan.Notification:
+	default:
+		return // a response to a request of the server's (sampling, roots): recorded with that request's stream
+	}
+	c := &mcpCall{start: time.Now(), rec: store.MCPCall{
+		ServerName:     v.server,
+		Method:         m.Method,
+		ToolName:       m.Tool,
+		RequestID:      m.ID,
+		RequestPreview: m.Preview,
+		BytesSent:      m.Bytes,
+		Decision:       store.Allowed,
+		Reason:         policy.ReasonAllowed,
+	}}
+	pol := v.ex.pol
+	if m.Method == "tools/call" {
+		d := pol.DecideMCPTool(v.host, m.Tool)
+		c.rec.Reason, c.rec.MatchedRule = d.Reason, d.Rule
+		if !d.Allowed {
+			c.rec.Decision = store.Denied
+		}
+	}
+	if m.Method == "tools/list" && pol.MCPHideDenied() && pol.MCPMayDeny(v.host) {
+		c.hideTools = true
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if m.Kind == mcpscan.Notification {
+		v.notes = append(v.notes, c)
+		return
+	}
+	v.calls = append(v.calls, c)
+	if c.rec.Decision == store.Allowed {
+		v.t.wait(v.sess, m.ID, c)
+	}
+}
+
+// fromServer takes a message the server sent, in a response body or on an
+// event stream: a response ends its call; a request or notification of the
+// server's is a call of its own, recorded as it comes.
+func (v *mcpView) fromServer(m mcpscan.Message) {
+	switch m.Kind {
+	case mcpscan.Response, mcpscan.Error:
+		c := v.t.claim(v.sess, m.ID)
+		if c == nil {
+			return // a response to no request capsem saw (a resumed stream, say)
+		}
+		c.rec.ResponsePreview = m.Preview
+		c.rec.BytesReceived = m.Bytes
+		if m.Kind == mcpscan.Error {
+			c.rec.ErrorMessage = m.ErrorMessage
+		}
+		c.rec.Duration = time.Since(c.start)
+		v.ex.p.recordMCP(c)
+	default:
+		c := &mcpCall{start: time.Now(), rec: store.MCPCall{
+			ServerName:     v.server,
+			Method:         m.Method,
+			RequestID:      m.ID,
+			RequestPreview: m.Preview,
+			BytesReceived:  m.Bytes,
+			Decision:       store.Allowed,
+			Reason:         policy.ReasonAllowed,
+		}}
+		v.ex.p.recordMCP(c)
+	}
+}
+
+// hiding reports whether a response of this exchange or its session may be
+// a tools/list result to filter.
+func (v *mcpView) hiding() bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, c := range v.calls {
+		if c.hideTools {
+			return true
+		}
+	}
+	return v.ex.pol.MCPHideDenied() && v.ex.pol.MCPMayDeny(v.host) && !v.own
+}
+
+// hide says whether tool must be left out of a tools/list result.
+func (v *mcpView) hide(tool string) bool {
+	return !v.ex.pol.DecideMCPTool(v.host, tool).Allowed
+}
+
+// filter returns msg (one JSON-RPC message) without the tools the policy
+// denies, or nil when it is not a tools/list result or hides nothing.
+func (v *mcpView) filter(msg []byte) []byte {
+	out, hidden, ok := mcpscan.FilterTools(msg, v.hide)
+	if !ok || len(hidden) == 0 {
+		return nil
+	}
+	v.ex.note("tools/list: left out the tools the policy denies ([mcp] hide_denied): " + strings.Join(hidden, ", "))
+	return out
+}
+
+// response prepares the MCP side of a response: it may replace its body
+// (hide_denied) and returns the parser its tap feeds, nil when the
+// response carries no MCP.
+func (v *mcpView) response(resp *http.Response) io.Writer {
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	switch mt {
+	case "text/event-stream":
+		var rewrite func([]byte) []byte
+		if v.hiding() {
+			rewrite = func(raw []byte) []byte {
+				ev, data := mcpscan.EventData(raw)
+				if ev != "" && ev != "message" {
+					return nil
+				}
+				if out := v.filter(data); out != nil {
+					return mcpscan.FormatEvent(ev, out)
+				}
+				return nil
+			}
+		}
+		rw := newSSERewriter(resp.Body, rewrite)
+		resp.Body = rw
+		stream := v.ex.ev.Method == http.MethodGet
+		return mcpscan.NewStream(v.previewBytes(), v.fromServer, func(uri string) {
+			if !stream {
+				return
+			}
+			// The HTTP+SSE transport: this GET stream's session is the
+			// endpoint it announced, and the guest reads the responses to
+			// its POSTs there.
+			if v.own {
+				v.t.forget(v.sess)
+			}
+			v.sess = v.t.session(endpointKey(v.host, resolveEndpoint(v.ex.ev.Path, uri)))
+			v.own = false
+			v.stream = rw
+			v.t.setStream(v.sess, rw)
+			v.ex.note("MCP HTTP+SSE stream; endpoint " + uri)
+		})
+	case "application/json":
+		if !v.isRPC() {
+			return nil
+		}
+		if v.hiding() {
+			v.filterBody(resp)
+		}
+		return mcpscan.NewBody(v.previewBytes(), v.fromServer)
+	}
+	return nil
+}
+
+func (v *mcpView) isRPC() bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.rpc
+}
+
+// filterBody reads a JSON response whole (up to sseMaxEvent) and leaves
+// out the denied tools of a tools/list result. A larger body goes on
+// unfiltered: hiding spares the agent a refusal, the refusal itself does
+// not depend on it.
+func (v *mcpView) filterBody(resp *http.Response) {
+	if resp.ContentLength > sseMaxEvent || resp.Header.Get("Content-Encoding") != "" {
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, sseMaxEvent+1))
+	rest := resp.Body
+	if err != nil || len(body) > sseMaxEvent {
+		resp.Body = readCloser{io.MultiReader(strings.NewReader(string(body)), rest), rest}
+		return
+	}
+	if out := v.filter(body); out != nil {
+		body = out
+	}
+	resp.Body = readCloser{strings.NewReader(string(body)), rest}
+	resp.ContentLength = int64(len(body))
+	resp.Header.Set("Content-Length", fmt.Sprint(len(body)))
+}
+
+type readCloser struct {
+	io.Reader
+	io.Closer
+}
+
+// resolveEndpoint resolves the endpoint URI an HTTP+SSE stream announced
+// against the stream's path, keeping path and query only (the host is the
+// stream's: capsem decides a POST elsewhere as a request to elsewhere).
+func resolveEndpoint(streamPath, uri string) string {
+	if i := strings.Index(uri, "://"); i >= 0 {
+		uri = uri[i+3:]
+		if j := strings.IndexByte(uri, '/'); j >= 0 {
+			uri = uri[j:]
+		} else {
+			uri = "/"
+		}
+	}
+	if !strings.HasPrefix(uri, "/") {
+		dir := streamPath[:strings.LastIndexByte(streamPath, '/')+1]
+		uri = dir + uri
+	}
+	return uri
+}
+
+// end records what the exchange leaves: its notifications, and its
+// requests no response came for — unless the server accepted them (202)
+// to answer on a stream of their session.
+func (v *mcpView) end(status int) {
+	v.mu.Lock()
+	notes, calls := v.notes, v.calls
+	v.notes = nil
+	v.mu.Unlock()
+	if v.stream != nil {
+		v.t.endStream(v.sess, v.stream)
+	}
+	for _, c := range notes {
+		if v.ex.ev.Decision != store.Allowed {
+			c.rec.Decision, c.rec.Reason, c.rec.MatchedRule = store.Denied, v.ex.ev.Reason, v.ex.ev.MatchedRule
+		}
+		c.rec.Duration = time.Since(c.start)
+		v.ex.p.recordMCP(c)
+	}
+	if status == http.StatusAccepted && !v.own {
+		return
+	}
+	ids := make([]string, 0, len(calls))
+	for _, c := range calls {
+		if c.rec.Decision == store.Allowed {
+			ids = append(ids, c.rec.RequestID)
+			if v.ex.ev.Decision != store.Allowed {
+				// Refused after the MCP decision (the secrets guard, say):
+				// it went nowhere.
+				c.rec.Decision, c.rec.Reason, c.rec.MatchedRule = store.Denied, v.ex.ev.Reason, v.ex.ev.MatchedRule
+			}
+		}
+	}
+	why := "capsem: no response seen"
+	if status != 0 && status != http.StatusOK && status != http.StatusAccepted {
+		why = fmt.Sprintf("capsem: the server answered HTTP %d", status)
+	}
+	v.t.drop(v.sess, ids, why)
+	if v.own {
+		v.t.forget(v.sess)
+	}
+}
+
+// recordMCP appends one mcp_call event.
+func (p *Proxy) recordMCP(c *mcpCall) {
+	rec := c.rec
+	p.cfg.Recorder.Append(store.Event{Kind: store.KindMCPCall, MCPCall: &rec})
+}

@@ -1,0 +1,118 @@
+package mitm
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/capsem/capsem/mitm/mcpscan"
+	"github.com/capsem/capsem/policy"
+	"github.com/capsem/capsem/store"
+)
+
+// mcpMaxHold is the largest request body held to decide its tools/calls
+// before a byte is forwarded. JSON-RPC requests are small (a tools/call's
+// arguments); one larger than this, to a host with deny rules, is refused
+// rather than forwarded undecided.
+const mcpMaxHold = 4 << 20
+
+// decide holds the request body of an MCP candidate to a host that
+// [[mcp.rules]] may deny tools of, parses it whole, and refuses the
+// request when a tools/call in it is denied. It returns false when it
+// answered the guest itself.
+func (v *mcpView) decide(w http.ResponseWriter, r *http.Request) bool {
+	if r.Body == nil || r.Body == http.NoBody {
+		return true
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, mcpMaxHold+1))
+	v.ex.req.close() // the parser has seen all it will: the decision is made on it
+	if err != nil {
+		v.ex.refuse(w, http.StatusBadRequest, ReasonMCPToolDenied, "reading the request body: "+err.Error(),
+			"capsem decides an MCP request to this host before forwarding it, and could not read this one whole.")
+		return false
+	}
+	if len(body) > mcpMaxHold {
+		if !v.isRPC() {
+			// Not MCP (as far as the first 4 MiB say): forward it whole.
+			r.Body = readCloser{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
+			return true
+		}
+		v.ex.refuse(w, http.StatusRequestEntityTooLarge, ReasonMCPToolDenied,
+			fmt.Sprintf("an MCP request body over %d bytes to a host with [[mcp.rules]] deny entries", mcpMaxHold),
+			"capsem reads an MCP request to this host whole to decide its tool calls before forwarding it. Send smaller requests.")
+		return false
+	}
+	r.Body = readCloser{bytes.NewReader(body), r.Body}
+	v.mu.Lock()
+	calls := append([]*mcpCall(nil), v.calls...)
+	v.batch = len(bytes.TrimLeft(body, " \t\r\n")) > 0 && bytes.TrimLeft(body, " \t\r\n")[0] == '['
+	v.mu.Unlock()
+	var denied *mcpCall
+	for _, c := range calls {
+		if c.rec.Decision == store.Denied {
+			denied = c
+			break
+		}
+	}
+	if denied == nil {
+		return true
+	}
+	v.refuse(w, calls, denied)
+	return false
+}
+
+// refuse answers every request of the body with a JSON-RPC error, in the
+// form the guest's transport reads: on the HTTP+SSE stream of the session
+// (the POST gets 202), or as the POST's JSON response. A request sent in
+// one batch with a denied one is refused with it: capsem forwards a body
+// whole or not at all.
+func (v *mcpView) refuse(w http.ResponseWriter, calls []*mcpCall, denied *mcpCall) {
+	d := policy.Decision{Rule: denied.rec.MatchedRule, Reason: denied.rec.Reason}
+	var msgs [][]byte
+	for _, c := range calls {
+		v.t.claim(v.sess, c.rec.RequestID) // allowed ones waited: they are answered here
+		msg := policy.MCPRefusal(c.rec.Method, c.rec.ToolName, d)
+		if c != denied && c.rec.Decision != store.Denied {
+			msg = fmt.Sprintf("capsem: %s refused: it was sent in one batch with %s, which the policy refuses (%s). Send it again on its own.",
+				c.rec.Method, denied.rec.ToolName, d.Rule)
+			c.rec.Decision, c.rec.Reason, c.rec.MatchedRule = store.Denied, d.Reason, d.Rule
+		}
+		e := mcpscan.ErrorResponse(c.rec.RequestID, policy.MCPRefusalCode, msg)
+		c.rec.ErrorMessage = msg
+		c.rec.ResponsePreview = string(e)
+		msgs = append(msgs, e)
+	}
+	ex := v.ex
+	ex.ev.Decision, ex.ev.Reason, ex.ev.MatchedRule = store.Denied, ReasonMCPToolDenied, d.Rule
+	ex.note(fmt.Sprintf("MCP tools/call of %q refused by %s", denied.rec.ToolName, d.Rule))
+	h := w.Header()
+	h.Set("X-Capsem-Blocked", ReasonMCPToolDenied)
+	if s := v.t.streamOf(v.sess); s != nil && !v.own {
+		for _, m := range msgs {
+			s.inject(mcpscan.FormatEvent("message", m))
+		}
+		h.Set("Content-Type", "text/plain; charset=utf-8")
+		ex.ev.StatusCode = http.StatusAccepted
+		w.WriteHeader(http.StatusAccepted)
+		io.WriteString(w, "Accepted")
+		ex.ev.ResponseBodyPreview = "Accepted (the refusal went on the session's event stream)"
+	} else {
+		var out []byte
+		if v.batch || len(msgs) > 1 {
+			out = append([]byte("["), bytes.Join(msgs, []byte(","))...)
+			out = append(out, ']')
+		} else if len(msgs) == 1 {
+			out = msgs[0]
+		}
+		h.Set("Content-Type", "application/json")
+		ex.ev.StatusCode = http.StatusOK
+		w.WriteHeader(http.StatusOK)
+		w.Write(out)
+		ex.ev.ResponseBodyPreview = string(out)
+	}
+	for _, c := range calls {
+		c.rec.Duration = 0
+		ex.p.recordMCP(c)
+	}
+}

@@ -1,0 +1,211 @@
+package mitm
+
+import (
+	"sync"
+	"time"
+
+	"github.com/capsem/capsem/store"
+)
+
+// MCP's HTTP transports may answer a request outside the exchange that
+// carried it: the older HTTP+SSE transport answers every POST with 202 and
+// sends the response on the GET stream that announced the POST's endpoint,
+// and the streamable transport may resume a response on a GET stream of
+// the same Mcp-Session-Id. The tracker keeps the requests still waiting for
+// a response per session, so that a response on any stream of the session
+// finds its request and the call is recorded once, with both.
+//
+// A session is keyed by host and Mcp-Session-Id, or by host and the
+// endpoint URI an HTTP+SSE stream announced; an exchange with neither has
+// a session of its own.
+
+const (
+	// mcpMaxSessions bounds the sessions tracked; the least recently used
+	// goes first, its waiting requests recorded without a response.
+	mcpMaxSessions = 1024
+	// mcpMaxPending bounds the requests waiting in one session.
+	mcpMaxPending = 1024
+	// mcpWait is how long a request waits for its response before it is
+	// recorded without one. A tools/call may run long (a build, a crawl),
+	// so it is generous.
+	mcpWait = 10 * time.Minute
+)
+
+// mcpCall is one MCP request (or notification) and, once it arrives, its
+// response.
+type mcpCall struct {
+	rec   store.MCPCall
+	start time.Time
+	// hideTools: the call is a tools/list whose result has tools the
+	// policy denies; a response carrying it is filtered (hide_denied).
+	hideTools bool
+}
+
+type mcpSession struct {
+	key     string
+	pending map[string]*mcpCall // by JSON-RPC id
+	used    time.Time
+	// stream is the HTTP+SSE GET stream that announced this session's
+	// endpoint, while it is open: refusals are sent on it.
+	stream *sseRewriter
+}
+
+type mcpTracker struct {
+	mu       sync.Mutex
+	sessions map[string]*mcpSession
+	record   func(*mcpCall) // records a call (without the lock held)
+}
+
+func newMCPTracker(record func(*mcpCall)) *mcpTracker {
+	return &mcpTracker{sessions: make(map[string]*mcpSession), record: record}
+}
+
+// session returns the session of key, creating it.
+func (t *mcpTracker) session(key string) *mcpSession {
+	var expired []*mcpCall
+	t.mu.Lock()
+	s := t.sessions[key]
+	if s == nil {
+		if len(t.sessions) >= mcpMaxSessions {
+			expired = t.evictOldestLocked()
+		}
+		s = &mcpSession{key: key, pending: make(map[string]*mcpCall)}
+		t.sessions[key] = s
+	}
+	s.used = time.Now()
+	t.mu.Unlock()
+	t.recordLost(expired, "capsem: the session was forgotten (too many MCP sessions open) before a response came")
+	return s
+}
+
+func (t *mcpTracker) evictOldestLocked() []*mcpCall {
+	var oldest *mcpSession
+	for _, s := range t.sessions {
+		if oldest == nil || s.used.Before(oldest.used) {
+			oldest = s
+		}
+	}
+	if oldest == nil {
+		return nil
+	}
+	delete(t.sessions, oldest.key)
+	out := make([]*mcpCall, 0, len(oldest.pending))
+	for _, c := range oldest.pending {
+		out = append(out, c)
+	}
+	return out
+}
+
+// wait registers a request that expects a response in session s. A request
+// reusing a waiting id replaces it: the older is recorded without a
+// response.
+func (t *mcpTracker) wait(s *mcpSession, id string, c *mcpCall) {
+	var lost []*mcpCall
+	now := time.Now()
+	t.mu.Lock()
+	if old := s.pending[id]; old != nil {
+		lost = append(lost, old)
+	}
+	for k, p := range s.pending {
+		if now.Sub(p.start) > mcpWait || len(s.pending) >= mcpMaxPending && k != id {
+			lost = append(lost, p)
+			delete(s.pending, k)
+		}
+	}
+	s.pending[id] = c
+	s.used = now
+	t.mu.Unlock()
+	t.recordLost(lost, "capsem: no response seen")
+}
+
+// claim takes the request id waits for in session s, if one does.
+func (t *mcpTracker) claim(s *mcpSession, id string) *mcpCall {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c := s.pending[id]
+	if c != nil {
+		delete(s.pending, id)
+		s.used = time.Now()
+	}
+	return c
+}
+
+// drop records the calls of ids still waiting in s without a response:
+// their exchange ended, and no other stream can answer them.
+func (t *mcpTracker) drop(s *mcpSession, ids []string, why string) {
+	var lost []*mcpCall
+	t.mu.Lock()
+	for _, id := range ids {
+		if c := s.pending[id]; c != nil {
+			lost = append(lost, c)
+			delete(s.pending, id)
+		}
+	}
+	t.mu.Unlock()
+	t.recordLost(lost, why)
+}
+
+// setStream makes r the stream refusals of session s are sent on (nil:
+// the stream ended).
+func (t *mcpTracker) setStream(s *mcpSession, r *sseRewriter) {
+	t.mu.Lock()
+	s.stream = r
+	t.mu.Unlock()
+}
+
+// endStream forgets r as the stream of session s, if it still is.
+func (t *mcpTracker) endStream(s *mcpSession, r *sseRewriter) {
+	t.mu.Lock()
+	if s.stream == r {
+		s.stream = nil
+	}
+	t.mu.Unlock()
+}
+
+// streamOf returns the open stream of session s, or nil.
+func (t *mcpTracker) streamOf(s *mcpSession) *sseRewriter {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return s.stream
+}
+
+// forget removes session s when nothing waits in it and no stream is
+// open on it.
+func (t *mcpTracker) forget(s *mcpSession) {
+	t.mu.Lock()
+	if len(s.pending) == 0 && s.stream == nil && t.sessions[s.key] == s {
+		delete(t.sessions, s.key)
+	}
+	t.mu.Unlock()
+}
+
+// lookup returns the session of key if it exists.
+func (t *mcpTracker) lookup(key string) *mcpSession {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.sessions[key]
+}
+
+// close records every call still waiting: the proxy is stopping.
+func (t *mcpTracker) close() {
+	var lost []*mcpCall
+	t.mu.Lock()
+	for k, s := range t.sessions {
+		for _, c := range s.pending {
+			lost = append(lost, c)
+		}
+		delete(t.sessions, k)
+	}
+	t.mu.Unlock()
+	t.recordLost(lost, "capsem: the session ended before a response came")
+}
+
+func (t *mcpTracker) recordLost(calls []*mcpCall, why string) {
+	for _, c := range calls {
+		if c.rec.ErrorMessage == "" {
+			c.rec.ErrorMessage = why
+		}
+		c.rec.Duration = time.Since(c.start)
+		t.record(c)
+	}
+}
