@@ -59,7 +59,7 @@
 //   - leave a server process running after Close, or after Apply removed or
 //     changed its server;
 //   - reach a remote server except through Config.DialContext, with
-//     verified TLS (Config.RootCAs);
+//     verified TLS (Config.Roots);
 //   - hold unbounded memory for one call: a request body is read up to the
 //     SDK's limit, previews are capped at Config.PreviewBytes, stderr is
 //     logged up to a budget.

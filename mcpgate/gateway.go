@@ -63,8 +63,10 @@ type Config struct {
 	PreviewBytes int
 	// DialContext connects to remote servers; nil: a net.Dialer.
 	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
-	// RootCAs verifies remote servers; nil: the system roots.
-	RootCAs *x509.CertPool
+	// Roots returns the pool remote servers are verified against, asked at
+	// every new connection, since a reload may change [upstream] ca_files
+	// (the MITM's UpstreamRoots); nil: the system roots.
+	Roots func() (*x509.CertPool, error)
 }
 
 const defaultPreviewBytes = 1024

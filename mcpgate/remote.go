@@ -1,7 +1,9 @@
 package mcpgate
 
 import (
+	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"net"
 	"net/http"
 	"time"
@@ -11,15 +13,38 @@ import (
 
 // newRemoteTransport is the HTTP transport to every remote server of a
 // Gateway: dialed through Config.DialContext, TLS verified against
-// Config.RootCAs, no proxy from the environment.
+// Config.Roots at each connection, no proxy from the environment.
 func newRemoteTransport(cfg Config) *http.Transport {
 	dial := cfg.DialContext
 	if dial == nil {
 		dial = (&net.Dialer{Timeout: 30 * time.Second}).DialContext
 	}
+	roots := cfg.Roots
+	if roots == nil {
+		roots = func() (*x509.CertPool, error) { return nil, nil } // tls: nil RootCAs is the system roots
+	}
 	return &http.Transport{
-		DialContext:         dial,
-		TLSClientConfig:     &tls.Config{RootCAs: cfg.RootCAs, MinVersion: tls.VersionTLS12},
+		DialContext: dial,
+		DialTLSContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			pool, err := roots()
+			if err != nil {
+				return nil, err
+			}
+			host, _, err := net.SplitHostPort(addr)
+			if err != nil {
+				return nil, err
+			}
+			raw, err := dial(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			tc := tls.Client(raw, &tls.Config{RootCAs: pool, ServerName: host, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}})
+			if err := tc.HandshakeContext(ctx); err != nil {
+				raw.Close()
+				return nil, err
+			}
+			return tc, nil
+		},
 		ForceAttemptHTTP2:   true,
 		TLSHandshakeTimeout: 10 * time.Second,
 		IdleConnTimeout:     90 * time.Second,

@@ -38,7 +38,7 @@ func TestRemoteServer(t *testing.T) {
 	roots := x509.NewCertPool()
 	roots.AddCert(ts.Certificate())
 	var dialed atomic.Int64
-	cfg := Config{RootCAs: roots}
+	cfg := Config{Roots: func() (*x509.CertPool, error) { return roots, nil }}
 	cfg.DialContext = func(ctx context.Context, network, addr string) (c netConn, err error) {
 		dialed.Add(1)
 		return dialer.DialContext(ctx, network, addr)
@@ -85,7 +85,7 @@ func TestRemoteServer(t *testing.T) {
 
 func TestRemoteUnverifiedRefused(t *testing.T) {
 	ts, _, _ := remoteServer(t)
-	// No RootCAs: the system roots, which do not know httptest's CA.
+	// No Roots: the system roots, which do not know httptest's CA.
 	h := newHarness(t, decider{}, Config{}, Server{Name: "remote", URL: ts.URL + "/mcp"})
 	req, _ := http.NewRequest(http.MethodPost, h.url+"/remote", strings.NewReader(
 		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"g","version":"1"}}}`))

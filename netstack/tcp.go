@@ -388,6 +388,16 @@ func (s *Stack) flowStart() bool {
 	return true
 }
 
+// DialUpstream connects to name:port on the host's side as a flow's
+// upstream is, under the policy in force: [upstream] resolve, and private
+// answers refused unless allow_private. It does not decide whether name is
+// allowed: its caller connects to what the policy file itself names (the
+// url of an MCP gateway server).
+func (s *Stack) DialUpstream(ctx context.Context, name string, port uint16) (net.Conn, error) {
+	c, _, _, err := s.dialUpstream(ctx, s.policy.Load(), name, port)
+	return c, err
+}
+
 // dialUpstream connects to the real endpoint of an allowed name. A name
 // pinned to a literal IP in [upstream] resolve is trusted as written; any
 // other name is resolved by the host, and answers in loopback, private,

@@ -2,10 +2,12 @@ package sandbox
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"strings"
@@ -15,6 +17,7 @@ import (
 	"github.com/capsem/capsem/guest/image"
 	"github.com/capsem/capsem/guest/proto"
 	"github.com/capsem/capsem/hypervisor"
+	"github.com/capsem/capsem/mcpgate"
 	"github.com/capsem/capsem/mitm"
 	"github.com/capsem/capsem/mitm/ca"
 	"github.com/capsem/capsem/netstack"
@@ -52,8 +55,9 @@ type Config struct {
 type Sandbox struct {
 	cfg    Config
 	log    *slog.Logger
-	proxy  *mitm.Proxy
-	stack  *netstack.Stack
+	proxy   *mitm.Proxy
+	gateway *mcpgate.Gateway // serves [mcp.servers] to the guest
+	stack   *netstack.Stack
 	nic    netstack.FrameConn
 	vm     hypervisor.VM
 	client *proto.Client
@@ -98,7 +102,20 @@ func Start(ctx context.Context, cfg Config) (sb *Sandbox, err error) {
 	}()
 
 	log.Debug("starting the netstack and the MITM")
-	sb.proxy, err = mitm.New(mitm.Config{CA: cfg.Authority, Recorder: cfg.Recorder, Logger: log})
+	// The MCP gateway reaches remote servers as the netstack reaches any
+	// upstream, verified as the MITM verifies any, under the policy in
+	// force.
+	sb.gateway = mcpgate.New(mcpgate.Config{
+		Recorder:     cfg.Recorder,
+		Log:          log,
+		PreviewBytes: cfg.Policy.PreviewBytes(),
+		DialContext: mcpgate.PortDialer(func(ctx context.Context, name string, port uint16) (net.Conn, error) {
+			return sb.stack.DialUpstream(ctx, name, port)
+		}),
+		Roots: func() (*x509.CertPool, error) { return sb.proxy.UpstreamRoots(sb.stack.Policy()) },
+	})
+	sb.gateway.ApplyPolicy(cfg.Policy)
+	sb.proxy, err = mitm.New(mitm.Config{CA: cfg.Authority, Recorder: cfg.Recorder, Logger: log, MCPGateway: sb.gateway})
 	if err != nil {
 		return sb, err
 	}
@@ -310,6 +327,9 @@ func (sb *Sandbox) teardown() {
 	if sb.proxy != nil {
 		_ = sb.proxy.Close()
 	}
+	if sb.gateway != nil {
+		_ = sb.gateway.Close() // its stdio servers stop with the sandbox
+	}
 	if sb.xfer != nil {
 		_ = sb.xfer.close()
 	}
@@ -324,7 +344,11 @@ func (sb *Sandbox) Done() <-chan struct{} { return sb.client.Done() }
 
 // SetPolicy swaps the policy: flows, queries and requests that start after
 // the call see the new one; those under way keep theirs.
-func (sb *Sandbox) SetPolicy(p *policy.Policy) { sb.stack.SetPolicy(p) }
+// A gateway server the new policy removes or changes is stopped.
+func (sb *Sandbox) SetPolicy(p *policy.Policy) {
+	sb.stack.SetPolicy(p)
+	sb.gateway.ApplyPolicy(p)
+}
 
 // Policy is the policy new flows see.
 func (sb *Sandbox) Policy() *policy.Policy { return sb.stack.Policy() }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/capsem/capsem/mcpgate"
 	"github.com/capsem/capsem/mitm"
 	"github.com/capsem/capsem/mitm/ca"
 	"github.com/capsem/capsem/netstack"
@@ -272,13 +274,29 @@ func serve(c *cli.Context, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	proxy, err := mitm.New(mitm.Config{CA: authority, Recorder: w, Logger: log})
+	// The MCP gateway reaches remote servers as the netstack reaches any
+	// upstream, verified as the MITM verifies any, under the policy in
+	// force.
+	var proxy *mitm.Proxy
+	var stack *netstack.Stack
+	gateway := mcpgate.New(mcpgate.Config{
+		Recorder:     w,
+		Log:          log,
+		PreviewBytes: pol.PreviewBytes(),
+		DialContext: mcpgate.PortDialer(func(ctx context.Context, name string, port uint16) (net.Conn, error) {
+			return stack.DialUpstream(ctx, name, port)
+		}),
+		Roots: func() (*x509.CertPool, error) { return proxy.UpstreamRoots(stack.Policy()) },
+	})
+	gateway.ApplyPolicy(pol)
+	defer gateway.Close() // its stdio servers stop with capsem-net
+	proxy, err = mitm.New(mitm.Config{CA: authority, Recorder: w, Logger: log, MCPGateway: gateway})
 	if err != nil {
 		return err
 	}
 	defer proxy.Close()
 
-	stack, err := netstack.New(netstack.Config{
+	stack, err = netstack.New(netstack.Config{
 		MTU:            uint32(mtu),
 		Policy:         pol,
 		Recorder:       w,
@@ -314,7 +332,7 @@ func serve(c *cli.Context, stdout io.Writer) error {
 	go func() {
 		for sig := range sigs {
 			if sig == syscall.SIGHUP {
-				reload(log, stack, policyPath, c.String("data"))
+				reload(log, stack, gateway, policyPath, c.String("data"))
 				continue
 			}
 			log.Info("shutting down", "signal", sig.String())
@@ -389,7 +407,7 @@ func serveDebug(addr string, log *slog.Logger) error {
 
 // reload applies a new policy to new flows. A broken file keeps the old
 // policy: fail closed, never open.
-func reload(log *slog.Logger, stack *netstack.Stack, path, data string) {
+func reload(log *slog.Logger, stack *netstack.Stack, gateway *mcpgate.Gateway, path, data string) {
 	if path == "" {
 		log.Warn("SIGHUP ignored: no --policy file to reload")
 		return
@@ -404,6 +422,7 @@ func reload(log *slog.Logger, stack *netstack.Stack, path, data string) {
 		return
 	}
 	stack.SetPolicy(p)
+	gateway.ApplyPolicy(p) // a server the new policy removes or changes is stopped
 	if err := writePlaceholders(data, p, io.Discard); err != nil {
 		log.Error("placeholders.json not written", "err", err)
 	}
