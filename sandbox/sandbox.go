@@ -53,16 +53,16 @@ type Config struct {
 // Sandbox is a running guest: its VM, the netstack its NIC ends in, the
 // MITM behind the netstack, and the control connection to its agent.
 type Sandbox struct {
-	cfg    Config
-	log    *slog.Logger
+	cfg     Config
+	log     *slog.Logger
 	proxy   *mitm.Proxy
 	gateway *mcpgate.Gateway // serves [mcp.servers] to the guest
 	stack   *netstack.Stack
-	nic    netstack.FrameConn
-	vm     hypervisor.VM
-	client *proto.Client
-	guest  *guestRecord // the record of what the agent reports and does
-	xfer   *transfer    // the transfer disk's host side, or nil
+	nic     netstack.FrameConn
+	vm      hypervisor.VM
+	client  *proto.Client
+	guest   *guestRecord // the record of what the agent reports and does
+	xfer    *transfer    // the transfer disk's host side, or nil
 
 	watchCancel context.CancelFunc // stops the agent watchdog
 	watchDone   chan struct{}
