@@ -1,6 +1,7 @@
 package mitm
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"mime"
@@ -36,8 +37,10 @@ type mcpView struct {
 	// announced its endpoint.
 	stream *sseRewriter
 
+	body *mcpscan.Body // the request body's parser
+
 	mu    sync.Mutex
-	rpc   bool       // the request body held JSON-RPC
+	rpc   bool       // the request body held a whole JSON-RPC message
 	calls []*mcpCall // this exchange's requests, in order
 	notes []*mcpCall // notifications in the request, recorded when it ends
 	batch bool       // the request body was a batch
@@ -84,14 +87,13 @@ func endpointKey(host, uri string) string { return host + "\x00ep\x00" + uri }
 
 // requestParser is the parser of the request body (fed by its tap).
 func (v *mcpView) requestParser() io.Writer {
-	var body *mcpscan.Body
-	body = mcpscan.NewBody(v.previewBytes(), func(m mcpscan.Message) {
+	v.body = mcpscan.NewBody(v.previewBytes(), func(m mcpscan.Message) {
 		v.mu.Lock()
 		v.rpc = true
 		v.mu.Unlock()
 		v.fromGuest(m)
 	})
-	return body
+	return v.body
 }
 
 func (v *mcpView) previewBytes() int { return max(v.ex.pol.PreviewBytes(), 256) }
@@ -177,7 +179,10 @@ func (v *mcpView) hiding() bool {
 			return true
 		}
 	}
-	return v.ex.pol.MCPHideDenied() && v.ex.pol.MCPMayDeny(v.host) && !v.own
+	// A stream of the session (the HTTP+SSE GET stream, before it has
+	// announced its endpoint) carries the results of other exchanges'
+	// tools/lists.
+	return v.ex.pol.MCPHideDenied() && v.ex.pol.MCPMayDeny(v.host) && (!v.own || v.ex.ev.Method == http.MethodGet)
 }
 
 // hide says whether tool must be left out of a tools/list result.
@@ -207,7 +212,7 @@ func (v *mcpView) response(resp *http.Response) io.Writer {
 		if v.hiding() {
 			rewrite = func(raw []byte) []byte {
 				ev, data := mcpscan.EventData(raw)
-				if ev != "" && ev != "message" {
+				if ev != "" && ev != "message" || !bytes.Contains(data, []byte(`"tools"`)) {
 					return nil
 				}
 				if out := v.filter(data); out != nil {

@@ -33,7 +33,7 @@ func (v *mcpView) decide(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	if len(body) > mcpMaxHold {
-		if !v.isRPC() {
+		if !v.isRPC() && !v.body.JSONRPC() {
 			// Not MCP (as far as the first 4 MiB say): forward it whole.
 			r.Body = readCloser{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
 			return true
