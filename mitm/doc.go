@@ -20,6 +20,17 @@
 //   - scans every decrypted request for credentials ([dlp], package dlp):
 //     the event says dlp-match, and with action "block" the request is
 //     refused;
+//   - sees MCP by its content on any host (mcp.go, mcpdeny.go, mcpsse.go,
+//     mcptrack.go; package mcpscan parses): every JSON-RPC request and
+//     notification in a request body, a JSON response or an event stream
+//     is one mcp_call event, its response matched by id across the
+//     session's streams; a tools/call an [[mcp.rules]] entry denies is
+//     answered by capsem with a JSON-RPC error in the transport's own form
+//     and never forwarded (the request body is held whole, up to 4 MiB, to
+//     a host with deny rules); under [mcp] hide_denied a tools/list result
+//     loses the denied tools;
+//   - serves flows to the MCP gateway's name (netstack.Flow.Local: nothing
+//     was dialled) through Config.MCPGateway (gateway.go);
 //   - records every request as a net event (headers with secret values
 //     hashed, in wire order where it is known — see wireorder.go — body
 //     previews) and every AI-provider API call as a model_call event with
