@@ -34,10 +34,12 @@ var errPlaceholder = errors.New("mcpgate: placeholder, never served")
 // sessions of e, and records it.
 func (e *entry) listChanged(k listKind, params mcp.Params) {
 	c := &store.MCPCall{ServerName: e.name, Decision: store.Allowed, Reason: reasonAllowed}
+	// The server sent it: its size counts as received, as the MITM counts
+	// a server's message.
 	if params != nil {
-		if b, err := json.Marshal(params); err == nil {
+		if b, err := json.Marshal(params); err == nil && string(b) != "null" {
 			c.RequestPreview = preview(b, e.g.cfg.PreviewBytes)
-			c.BytesSent = int64(len(b))
+			c.BytesReceived = int64(len(b))
 		}
 	}
 	// The SDK debounces: the add and the remove become one notification.

@@ -63,6 +63,9 @@ func (e *entry) proxy(ctx context.Context, method string, req mcp.Request, next 
 		c.RequestPreview = preview(b, g.cfg.PreviewBytes)
 		c.BytesSent = int64(len(b))
 	}
+	if info != nil && info.bytes > 0 {
+		c.BytesSent = info.bytes // the whole message the guest sent
+	}
 	if p, ok := params.(*mcp.CallToolParamsRaw); ok {
 		c.ToolName = p.Name
 		dec := policy.Decision{Reason: reasonNoPolicy}

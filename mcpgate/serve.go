@@ -24,6 +24,7 @@ const callHeader = "Capsem-Mcpgate-Call"
 type callInfo struct {
 	decider Decider
 	id      string // the message's JSON-RPC id as raw JSON; "" if not one request
+	bytes   int64  // the POST body's size: the message's, as the MITM counts it
 }
 
 type callTable struct {
@@ -85,7 +86,7 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, d Decider) {
 			http.Error(w, "mcpgate: reading the request body: "+err.Error(), http.StatusBadRequest)
 			return
 		}
-		info := &callInfo{decider: d}
+		info := &callInfo{decider: d, bytes: int64(len(body))}
 		if len(body) <= mcp.DefaultMaxRequestBodyBytes {
 			info.id = peekID(body)
 		}

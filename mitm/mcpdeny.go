@@ -81,6 +81,7 @@ func (v *mcpView) refuse(w http.ResponseWriter, calls []*mcpCall, denied *mcpCal
 		e := mcpscan.ErrorResponse(c.rec.RequestID, policy.MCPRefusalCode, msg)
 		c.rec.ErrorMessage = msg
 		c.rec.ResponsePreview = string(e)
+		c.rec.BytesReceived = int64(len(e)) // capsem's answer is the response the guest got
 		msgs = append(msgs, e)
 	}
 	ex := v.ex
