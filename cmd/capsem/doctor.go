@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -34,6 +36,23 @@ const (
 	// doctorHostFile is a file the host writes into the workspace before boot.
 	doctorHostFile    = "host-file.txt"
 	doctorHostContent = "written by the host\n"
+
+	// The doctor's MCP servers (see doctorPolicy): doctorMCPServer is
+	// capsem mcp-test-server run by the gateway with its env and crash
+	// tools denied; doctorMCPEnvServer is the same program with every
+	// tool allowed and doctorMCPMark in its env, so that the guest can
+	// read which variables the gateway gave the process.
+	doctorMCPServer    = "doctor"
+	doctorMCPEnvServer = "doctor-env"
+	doctorMCPMark      = "DOCTOR_MARK"
+	// doctorHostOnlyVar is set in the doctor's own process and must not
+	// reach a stdio server, which gets only PATH, HOME and its env.
+	doctorHostOnlyVar = "CAPSEM_DOCTOR_HOST_ONLY"
+	// doctorMCPPath and doctorMCPJSONPath are the remote MCP server on
+	// doctorHost (event-stream and JSON responses), whose env tool an
+	// [[mcp.rules]] entry on doctorHost denies.
+	doctorMCPPath     = "/mcp"
+	doctorMCPJSONPath = "/mcp-json"
 )
 
 func doctorCommand() *cli.Command {
@@ -105,9 +124,25 @@ func doctorAction(c *cli.Context) error {
 		return fmt.Errorf("doctor upstream: %w", err)
 	}
 	defer up.Close()
-	pol, err := policy.Parse(filepath.Join(work, "doctor-policy.toml"), []byte(doctorPolicy(up, c.StringSlice("also-allow"))))
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("doctor: the path of capsem itself, for the MCP test server: %w", err)
+	}
+	polText := doctorPolicy(up, exe, c.StringSlice("also-allow"))
+	pol, err := policy.Parse(filepath.Join(work, "doctor-policy.toml"), []byte(polText))
 	if err != nil {
 		return fmt.Errorf("doctor policy: %w", err)
+	}
+	mcpRules := ruleHeaders(polText, "[[mcp.rules]]")
+	if len(mcpRules) != 2 {
+		return fmt.Errorf("doctor policy: %d [[mcp.rules]] entries, want 2", len(mcpRules))
+	}
+	// The gateway starts the test servers from this process: a value here
+	// that reaches one is capsem's environment leaking into a server.
+	mark := make([]byte, 8)
+	_, _ = rand.Read(mark)
+	if err := os.Setenv(doctorHostOnlyVar, hex.EncodeToString(mark)); err != nil {
+		return err
 	}
 
 	o := &runOptions{
@@ -118,6 +153,16 @@ func doctorAction(c *cli.Context) error {
 			"CAPSEM_DOCTOR_DENIED=" + doctorDenied,
 			"CAPSEM_DOCTOR_WILD=" + doctorWild,
 			fmt.Sprintf("CAPSEM_DOCTOR_WILD_CAP=%d", doctorWildCap),
+			"CAPSEM_DOCTOR_MCP_SERVER=" + doctorMCPServer,
+			"CAPSEM_DOCTOR_MCP_ENV_SERVER=" + doctorMCPEnvServer,
+			"CAPSEM_DOCTOR_MCP_MARK=" + doctorMCPMark,
+			"CAPSEM_DOCTOR_MCP_HOST_ONLY_VAR=" + doctorHostOnlyVar,
+			"CAPSEM_DOCTOR_MCP_PATH=" + doctorMCPPath,
+			"CAPSEM_DOCTOR_MCP_JSON_PATH=" + doctorMCPJSONPath,
+			// How the refusals must name the rules: their number and the
+			// line of their header, counted here from the text.
+			fmt.Sprintf("CAPSEM_DOCTOR_MCP_GATEWAY_RULE=mcp.rules[1] (line %d)", mcpRules[0]),
+			fmt.Sprintf("CAPSEM_DOCTOR_MCP_HOST_RULE=mcp.rules[2] (line %d)", mcpRules[1]),
 			"PYTHONDONTWRITEBYTECODE=1",
 		},
 		policy:    pol,
@@ -152,8 +197,11 @@ func pytestArgv(c *cli.Context, dir string) []string {
 }
 
 // doctorPolicy allows the doctor's host on 443 only, sends it to the local
-// upstream, trusts the upstream's CA, and refuses /admin/ on it.
-func doctorPolicy(up *doctorUpstream, also []string) string {
+// upstream, trusts the upstream's CA, and refuses /admin/ on it. Its MCP
+// gateway runs exe's mcp-test-server as two servers; the env and crash
+// tools of doctorMCPServer and the env tool of the doctor host's remote
+// server are denied.
+func doctorPolicy(up *doctorUpstream, exe string, also []string) string {
 	allow := []string{fmt.Sprintf("%q", doctorHost), fmt.Sprintf("%q", "*."+doctorWild)}
 	for _, a := range also {
 		allow = append(allow, fmt.Sprintf("%q", a))
@@ -174,7 +222,36 @@ ca_files = [%q]
 host = %q
 paths = ["/admin/*"]
 action = "deny"
-`, strings.Join(allow, ", "), doctorWildCap, doctorHost, up.port, up.caFile, doctorHost)
+
+[mcp.servers.%s]
+command = [%q, "mcp-test-server"]
+
+[mcp.servers.%s]
+command = [%q, "mcp-test-server"]
+env = { %s = "capsem-doctor-mark" }
+
+[[mcp.rules]]
+server = %q
+tools = ["env", "crash"]
+action = "deny"
+
+[[mcp.rules]]
+server = %q
+tools = ["env"]
+action = "deny"
+`, strings.Join(allow, ", "), doctorWildCap, doctorHost, up.port, up.caFile, doctorHost,
+		doctorMCPServer, exe, doctorMCPEnvServer, exe, doctorMCPMark, doctorMCPServer, doctorHost)
+}
+
+// ruleHeaders returns the lines (from 1) of text that are header, in order.
+func ruleHeaders(text, header string) []int {
+	var lines []int
+	for i, l := range strings.Split(text, "\n") {
+		if strings.TrimSpace(l) == header {
+			lines = append(lines, i+1)
+		}
+	}
+	return lines
 }
 
 // chownTree gives dir and everything in it to uid (and the group of the

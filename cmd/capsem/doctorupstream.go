@@ -16,6 +16,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/capsem/capsem/mcpgate/testserver"
 	"github.com/capsem/capsem/mitm/ca"
 	"github.com/capsem/capsem/store"
 )
@@ -53,6 +56,13 @@ type eventJSON struct {
 	Status    int        `json:"status,omitempty"`     // net (requests)
 	Detail    string     `json:"detail,omitempty"`     // net, agent
 	State     string     `json:"state,omitempty"`      // agent
+	// mcp_call; its decision and reason are Decision and Reason, its
+	// JSON-RPC method is Method.
+	ServerName   string `json:"server_name,omitempty"`
+	ToolName     string `json:"tool_name,omitempty"`
+	RequestID    string `json:"request_id,omitempty"`
+	MatchedRule  string `json:"matched_rule,omitempty"`
+	ErrorMessage string `json:"error_message,omitempty"`
 }
 
 // maxDoctorEvents bounds the events kept per kind: the injection tests
@@ -93,6 +103,20 @@ func startDoctorUpstream(work, workspace string) (*doctorUpstream, error) {
 	mux.HandleFunc("/workspace-stat", u.workspaceStat)
 	mux.HandleFunc("/upgrade", upgrade)
 	mux.HandleFunc("/workspace-file", u.workspaceFile)
+	// A remote MCP server behind the doctor's host, in both response forms
+	// of streamable HTTP (an event stream, and plain JSON), one test server
+	// for both so that its calls tool counts what reached either. The MITM
+	// must recognise it by content: nothing in the policy says MCP is here.
+	mcpSrv := testserver.New()
+	for path, jsonResp := range map[string]bool{doctorMCPPath: false, doctorMCPJSONPath: true} {
+		mux.Handle(path, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return mcpSrv }, &mcp.StreamableHTTPOptions{
+			JSONResponse: jsonResp,
+			// The upstream listens on loopback and is reached as
+			// doctorHost: the SDK's DNS-rebinding guard answers 403 to
+			// every such request.
+			DisableLocalhostProtection: true,
+		}))
+	}
 	u.srv = &http.Server{
 		Handler:           mux,
 		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{*leaf}, NextProtos: []string{"h2", "http/1.1"}},
@@ -133,6 +157,11 @@ func (u *doctorUpstream) recordEvent(ev store.Event) {
 	case ev.Agent != nil:
 		kind = store.KindAgent
 		j.State, j.Count, j.Detail = ev.Agent.State, ev.Agent.Count, ev.Agent.Detail
+	case ev.MCPCall != nil:
+		kind = store.KindMCPCall
+		m := ev.MCPCall
+		j.ServerName, j.Method, j.ToolName, j.RequestID = m.ServerName, m.Method, m.ToolName, m.RequestID
+		j.Decision, j.Reason, j.MatchedRule, j.ErrorMessage = string(m.Decision), m.Reason, m.MatchedRule, m.ErrorMessage
 	default:
 		return
 	}
