@@ -14,10 +14,14 @@
 // hard-code these names): CAPSEM_DOCTOR=1, CAPSEM_DOCTOR_HOST (an allowed
 // name served by a local HTTPS upstream with /hello, /bytes?n=N, /admin/*
 // refused by an [[http]] rule, /fs-events, /events?kind=K,
-// /workspace-file?path=REL, /workspace-stat?path=REL and /upgrade),
-// CAPSEM_DOCTOR_DENIED (a name the policy does not allow), and
+// /workspace-file?path=REL, /workspace-stat?path=REL, /upgrade, and an MCP
+// server at /mcp (event-stream answers) and /mcp-json (JSON answers)),
+// CAPSEM_DOCTOR_DENIED (a name the policy does not allow),
 // CAPSEM_DOCTOR_WILD and CAPSEM_DOCTOR_WILD_CAP (a wildcard zone and its
-// per-session name cap). The host also writes /workspace/host-file.txt
+// per-session name cap), and for test_mcp.py CAPSEM_DOCTOR_MCP_* (the
+// gateway servers' names, the mark one of them has in its env, the
+// variable only capsem's process has, the remote paths, and the rule each
+// refusal must name). The host also writes /workspace/host-file.txt
 // before boot. hostile_agent.py is a helper module, not tests: what guest
 // root can do to the control channel (test_injection.py; the host's own
 // tests run it as a script).
