@@ -76,7 +76,7 @@ func TestListAndCallRecorded(t *testing.T) {
 	if !strings.Contains(c.ResponsePreview, `"text":"héllo"`) || c.BytesReceived != int64(len(c.ResponsePreview)) {
 		t.Errorf("response preview %q (%d bytes)", c.ResponsePreview, c.BytesReceived)
 	}
-	for _, m := range []string{"initialize", "tools/list"} {
+	for _, m := range []string{"initialize", "notifications/initialized", "tools/list"} {
 		if n := len(h.rec.calls(m)); n != 1 {
 			t.Errorf("%d %s events, want 1", n, m)
 		}

@@ -39,10 +39,31 @@ const reasonNoPolicy = "mcp-no-policy"
 func (e *entry) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if !forwarded[method] {
-			return next(ctx, method, req)
+			return e.local(ctx, method, req, next)
 		}
 		return e.proxy(ctx, method, req, next)
 	}
+}
+
+// local answers a method the SDK server answers itself (a notification,
+// logging/setLevel, resources/subscribe, …) and records it like any call:
+// every message of the guest's is one mcp_call.
+func (e *entry) local(ctx context.Context, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
+	start := time.Now()
+	g := e.g
+	c := &store.MCPCall{ServerName: e.name, Method: method, Decision: store.Allowed, Reason: reasonAllowed}
+	if x := req.GetExtra(); x != nil && x.Header != nil {
+		if info := g.calls.get(x.Header.Get(callHeader)); info != nil {
+			c.RequestID, c.BytesSent = info.id, info.bytes
+		}
+	}
+	if b, err := json.Marshal(req.GetParams()); err == nil && string(b) != "null" {
+		c.RequestPreview = preview(b, g.cfg.PreviewBytes)
+	}
+	res, err := next(ctx, method, req)
+	g.finish(c, start, res, err)
+	g.record(c)
+	return res, err
 }
 
 func (e *entry) proxy(ctx context.Context, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
