@@ -131,20 +131,29 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	preview := pol.PreviewBytes()
 	var reqParser io.Writer
+	mayDeny := pol.MCPMayDeny(host)
 	if ex.call = provider.Detect(host, r.Method, r.URL.Path); ex.call != nil {
 		ex.call.SetOptions(provider.Options{PreviewBytes: max(preview, 256)})
 		reqParser = ex.call.RequestWriter()
-	} else if mcpCandidate(r) {
+	}
+	// An AI-provider call is not MCP, unless the host has MCP deny rules:
+	// then what a path looks like decides nothing, and the body is read
+	// for both.
+	if (ex.call == nil || mayDeny) && mcpCandidate(r, mayDeny) {
 		ex.mcp = ex.newMCPView(r, host)
-		if r.Method == http.MethodPost {
-			reqParser = ex.mcp.requestParser()
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			if reqParser != nil {
+				reqParser = io.MultiWriter(reqParser, ex.mcp.requestParser())
+			} else {
+				reqParser = ex.mcp.requestParser()
+			}
 		}
 	}
 	ex.req = newTap(r.Body, r.Header.Get("Content-Encoding"), preview, reqParser)
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = ex.req
 	}
-	if ex.mcp != nil && r.Method == http.MethodPost && pol.MCPMayDeny(host) && !ex.mcp.decide(w, r) {
+	if ex.mcp != nil && ex.mcp.body != nil && mayDeny && !ex.mcp.decide(w, r) {
 		return
 	}
 	if !ex.guard(w, r) {

@@ -46,21 +46,29 @@ type mcpView struct {
 	batch bool       // the request body was a batch
 }
 
+// mcpAmbiguousRule is the matched_rule of a message refused because it is
+// ambiguous (mcpscan.Message.Ambiguous) on a host with deny rules.
+const mcpAmbiguousRule = "(an ambiguous message: a deciding member twice, or a name too long to decide)"
+
 // mcpSessionHeader is streamable HTTP's session header.
 const mcpSessionHeader = "Mcp-Session-Id"
 
 // mcpCandidate reports whether a request may carry MCP: a POST with a JSON
-// body, or a GET asking for an event stream. Provider API calls are parsed
-// as such (ex.call) and are not MCP.
-func mcpCandidate(r *http.Request) bool {
+// body, or a GET asking for an event stream. To a host with deny rules
+// (mayDeny) any request with a body is, whatever its Content-Type says: a
+// lenient server may read a text/plain body as JSON, and a request capsem
+// did not read could carry a call it would refuse.
+func mcpCandidate(r *http.Request, mayDeny bool) bool {
 	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		return strings.Contains(r.Header.Get("Accept"), "text/event-stream")
 	case http.MethodPost:
 		mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-		return mt == "application/json" || strings.HasSuffix(mt, "+json")
-	case http.MethodGet:
-		return strings.Contains(r.Header.Get("Accept"), "text/event-stream")
+		if mt == "application/json" || strings.HasSuffix(mt, "+json") {
+			return true
+		}
 	}
-	return false
+	return mayDeny && r.Body != nil && r.Body != http.NoBody
 }
 
 // newMCPView starts the MCP view of an exchange whose request may carry
@@ -116,7 +124,11 @@ func (v *mcpView) fromGuest(m mcpscan.Message) {
 		Reason:         policy.ReasonAllowed,
 	}}
 	pol := v.ex.pol
-	if m.Method == "tools/call" {
+	if m.Ambiguous && pol.MCPMayDeny(v.host) {
+		// What capsem read may not be what the server acts on: a rule
+		// that could deny cannot be applied to it.
+		c.rec.Decision, c.rec.Reason, c.rec.MatchedRule = store.Denied, policy.ReasonMCPToolDenied, mcpAmbiguousRule
+	} else if m.Method == "tools/call" {
 		d := pol.DecideMCPTool(v.host, m.Tool)
 		c.rec.Reason, c.rec.MatchedRule = d.Reason, d.Rule
 		if !d.Allowed {

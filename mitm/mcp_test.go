@@ -265,3 +265,51 @@ func TestMCPHeldRequests(t *testing.T) {
 		t.Errorf("the allowed call of the refused batch: %+v, want denied with it", c)
 	}
 }
+
+func TestMCPAmbiguousRequestsRefused(t *testing.T) {
+	rec := &memRecorder{}
+	var reached atomic.Int64
+	tp := startTestProxy(t, rec, mcpUpstream(true, &reached))
+	pol, err := policy.Parse("mcp.toml", []byte(mcpTestPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp.pol.Store(pol)
+	for _, tc := range []struct {
+		body       string
+		wantStatus int
+		want       string
+		why        string
+	}{
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"env","name":"echo"}}`, http.StatusOK, `"error":{"code":-32050`,
+			"a first-wins server would run env; capsem read echo"},
+		{`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"env"},"method":"ping"}`, http.StatusOK, `"error":{"code":-32050`,
+			"a first-wins server would call the tool; capsem read a ping"},
+		{`{"jsonrpc":"2.0","jsonrpc":"x","id":3,"method":"tools/call","params":{"name":"env"}}`, http.StatusOK, `"error":{"code":-32050`,
+			"a second version does not hide the message"},
+		{`{"id":4,"method":"tools/call","params":{"name":"env"}}`, http.StatusBadRequest, `not JSON-RPC 2.0`,
+			"no version: a lenient server may still run it"},
+	} {
+		status, body := rawMCPPost(t, tp, "/mcp", tc.body)
+		if status != tc.wantStatus || !strings.Contains(body, tc.want) {
+			t.Errorf("%s: %d %.300s, want %d with %s", tc.why, status, body, tc.wantStatus, tc.want)
+		}
+	}
+	// A Content-Type that is not JSON hides nothing from a host with deny
+	// rules: a lenient server may read the body as JSON all the same.
+	req, _ := http.NewRequest(http.MethodPost, "https://api.test/mcp",
+		strings.NewReader(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"env"}}`))
+	req.Header.Set("Content-Type", "text/plain")
+	resp, err := tp.guestClient().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), `"error":{"code":-32050`) {
+		t.Errorf("a text/plain body holding a denied call: %d %.300s, want capsem's refusal", resp.StatusCode, b)
+	}
+	if reached.Load() != 0 {
+		t.Errorf("%d ambiguous or disguised calls reached the upstream", reached.Load())
+	}
+}

@@ -43,6 +43,12 @@ func (v *mcpView) decide(w http.ResponseWriter, r *http.Request) bool {
 			"capsem reads an MCP request to this host whole to decide its tool calls before forwarding it. Send smaller requests.")
 		return false
 	}
+	if v.body.Suspect() {
+		v.ex.refuse(w, http.StatusBadRequest, ReasonMCPToolDenied, "an object with a method that is not JSON-RPC 2.0, to a host with [[mcp.rules]] deny entries",
+			"capsem decides the MCP requests to this host before forwarding them, and a server might act on this one as a request "+
+				"though it lacks \"jsonrpc\": \"2.0\". Send MCP requests as JSON-RPC 2.0.")
+		return false
+	}
 	r.Body = readCloser{bytes.NewReader(body), r.Body}
 	v.mu.Lock()
 	calls := append([]*mcpCall(nil), v.calls...)

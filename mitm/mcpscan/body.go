@@ -31,6 +31,12 @@ func (b *Body) Write(p []byte) (int, error) {
 // been read, before the object ends.
 func (b *Body) JSONRPC() bool { return b.r.jsonrpc }
 
+// Suspect reports whether the body held an object with a method that is
+// not JSON-RPC 2.0 (no "jsonrpc": "2.0"): no Message is made of it, but a
+// lenient server might act on it as a request, so a caller deciding on
+// MCP requests must refuse it.
+func (b *Body) Suspect() bool { return b.r.suspect }
+
 // Close ends the body: a message not yet ended is dropped. It always
 // returns nil.
 func (b *Body) Close() error {

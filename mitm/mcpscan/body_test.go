@@ -244,3 +244,50 @@ func TestKnownMethod(t *testing.T) {
 		}
 	}
 }
+
+func TestBodyAmbiguous(t *testing.T) {
+	long := strings.Repeat("a", MaxToolBytes+1)
+	for _, tc := range []struct {
+		in        string
+		ambiguous bool
+		why       string
+	}{
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}`, false, "one of each member"},
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","name":"env"}}`, true, "a first-wins server would run the first name, capsem decided the last"},
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","method":"ping","params":{"name":"env"}}`, true, "a first-wins server would call the tool, capsem saw a ping"},
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"env"},"params":{"name":"echo"}}`, true, "two params"},
+		{`{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}`, true, "two ids: the response could not be matched"},
+		{`{"jsonrpc":"2.0","jsonrpc":"1.0","id":1,"method":"ping"}`, true, "two versions: a first-wins server reads 2.0"},
+		{`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"a","uri":"b"}}`, true, "two uris"},
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + long + `"}}`, true, "a name cut at the cap cannot be decided"},
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{"name":"x","name":"y"},"name":"echo"}}`, false, "a duplicate inside the arguments decides nothing"},
+	} {
+		var got []Message
+		b := NewBody(64, func(m Message) { got = append(got, m) })
+		b.Write([]byte(tc.in))
+		b.Close()
+		if len(got) != 1 || got[0].Ambiguous != tc.ambiguous {
+			t.Errorf("%s: %.80s: got %+v, want ambiguous=%v", tc.why, tc.in, got, tc.ambiguous)
+		}
+	}
+}
+
+func TestBodySuspect(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		suspect bool
+		why     string
+	}{
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"env"}}`, false, "JSON-RPC 2.0"},
+		{`{"id":1,"method":"tools/call","params":{"name":"env"}}`, true, "no version: a lenient server may still run it"},
+		{`[{"jsonrpc":"1.0","id":1,"method":"tools/call"}]`, true, "another version, in a batch"},
+		{`{"model":"x","messages":[{"method":"y"}]}`, false, "a method deeper than a message's members is no request"},
+	} {
+		b := NewBody(64, nil)
+		b.Write([]byte(tc.in))
+		b.Close()
+		if b.Suspect() != tc.suspect {
+			t.Errorf("%s: %s: Suspect() = %v", tc.why, tc.in, b.Suspect())
+		}
+	}
+}

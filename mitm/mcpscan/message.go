@@ -85,6 +85,14 @@ type Message struct {
 	// when there were more.
 	ToolNames      []string
 	ToolsTruncated bool
+	// Ambiguous is set when a member that decides what the message does —
+	// jsonrpc, id, method, params, or the params' name or uri — appears
+	// twice, or the name or uri was cut at MaxToolBytes. Parsers disagree
+	// on duplicate members (encoding/json and JSON.parse keep the last,
+	// others the first or refuse), so what this package reports may not be
+	// what the server acts on: a caller deciding on the message must refuse
+	// it.
+	Ambiguous bool
 }
 
 // toolParam says which member of params names what a method calls.

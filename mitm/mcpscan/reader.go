@@ -12,6 +12,7 @@ type reader struct {
 	fn           func(Message)
 	sc           *jsonscan.Scanner
 	jsonrpc      bool // a JSON-RPC 2.0 message was seen (see Body.JSONRPC)
+	suspect      bool // an object with a method but not "jsonrpc": "2.0" was seen (see Body.Suspect)
 
 	// The message being read; base is the depth of its members (0 for a
 	// message at the top level, 1 in a batch), -1 when none is open.
@@ -24,7 +25,40 @@ type reader struct {
 	hasResult bool
 	hasError  bool
 	name, uri string
-	tools     bool // result.tools is an array
+	tools     bool  // result.tools is an array
+	seen      uint8 // the deciding members met so far (seenJSONRPC, …)
+}
+
+// The members whose second appearance makes a message ambiguous.
+const (
+	seenJSONRPC uint8 = 1 << iota
+	seenID
+	seenMethod
+	seenParams
+	seenName
+	seenURI
+)
+
+// valueStart reports whether k starts a value (a string's StrStart, not
+// its String).
+func valueStart(k jsonscan.Kind) bool {
+	switch k {
+	case jsonscan.ObjStart, jsonscan.ArrStart, jsonscan.StrStart, jsonscan.Number, jsonscan.True, jsonscan.False, jsonscan.Null:
+		return true
+	}
+	return false
+}
+
+// once records that a deciding member starts a value; a second start is
+// ambiguous.
+func (r *reader) once(bit uint8, k jsonscan.Kind) {
+	if !valueStart(k) {
+		return
+	}
+	if r.seen&bit != 0 {
+		r.msg.Ambiguous = true
+	}
+	r.seen |= bit
 }
 
 func newReader(previewBytes int, fn func(Message)) *reader {
@@ -67,7 +101,7 @@ func (r *reader) begin(base int, start int64) {
 	r.base, r.start = base, start
 	r.msg = Message{}
 	r.version, r.hasID, r.hasMethod, r.hasResult, r.hasError = false, false, false, false, false
-	r.name, r.uri, r.tools = "", "", false
+	r.name, r.uri, r.tools, r.seen = "", "", false, 0
 }
 
 // member reads a value at the top of the message.
@@ -76,11 +110,23 @@ func (r *reader) member(s *jsonscan.Scanner, k jsonscan.Kind) {
 	start := k != jsonscan.ObjEnd && k != jsonscan.ArrEnd && k != jsonscan.StrStart
 	switch key {
 	case "jsonrpc":
+		r.once(seenJSONRPC, k)
+	case "id":
+		r.once(seenID, k)
+	case "method":
+		r.once(seenMethod, k)
+	case "params":
+		r.once(seenParams, k)
+	}
+	switch key {
+	case "jsonrpc":
 		if k == jsonscan.StrStart {
 			s.Keep(8)
 		}
 		if k == jsonscan.String {
-			r.version = string(s.Str()) == "2.0"
+			// Sticky: a second "jsonrpc" of another value does not hide
+			// the message (it is Ambiguous instead).
+			r.version = r.version || string(s.Str()) == "2.0"
 		}
 	case "id":
 		switch k {
@@ -155,11 +201,20 @@ func (r *reader) inner(s *jsonscan.Scanner, k jsonscan.Kind) {
 	m := &r.msg
 	switch {
 	case s.At(b, "params", "name"), s.At(b, "params", "uri"):
+		isName := s.At(b, "params", "name")
+		if isName {
+			r.once(seenName, k)
+		} else {
+			r.once(seenURI, k)
+		}
 		if k == jsonscan.StrStart {
 			s.Keep(MaxToolBytes)
 		}
 		if k == jsonscan.String {
-			if s.At(b, "params", "name") {
+			if s.StrTruncated() {
+				m.Ambiguous = true // cut: a rule could match the cut name and not the whole
+			}
+			if isName {
 				r.name = string(s.Str())
 			} else {
 				r.uri = string(s.Str())
@@ -204,6 +259,9 @@ func (r *reader) end(off int64) {
 	m.Bytes = off - r.start
 	switch {
 	case !r.version:
+		if r.hasMethod {
+			r.suspect = true
+		}
 		return
 	case r.hasMethod && r.hasID:
 		m.Kind = Request
