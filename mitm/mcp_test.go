@@ -2,6 +2,8 @@ package mitm
 
 import (
 	"context"
+	"crypto/tls"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -13,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/capsem/capsem/mcpgate/testserver"
+	"github.com/capsem/capsem/netstack"
 	"github.com/capsem/capsem/policy"
 	"github.com/capsem/capsem/store"
 )
@@ -70,9 +73,41 @@ func mcpUpstream(jsonResponse bool, reached *atomic.Int64) http.Handler {
 func (tp *testProxy) guestClient() *http.Client {
 	return &http.Client{Transport: &http.Transport{
 		DialTLSContext: func(context.Context, string, string) (net.Conn, error) {
-			return tp.dial("http/1.1"), nil
+			return tp.guestFlow()
 		},
 	}}
+}
+
+// guestFlow is dial for the HTTP client's goroutines: it returns its
+// failure instead of ending the test.
+func (tp *testProxy) guestFlow() (net.Conn, error) {
+	client, guest := net.Pipe()
+	up, err := net.Dial("tcp", tp.upstream)
+	if err != nil {
+		return nil, err
+	}
+	f := &netstack.Flow{
+		Name: "api.test", Port: 443,
+		Current: tp.pol.Load,
+		Redial: func(ctx context.Context) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", tp.upstream)
+		},
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan netstack.FlowResult, 1)
+	go func() {
+		res := tp.p.HandleFlow(ctx, guest, up, f)
+		guest.Close()
+		done <- res
+	}()
+	tp.t.Cleanup(func() { cancel(); <-done })
+	tc := tls.Client(client, &tls.Config{ServerName: "api.test", RootCAs: tp.guestCA, NextProtos: []string{"http/1.1"}})
+	if err := tc.Handshake(); err != nil {
+		tc.Close()
+		return nil, fmt.Errorf("guest TLS handshake: %w", err)
+	}
+	return tc, nil
 }
 
 func TestMCPThroughTheMITM(t *testing.T) {

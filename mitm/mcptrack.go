@@ -25,6 +25,11 @@ const (
 	mcpMaxSessions = 1024
 	// mcpMaxPending bounds the requests waiting in one session.
 	mcpMaxPending = 1024
+	// mcpMaxPendingAll bounds the requests waiting in all sessions: each
+	// holds up to two previews (the policy's preview_bytes), so a guest
+	// answering its own requests with 202 from a server of its own cannot
+	// make the host hold more than this many.
+	mcpMaxPendingAll = 8192
 	// mcpWait is how long a request waits for its response before it is
 	// recorded without one. A tools/call may run long (a build, a crawl),
 	// so it is generous.
@@ -53,6 +58,7 @@ type mcpSession struct {
 type mcpTracker struct {
 	mu       sync.Mutex
 	sessions map[string]*mcpSession
+	pending  int // requests waiting in all sessions
 	record   func(*mcpCall) // records a call (without the lock held)
 }
 
@@ -93,6 +99,8 @@ func (t *mcpTracker) evictOldestLocked() []*mcpCall {
 	for _, c := range oldest.pending {
 		out = append(out, c)
 	}
+	t.pending -= len(oldest.pending)
+	oldest.pending = make(map[string]*mcpCall) // recorded as lost: a late response finds nothing
 	return out
 }
 
@@ -105,14 +113,26 @@ func (t *mcpTracker) wait(s *mcpSession, id string, c *mcpCall) {
 	t.mu.Lock()
 	if old := s.pending[id]; old != nil {
 		lost = append(lost, old)
+		delete(s.pending, id)
+		t.pending--
 	}
 	for k, p := range s.pending {
-		if now.Sub(p.start) > mcpWait || len(s.pending) >= mcpMaxPending && k != id {
+		if now.Sub(p.start) > mcpWait || len(s.pending) >= mcpMaxPending {
 			lost = append(lost, p)
 			delete(s.pending, k)
+			t.pending--
 		}
 	}
+	for t.pending >= mcpMaxPendingAll && len(t.sessions) > 0 {
+		lost = append(lost, t.evictOldestLocked()...)
+	}
+	if t.sessions[s.key] != s {
+		// Evicted just now (it was the oldest): it keeps waiting alone.
+		t.sessions[s.key] = s
+		t.pending += len(s.pending)
+	}
 	s.pending[id] = c
+	t.pending++
 	s.used = now
 	t.mu.Unlock()
 	t.recordLost(lost, "capsem: no response seen")
@@ -125,6 +145,7 @@ func (t *mcpTracker) claim(s *mcpSession, id string) *mcpCall {
 	c := s.pending[id]
 	if c != nil {
 		delete(s.pending, id)
+		t.pending--
 		s.used = time.Now()
 	}
 	return c
@@ -139,6 +160,7 @@ func (t *mcpTracker) drop(s *mcpSession, ids []string, why string) {
 		if c := s.pending[id]; c != nil {
 			lost = append(lost, c)
 			delete(s.pending, id)
+			t.pending--
 		}
 	}
 	t.mu.Unlock()
@@ -196,6 +218,7 @@ func (t *mcpTracker) close() {
 		}
 		delete(t.sessions, k)
 	}
+	t.pending = 0
 	t.mu.Unlock()
 	t.recordLost(lost, "capsem: the session ended before a response came")
 }
