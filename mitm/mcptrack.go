@@ -58,7 +58,7 @@ type mcpSession struct {
 type mcpTracker struct {
 	mu       sync.Mutex
 	sessions map[string]*mcpSession
-	pending  int // requests waiting in all sessions
+	pending  int            // requests waiting in all sessions
 	record   func(*mcpCall) // records a call (without the lock held)
 }
 
