@@ -316,7 +316,7 @@ func (s *Scanner) addBytes(b []byte) {
 	room := s.strCap() - len(s.str)
 	if len(b) > room {
 		// Keep what fits, without a partial UTF-8 sequence at the end.
-		s.str = cutRune(append(s.str, b[:max(room, 0)]...))
+		s.str = CutRune(append(s.str, b[:max(room, 0)]...))
 		s.strTrunc = true
 		return
 	}
@@ -620,8 +620,10 @@ func (s *Scanner) Reset() {
 	s.off = 0
 }
 
-// cutRune drops an incomplete UTF-8 sequence at the end of b.
-func cutRune(b []byte) []byte {
+// CutRune drops an incomplete UTF-8 sequence at the end of b: a string
+// kept up to a cap is cut there, and the parsers cut their previews the
+// same way.
+func CutRune(b []byte) []byte {
 	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax; i-- {
 		if utf8.RuneStart(b[i]) {
 			if !utf8.FullRune(b[i:]) {

@@ -63,16 +63,3 @@ func atoi(num []byte) int {
 	}
 	return int(f)
 }
-
-// cutRune drops an incomplete UTF-8 sequence at the end of b.
-func cutRune(b []byte) []byte {
-	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax; i-- {
-		if utf8.RuneStart(b[i]) {
-			if !utf8.FullRune(b[i:]) {
-				return b[:i]
-			}
-			return b
-		}
-	}
-	return b
-}

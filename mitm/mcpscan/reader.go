@@ -177,7 +177,7 @@ func (r *reader) preview(s *jsonscan.Scanner, k jsonscan.Kind) {
 		s.Capture(r.previewBytes)
 	case jsonscan.ObjEnd, jsonscan.ArrEnd:
 		b, trunc := s.Captured()
-		m.Preview, m.PreviewTruncated = string(cutRune(b)), trunc
+		m.Preview, m.PreviewTruncated = string(jsonscan.CutRune(b)), trunc
 	case jsonscan.StrStart:
 		s.Keep(r.previewBytes)
 	case jsonscan.String:

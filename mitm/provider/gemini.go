@@ -87,7 +87,7 @@ func (g *geminiRequest) tok(s *jsonscan.Scanner, k jsonscan.Kind) {
 				s.Capture(g.opts.PreviewBytes)
 			case jsonscan.ObjEnd, jsonscan.ArrEnd:
 				b, _ := s.Captured()
-				g.fr.preview = string(cutRune(b))
+				g.fr.preview = string(jsonscan.CutRune(b))
 			}
 		}
 	case 7:

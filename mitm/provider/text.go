@@ -1,6 +1,6 @@
 package provider
 
-import "unicode/utf8"
+import "github.com/capsem/capsem/mitm/jsonscan"
 
 // capText collects text up to a cap. A cut never splits a UTF-8 sequence.
 type capText struct {
@@ -32,7 +32,7 @@ func put[T string | []byte](c *capText, s T) {
 	room := c.max - len(c.b)
 	if len(s) > room {
 		c.b = append(c.b, s[:max(room, 0)]...)
-		c.b = cutRune(c.b)
+		c.b = jsonscan.CutRune(c.b)
 		c.trunc = true
 		return
 	}
@@ -49,19 +49,6 @@ func (c *capText) reset() {
 	c.b = c.b[:0]
 	c.trunc = false
 	c.pndSep = false
-}
-
-// cutRune drops an incomplete UTF-8 sequence at the end of b.
-func cutRune(b []byte) []byte {
-	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax; i-- {
-		if utf8.RuneStart(b[i]) {
-			if !utf8.FullRune(b[i:]) {
-				return b[:i]
-			}
-			return b
-		}
-	}
-	return b
 }
 
 // toolAcc assembles one tool call.
