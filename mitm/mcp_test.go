@@ -86,14 +86,7 @@ func (tp *testProxy) guestFlow() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &netstack.Flow{
-		Name: "api.test", Port: 443,
-		Current: tp.pol.Load,
-		Redial: func(ctx context.Context) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "tcp", tp.upstream)
-		},
-	}
+	f := tp.flow()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan netstack.FlowResult, 1)
 	go func() {

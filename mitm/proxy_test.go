@@ -154,14 +154,7 @@ func (tp *testProxy) dial(alpn string) *tls.Conn {
 	if err != nil {
 		tp.t.Fatal(err)
 	}
-	f := &netstack.Flow{
-		Name: "api.test", Port: 443,
-		Current: tp.pol.Load,
-		Redial: func(ctx context.Context) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "tcp", tp.upstream)
-		},
-	}
+	f := tp.flow()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -176,6 +169,18 @@ func (tp *testProxy) dial(alpn string) *tls.Conn {
 	}
 	tp.t.Cleanup(func() { tc.Close() })
 	return tc
+}
+
+// flow is the netstack.Flow of a guest connection to api.test.
+func (tp *testProxy) flow() *netstack.Flow {
+	return &netstack.Flow{
+		Name: "api.test", Port: 443,
+		Current: tp.pol.Load,
+		Redial: func(ctx context.Context) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", tp.upstream)
+		},
+	}
 }
 
 // roundTrip writes raw request bytes on c and reads one response.
