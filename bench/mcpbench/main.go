@@ -1,18 +1,17 @@
 package main
 
 import (
-	"bufio"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 
+	"github.com/capsem/capsem/bench/internal/guestns"
+	"github.com/capsem/capsem/bench/internal/listflag"
 	"github.com/capsem/capsem/bench/internal/peerbin"
+	"github.com/capsem/capsem/bench/internal/upstream"
 	"github.com/capsem/capsem/tests/harness"
 )
 
@@ -42,7 +41,7 @@ func main() {
 	if _, ok := protoName[*flagProto]; !ok {
 		fatal(fmt.Errorf("-proto %q: want h1 or h2", *flagProto))
 	}
-	for _, p := range listOf(*flagPaths) {
+	for _, p := range listflag.Split(*flagPaths) {
 		if _, ok := pathNames[p]; !ok {
 			fatal(fmt.Errorf("-paths: unknown path %q (want any of direct,gateway,mitm,http)", p))
 		}
@@ -75,19 +74,17 @@ func fatal(err error) {
 
 // bench is the state shared by every repetition.
 type bench struct {
-	dir          string
-	exe          string // this program, re-executed as client and upstream
-	capsemNet    string
-	capsem       string // cmd/capsem, whose mcp-test-server is the stdio server
-	upstreamCA   string
-	capsemCA     string // <ca-dir>/ca.pem, the CA the guest trusts
-	caDir        string
-	upstreamPort int
-	upstream     *exec.Cmd
-	upstreamIn   io.WriteCloser
-	env          *env // the current repetition's guest
-	samples      map[string][]sample
-	elapsed      time.Duration
+	dir        string
+	exe        string // this program, re-executed as client and upstream
+	capsemNet  string
+	capsem     string // cmd/capsem, whose mcp-test-server is the stdio server
+	upstreamCA string
+	capsemCA   string // <ca-dir>/ca.pem, the CA the guest trusts
+	caDir      string
+	upstream   *upstream.Process
+	env        *guestns.Env // the current repetition's guest
+	samples    map[string][]sample
+	elapsed    time.Duration
 }
 
 // sample is one path's measurement in one repetition.
@@ -114,54 +111,27 @@ func setup() (*bench, error) {
 	if out, err := exec.Command("go", "build", "-o", b.capsem, "./cmd/capsem").CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("go build ./cmd/capsem (run from the repository root): %v: %s", err, out)
 	}
-	caPath, certPath, keyPath, err := writeUpstreamPKI(b.dir)
+	caPath, certPath, keyPath, err := upstream.WritePKI(b.dir, upstreamName)
 	if err != nil {
 		return nil, err
 	}
 	b.upstreamCA = caPath
 	b.caDir = filepath.Join(b.dir, "capsem-ca")
 	b.capsemCA = filepath.Join(b.caDir, "ca.pem")
-	b.upstream = exec.Command(b.exe, "upstream", "-cert", certPath, "-key", keyPath)
-	b.upstream.Stderr = os.Stderr
-	if b.upstreamIn, err = b.upstream.StdinPipe(); err != nil {
+	if b.upstream, err = upstream.Start(exec.Command(b.exe, "upstream", "-cert", certPath, "-key", keyPath)); err != nil {
 		return nil, err
-	}
-	stdout, err := b.upstream.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := b.upstream.Start(); err != nil {
-		return nil, err
-	}
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		return nil, fmt.Errorf("upstream did not start: %w", err)
-	}
-	if b.upstreamPort, err = strconv.Atoi(strings.TrimSpace(line)); err != nil {
-		return nil, fmt.Errorf("upstream port %q: %w", line, err)
 	}
 	return b, nil
 }
 
 func (b *bench) close() {
 	if b.env != nil {
-		b.env.stop()
+		b.env.Stop()
 		b.env = nil
 	}
-	if b.upstream != nil && b.upstream.Process != nil {
-		b.upstreamIn.Close()
-		b.upstream.Wait()
+	if b.upstream != nil {
+		b.upstream.Stop()
 		b.upstream = nil
 	}
 	os.RemoveAll(b.dir)
-}
-
-func listOf(list string) []string {
-	var out []string
-	for _, s := range strings.Split(list, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			out = append(out, s)
-		}
-	}
-	return out
 }

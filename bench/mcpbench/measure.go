@@ -10,6 +10,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/capsem/capsem/bench/internal/cpu"
+	"github.com/capsem/capsem/bench/internal/listflag"
 )
 
 // pathNames are the paths -paths accepts, with their report headings.
@@ -31,8 +34,8 @@ func (b *bench) rep(rep int) error {
 	if b.env, err = b.startEnv(rep); err != nil {
 		return err
 	}
-	defer func() { b.env.stop(); b.env = nil }()
-	for _, where := range listOf(*flagPaths) {
+	defer func() { b.env.Stop(); b.env = nil }()
+	for _, where := range listflag.Split(*flagPaths) {
 		waitQuiet()
 		s, err := b.measure(where)
 		if err != nil {
@@ -59,24 +62,24 @@ func (b *bench) measure(where string) (sample, error) {
 		args = append(args, "-url", "https://"+upstreamName+"/mcp", "-ca", b.capsemCA)
 		inGuest = true
 	case "http":
-		args = append(args, "-url", fmt.Sprintf("https://127.0.0.1:%d/mcp", b.upstreamPort), "-ca", b.upstreamCA)
+		args = append(args, "-url", fmt.Sprintf("https://127.0.0.1:%d/mcp", b.upstream.Port), "-ca", b.upstreamCA)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	var cmd *exec.Cmd
 	if inGuest {
-		cmd = b.env.ns.Command(ctx, b.exe, args...)
+		cmd = b.env.NS.Command(ctx, b.exe, args...)
 	} else {
 		cmd = exec.CommandContext(ctx, b.exe, args...)
 	}
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
-	pid := b.env.cmd.Process.Pid
-	c0 := procCPU(pid)
+	pid := b.env.PID()
+	c0 := cpu.ProcSeconds(pid)
 	err := cmd.Run()
-	c1 := procCPU(pid)
+	c1 := cpu.ProcSeconds(pid)
 	if err != nil {
-		return sample{}, fmt.Errorf("client %s: %v: %s\ncapsem-net: %s", strings.Join(args, " "), err, errOut.String(), b.env.out.String())
+		return sample{}, fmt.Errorf("client %s: %v: %s\ncapsem-net: %s", strings.Join(args, " "), err, errOut.String(), b.env.Out.String())
 	}
 	var s sample
 	if err := json.Unmarshal(out.Bytes(), &s.callResult); err != nil {

@@ -1,10 +1,7 @@
 package main
 
 import (
-	"crypto/ecdsa"
 	"crypto/tls"
-	"crypto/x509"
-	"encoding/pem"
 	"flag"
 	"fmt"
 	"io"
@@ -12,43 +9,15 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/capsem/capsem/mcpgate/testserver"
-	"github.com/capsem/capsem/mitm/ca"
 )
 
 // upstreamName is the name the remote MCP server's certificate carries and
 // the mitm path's policy allows.
 const upstreamName = "mcp.test"
-
-// writeUpstreamPKI makes a CA of the benchmark's own with mitm/ca (standing
-// in for a public CA) and writes a leaf of it for upstreamName and
-// 127.0.0.1 into dir; it returns the CA's PEM file and the leaf's.
-func writeUpstreamPKI(dir string) (caPath, certPath, keyPath string, err error) {
-	a, err := ca.LoadOrCreate(filepath.Join(dir, "upstream-ca"))
-	if err != nil {
-		return "", "", "", err
-	}
-	leaf, err := a.LeafFor(upstreamName, "127.0.0.1")
-	if err != nil {
-		return "", "", "", err
-	}
-	keyDER, err := x509.MarshalECPrivateKey(leaf.PrivateKey.(*ecdsa.PrivateKey))
-	if err != nil {
-		return "", "", "", err
-	}
-	certPath, keyPath = filepath.Join(dir, "upstream-leaf.pem"), filepath.Join(dir, "upstream-leaf-key.pem")
-	if err := os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leaf.Certificate[0]}), 0o644); err != nil {
-		return "", "", "", err
-	}
-	if err := os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
-		return "", "", "", err
-	}
-	return a.CertPath(), certPath, keyPath, nil
-}
 
 // upstreamMain is the "upstream" sub-mode: the test server's tools (package
 // mcpgate/testserver, the same as `capsem mcp-test-server`) served as a

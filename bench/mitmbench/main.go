@@ -1,18 +1,17 @@
 package main
 
 import (
-	"bufio"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 
+	"github.com/capsem/capsem/bench/internal/guestns"
+	"github.com/capsem/capsem/bench/internal/listflag"
 	"github.com/capsem/capsem/bench/internal/peerbin"
+	"github.com/capsem/capsem/bench/internal/upstream"
 	"github.com/capsem/capsem/tests/harness"
 )
 
@@ -72,18 +71,16 @@ func fatal(err error) {
 
 // bench is the state shared by every repetition.
 type bench struct {
-	dir          string
-	exe          string // this program, re-executed as loadgen
-	capsemNet    string
-	upstreamCA   string
-	capsemCA     string // <ca-dir>/ca.pem, the CA the intercepted guest trusts
-	caDir        string
-	upstreamPort int
-	upstream     *exec.Cmd
-	upstreamIn   io.WriteCloser
+	dir        string
+	exe        string // this program, re-executed as loadgen
+	capsemNet  string
+	upstreamCA string
+	capsemCA   string // <ca-dir>/ca.pem, the CA the intercepted guest trusts
+	caDir      string
+	upstream   *upstream.Process
 
-	env     *env // the current repetition's guest
-	senv    *env // the current repetition's guest of the mitm-secrets path, or nil
+	env     *guestns.Env // the current repetition's guest
+	senv    *guestns.Env // the current repetition's guest of the mitm-secrets path, or nil
 	tokens  tokens
 	ulFile  string // the upload's body, -bytes long
 	samples map[string][]sample
@@ -111,7 +108,7 @@ func setup() (*bench, error) {
 	if err := peerbin.BuildCapsemNet(b.capsemNet); err != nil {
 		return nil, err
 	}
-	caPath, certPath, keyPath, err := writeUpstreamPKI(b.dir)
+	caPath, certPath, keyPath, err := upstream.WritePKI(b.dir, upstreamNames...)
 	if err != nil {
 		return nil, err
 	}
@@ -121,45 +118,24 @@ func setup() (*bench, error) {
 	if b.tokens, err = writeTokens(b.dir); err != nil {
 		return nil, err
 	}
-	if !listHas(*flagSkip, "ul") {
+	if !listflag.Has(*flagSkip, "ul") {
 		b.ulFile = filepath.Join(b.dir, "upload.bin")
 		if err := writeUploadBody(b.ulFile, *flagBytes, *flagULBody); err != nil {
 			return nil, err
 		}
 	}
-	b.upstream = exec.Command(b.exe, "upstream", "-cert", certPath, "-key", keyPath,
-		"-auth", "Bearer "+b.tokens.real, "-auth", "Bearer "+b.tokens.plain)
-	b.upstream.Stderr = os.Stderr
-	if b.upstreamIn, err = b.upstream.StdinPipe(); err != nil {
-		return nil, err
-	}
-	stdout, err := b.upstream.StdoutPipe()
+	b.upstream, err = upstream.Start(exec.Command(b.exe, "upstream", "-cert", certPath, "-key", keyPath,
+		"-auth", "Bearer "+b.tokens.real, "-auth", "Bearer "+b.tokens.plain))
 	if err != nil {
 		return nil, err
-	}
-	if err := b.upstream.Start(); err != nil {
-		return nil, err
-	}
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		return nil, fmt.Errorf("upstream did not start: %w", err)
-	}
-	if b.upstreamPort, err = strconv.Atoi(strings.TrimSpace(line)); err != nil {
-		return nil, fmt.Errorf("upstream port %q: %w", line, err)
 	}
 	return b, nil
 }
 
 func (b *bench) close() {
-	for _, e := range []**env{&b.env, &b.senv} {
-		if *e != nil {
-			(*e).stop()
-			*e = nil
-		}
-	}
-	if b.upstream != nil && b.upstream.Process != nil {
-		b.upstreamIn.Close()
-		b.upstream.Wait()
+	b.stopEnvs()
+	if b.upstream != nil {
+		b.upstream.Stop()
 		b.upstream = nil
 	}
 	os.RemoveAll(b.dir)

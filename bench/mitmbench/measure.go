@@ -11,6 +11,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/capsem/capsem/bench/internal/cpu"
+	"github.com/capsem/capsem/bench/internal/guestns"
+	"github.com/capsem/capsem/bench/internal/listflag"
 )
 
 // rep runs every measurement once, with a fresh capsem-net and namespace.
@@ -20,19 +24,12 @@ import (
 // policy differs), started alongside the other paths' and idle while they
 // are measured.
 func (b *bench) rep(rep int) error {
-	defer func() {
-		for _, e := range []**env{&b.env, &b.senv} {
-			if *e != nil {
-				(*e).stop()
-				*e = nil
-			}
-		}
-	}()
+	defer b.stopEnvs()
 	var err error
 	if b.env, err = b.startEnv(rep, false); err != nil {
 		return err
 	}
-	paths := listOf(*flagPaths)
+	paths := listflag.Split(*flagPaths)
 	if slices.Contains(paths, "mitm-secrets") {
 		if b.senv, err = b.startEnv(rep, true); err != nil {
 			return err
@@ -44,10 +41,10 @@ func (b *bench) rep(rep int) error {
 		}
 	}
 	for _, m := range []struct{ key, name string }{{"dl", "download"}, {"ul", "upload  "}} {
-		if listHas(*flagSkip, m.key) {
+		if listflag.Has(*flagSkip, m.key) {
 			continue
 		}
-		for _, proto := range listOf(*flagDLProtos) {
+		for _, proto := range listflag.Split(*flagDLProtos) {
 			for _, where := range paths {
 				s, err := b.retry(func() (sample, error) { return b.transfer(m.key, where, proto) })
 				if err != nil {
@@ -58,9 +55,9 @@ func (b *bench) rep(rep int) error {
 			}
 		}
 	}
-	if !listHas(*flagSkip, "rps") {
+	if !listflag.Has(*flagSkip, "rps") {
 		for _, conns := range connsList() {
-			for _, proto := range listOf(*flagRPSProtos) {
+			for _, proto := range listflag.Split(*flagRPSProtos) {
 				for _, where := range paths {
 					s, err := b.retry(func() (sample, error) { return b.load(where, proto, conns, *flagDuration, false) })
 					if err != nil {
@@ -72,7 +69,7 @@ func (b *bench) rep(rep int) error {
 			}
 		}
 	}
-	if !listHas(*flagSkip, "lat") {
+	if !listflag.Has(*flagSkip, "lat") {
 		for _, where := range paths {
 			s, err := b.retry(func() (sample, error) { return b.load(where, "h1", 1, *flagLatDur, true) })
 			if err != nil {
@@ -91,10 +88,10 @@ func (b *bench) rep(rep int) error {
 func waitQuiet() float64 {
 	var load float64
 	for deadline := time.Now().Add(time.Minute); ; {
-		j0 := machineCPU()
+		j0 := cpu.Machine()
 		time.Sleep(500 * time.Millisecond)
-		j1 := machineCPU()
-		load = cores(j1.busy-j0.busy, j0.total, j1.total)
+		j1 := cpu.Machine()
+		load = cpu.Cores(j1.Busy-j0.Busy, j0.Total, j1.Total)
 		if load < 0.15 || time.Now().After(deadline) {
 			break
 		}
@@ -149,7 +146,7 @@ func rpsKey(proto string, conns int) string { return fmt.Sprintf("rps/%s/%d/", p
 
 func connsList() []int {
 	var out []int
-	for _, s := range listOf(*flagConns) {
+	for _, s := range listflag.Split(*flagConns) {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 {
 			fatal(fmt.Errorf("-conns %q: want positive numbers", *flagConns))
@@ -175,13 +172,13 @@ func (b *bench) target(where string) (addr, sni, ca string, inGuest bool) {
 	case "pass":
 		return "pass.test:443", "pass.test", b.upstreamCA, true
 	default: // direct: the host to the upstream's loopback port
-		return "127.0.0.1:" + strconv.Itoa(b.upstreamPort), "mitm.test", b.upstreamCA, false
+		return "127.0.0.1:" + strconv.Itoa(b.upstream.Port), "mitm.test", b.upstreamCA, false
 	}
 }
 
 // envFor is the guest (capsem-net and namespace) of a path; direct has
 // none of its own and is given the other paths'.
-func (b *bench) envFor(where string) *env {
+func (b *bench) envFor(where string) *guestns.Env {
 	if where == "mitm-secrets" {
 		return b.senv
 	}
@@ -190,7 +187,7 @@ func (b *bench) envFor(where string) *env {
 
 func (b *bench) command(ctx context.Context, where string, name string, args ...string) *exec.Cmd {
 	if _, _, _, inGuest := b.target(where); inGuest {
-		return b.envFor(where).ns.Command(ctx, name, args...)
+		return b.envFor(where).NS.Command(ctx, name, args...)
 	}
 	return exec.CommandContext(ctx, name, args...)
 }
@@ -219,8 +216,8 @@ func (b *bench) transfer(kind, where, proto string) (sample, error) {
 	}
 	url := "https://" + sni + path
 	if !inGuest {
-		url = fmt.Sprintf("https://%s:%d%s", sni, b.upstreamPort, path)
-		args = append(args, "--resolve", fmt.Sprintf("%s:%d:127.0.0.1", sni, b.upstreamPort))
+		url = fmt.Sprintf("https://%s:%d%s", sni, b.upstream.Port, path)
+		args = append(args, "--resolve", fmt.Sprintf("%s:%d:127.0.0.1", sni, b.upstream.Port))
 	}
 	want := "1.1"
 	switch proto {

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strings"
 
+	"github.com/capsem/capsem/bench/internal/listflag"
 	"github.com/capsem/capsem/bench/internal/stats"
 )
 
@@ -55,7 +56,7 @@ func (b *bench) print(w io.Writer) {
 	}
 	// The mitm-secrets columns come last, so that the others stay where
 	// they have always been.
-	secrets := listHas(*flagPaths, "mitm-secrets")
+	secrets := listflag.Has(*flagPaths, "mitm-secrets")
 	head, rule := "", ""
 	if secrets {
 		head, rule = " "+pathNames["mitm-secrets"]+" | secrets + DLP vs off (target ≥ 90 %) |", "---:|---|"
@@ -77,10 +78,10 @@ func (b *bench) print(w io.Writer) {
 	fmt.Fprintf(w, "| measurement | direct (host → upstream) | passthrough (TCP forwarding) | MITM | MITM vs passthrough | MITM vs direct | target |%s\n", head)
 	fmt.Fprintf(w, "|---|---:|---:|---:|---:|---:|---|%s\n", rule)
 	for _, kind := range []string{"dl", "ul"} {
-		if listHas(*flagSkip, kind) {
+		if listflag.Has(*flagSkip, kind) {
 			continue
 		}
-		for _, proto := range listOf(*flagDLProtos) {
+		for _, proto := range listflag.Split(*flagDLProtos) {
 			k := kind + "/" + proto + "/"
 			verdict := "–"
 			if m, _, _, ok := b.med(k + "mitm"); ok && kind == "dl" {
@@ -96,9 +97,9 @@ func (b *bench) print(w io.Writer) {
 				cell(k+"direct", "%.2f"), cell(k+"pass", "%.2f"), cell(k+"mitm", "%.2f"), ratio(k+"mitm", k+"pass"), ratio(k+"mitm", k+"direct"), verdict, sec(k, "%.2f"))
 		}
 	}
-	if !listHas(*flagSkip, "rps") {
+	if !listflag.Has(*flagSkip, "rps") {
 		for _, conns := range connsList() {
-			for _, proto := range listOf(*flagRPSProtos) {
+			for _, proto := range listflag.Split(*flagRPSProtos) {
 				k := rpsKey(proto, conns)
 				verdict := "–"
 				if m, _, _, ok := b.med(k + "mitm"); ok {
@@ -113,7 +114,7 @@ func (b *bench) print(w io.Writer) {
 			}
 		}
 	}
-	if !listHas(*flagSkip, "lat") {
+	if !listflag.Has(*flagSkip, "lat") {
 		k := "lat/h1/"
 		added := func(pick func(v, p99 float64) float64) (string, string) {
 			m, mp, _, ok := b.med(k + "mitm")

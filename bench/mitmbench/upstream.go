@@ -2,10 +2,7 @@ package main
 
 import (
 	"bufio"
-	"crypto/ecdsa"
 	"crypto/tls"
-	"crypto/x509"
-	"encoding/pem"
 	"flag"
 	"fmt"
 	"io"
@@ -13,44 +10,14 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
-
-	"github.com/capsem/capsem/mitm/ca"
 )
 
 // upstreamNames are the names the upstream's leaf certificate carries.
 var upstreamNames = []string{"mitm.test", "pass.test"}
-
-// writeUpstreamPKI makes a CA of the benchmark's own with mitm/ca
-// (standing in for a public CA) and writes a leaf of it for upstreamNames
-// and 127.0.0.1 into dir: the CA's ca.pem, upstream-leaf.pem and
-// upstream-leaf-key.pem.
-func writeUpstreamPKI(dir string) (caPath, certPath, keyPath string, err error) {
-	a, err := ca.LoadOrCreate(filepath.Join(dir, "upstream-ca"))
-	if err != nil {
-		return "", "", "", err
-	}
-	leaf, err := a.LeafFor(append(upstreamNames, "127.0.0.1")...)
-	if err != nil {
-		return "", "", "", err
-	}
-	keyDER, err := x509.MarshalECPrivateKey(leaf.PrivateKey.(*ecdsa.PrivateKey))
-	if err != nil {
-		return "", "", "", err
-	}
-	certPath, keyPath = filepath.Join(dir, "upstream-leaf.pem"), filepath.Join(dir, "upstream-leaf-key.pem")
-	if err := os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leaf.Certificate[0]}), 0o644); err != nil {
-		return "", "", "", err
-	}
-	if err := os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
-		return "", "", "", err
-	}
-	return a.CertPath(), certPath, keyPath, nil
-}
 
 // pattern is what /bytes streams, 256 KiB at a time.
 var pattern = func() []byte {
