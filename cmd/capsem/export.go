@@ -74,8 +74,8 @@ func runExport(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(c.App.Writer, "exported %d session(s), %d events (%d net, %d dns, %d model calls with %d tool calls and %d tool responses, %d exec, %d fs, %d agent) to %s in %s\n",
+	fmt.Fprintf(c.App.Writer, "exported %d session(s), %d events (%d net, %d dns, %d model calls with %d tool calls and %d tool responses, %d mcp calls (%d linked to a tool call), %d exec, %d fs, %d agent) to %s in %s\n",
 		res.Sessions, res.Events, res.NetEvents, res.DNSEvents, res.ModelCalls, res.ToolCalls, res.ToolResponses,
-		res.ExecEvents, res.FSEvents, res.AgentEvents, display(c.String("sqlite")), res.Duration.Round(1e6))
+		res.MCPCalls, res.MCPLinks, res.ExecEvents, res.FSEvents, res.AgentEvents, display(c.String("sqlite")), res.Duration.Round(1e6))
 	return nil
 }
