@@ -42,7 +42,8 @@ func pytestCounts(out string) map[string]int {
 }
 
 // TestDoctorPasses runs the whole in-guest suite: it must pass with at
-// least 120 tests and no sandbox or network test skipped.
+// least 120 tests, no sandbox, network or MCP test skipped, and at least
+// 10 MCP tests passed (issue 15's floor; test_mcp.py has 23).
 func TestDoctorPasses(t *testing.T) {
 	needGuest(t)
 	out, code := runDoctor(t, "-v")
@@ -54,10 +55,17 @@ func TestDoctorPasses(t *testing.T) {
 	if c["passed"] < 120 {
 		t.Errorf("%d tests passed, want at least 120:\n%s", c["passed"], out)
 	}
+	mcpPassed := 0
 	for _, line := range strings.Split(out, "\n") {
-		if strings.Contains(line, "SKIPPED") && (strings.Contains(line, "test_sandbox.py") || strings.Contains(line, "test_network.py")) {
-			t.Errorf("a sandbox or network diagnostic was skipped: %s", line)
+		if strings.Contains(line, "SKIPPED") && (strings.Contains(line, "test_sandbox.py") || strings.Contains(line, "test_network.py") || strings.Contains(line, "test_mcp.py")) {
+			t.Errorf("a sandbox, network or MCP diagnostic was skipped: %s", line)
 		}
+		if strings.Contains(line, "test_mcp.py::") && strings.Contains(line, "PASSED") {
+			mcpPassed++
+		}
+	}
+	if mcpPassed < 10 {
+		t.Errorf("%d MCP diagnostics passed, want at least 10", mcpPassed)
 	}
 }
 
