@@ -337,6 +337,20 @@ func TestMCPAmbiguousRequestsRefused(t *testing.T) {
 	if !strings.Contains(string(b), `"error":{"code":-32050`) {
 		t.Errorf("a text/plain body holding a denied call: %d %.300s, want capsem's refusal", resp.StatusCode, b)
 	}
+	// Nor does a coding: what capsem decodes might not be all the server
+	// does.
+	req, _ = http.NewRequest(http.MethodPost, "https://api.test/mcp", strings.NewReader("\x1f\x8b not really gzip"))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Content-Encoding", "gzip")
+	resp, err = tp.guestClient().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnsupportedMediaType || !strings.Contains(string(b), "uncompressed") {
+		t.Errorf("a gzip body to a host with deny rules: %d %.300s, want 415 saying to send it uncompressed", resp.StatusCode, b)
+	}
 	if reached.Load() != 0 {
 		t.Errorf("%d ambiguous or disguised calls reached the upstream", reached.Load())
 	}

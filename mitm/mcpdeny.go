@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/capsem/capsem/mitm/mcpscan"
 	"github.com/capsem/capsem/policy"
@@ -24,6 +25,15 @@ const mcpMaxHold = 4 << 20
 func (v *mcpView) decide(w http.ResponseWriter, r *http.Request) bool {
 	if r.Body == nil || r.Body == http.NoBody {
 		return true
+	}
+	if ce := strings.TrimSpace(r.Header.Get("Content-Encoding")); ce != "" && !strings.EqualFold(ce, "identity") {
+		// What capsem decodes to decide (64 MiB at most, known codings
+		// only) might not be all the server decodes; MCP clients do not
+		// compress their requests.
+		v.ex.refuse(w, http.StatusUnsupportedMediaType, ReasonMCPToolDenied,
+			"a request body with Content-Encoding "+ce+" to a host with [[mcp.rules]] deny entries",
+			"capsem decides the MCP requests to this host before forwarding them, and reads only uncompressed bodies for that. Send the body uncompressed.")
+		return false
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, mcpMaxHold+1))
 	v.ex.req.close() // the parser has seen all it will: the decision is made on it
