@@ -113,6 +113,13 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := ex.withCancel(context.WithValue(r.Context(), exchangeKey{}, ex))
 	defer ex.cancel()
 	up := checkUpgrade(r.Method, r.ProtoAtLeast(1, 1), r.Header)
+	mayDeny := pol.MCPMayDeny(host)
+	if up.wsKey != "" && mayDeny {
+		ex.refuse(w, http.StatusForbidden, ReasonMCPToolDenied, "a WebSocket upgrade to a host with [[mcp.rules]] deny entries",
+			"capsem decides the MCP tool calls to this host before forwarding them, and does not read MCP carried over WebSocket. "+
+				"Use MCP's HTTP transports (streamable HTTP) with this host.")
+		return
+	}
 	ex.wsKey = up.wsKey
 	ex.note(up.detail())
 	if names := stripLookalikes(r.Header); len(names) > 0 {
@@ -131,7 +138,6 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	preview := pol.PreviewBytes()
 	var reqParser io.Writer
-	mayDeny := pol.MCPMayDeny(host)
 	if ex.call = provider.Detect(host, r.Method, r.URL.Path); ex.call != nil {
 		ex.call.SetOptions(provider.Options{PreviewBytes: max(preview, 256)})
 		reqParser = ex.call.RequestWriter()

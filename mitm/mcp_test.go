@@ -1,6 +1,7 @@
 package mitm
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -353,5 +354,29 @@ func TestMCPAmbiguousRequestsRefused(t *testing.T) {
 	}
 	if reached.Load() != 0 {
 		t.Errorf("%d ambiguous or disguised calls reached the upstream", reached.Load())
+	}
+}
+
+func TestMCPWebSocketRefusedToAHostWithDenyRules(t *testing.T) {
+	rec := &memRecorder{}
+	var reached atomic.Int64
+	tp := startTestProxy(t, rec, mcpUpstream(true, &reached))
+	pol, err := policy.Parse("mcp.toml", []byte(mcpTestPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp.pol.Store(pol)
+	c, err := tp.guestFlow()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	br := bufio.NewReader(c)
+	// MCP's TypeScript SDK still ships a WebSocket client transport: its
+	// frames would carry tools/calls capsem does not read.
+	resp, body := roundTrip(t, c, br, "GET /mcp HTTP/1.1\r\nHost: api.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"+
+		"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Protocol: mcp\r\n\r\n")
+	if resp.StatusCode != http.StatusForbidden || resp.Header.Get("X-Capsem-Blocked") != ReasonMCPToolDenied || !strings.Contains(body, "WebSocket") {
+		t.Errorf("a WebSocket upgrade to a host with MCP deny rules: %d %q %.200s, want 403 %s", resp.StatusCode, resp.Header.Get("X-Capsem-Blocked"), body, ReasonMCPToolDenied)
 	}
 }
