@@ -37,6 +37,18 @@ tools = ["env", "cra*"]
 action = "deny"
 `
 
+// startMCPProxy is startTestProxy under mcpTestPolicy.
+func startMCPProxy(t *testing.T, rec *memRecorder, h http.Handler) *testProxy {
+	t.Helper()
+	tp := startTestProxy(t, rec, h)
+	pol, err := policy.Parse("mcp.toml", []byte(mcpTestPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp.pol.Store(pol)
+	return tp
+}
+
 func (m *memRecorder) mcpCalls() []store.MCPCall {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -125,12 +137,7 @@ func TestMCPThroughTheMITM(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := &memRecorder{}
 			var reached atomic.Int64
-			tp := startTestProxy(t, rec, mcpUpstream(tc.json, &reached))
-			pol, err := policy.Parse("mcp.toml", []byte(mcpTestPolicy))
-			if err != nil {
-				t.Fatal(err)
-			}
-			tp.pol.Store(pol)
+			tp := startMCPProxy(t, rec, mcpUpstream(tc.json, &reached))
 
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
@@ -238,12 +245,7 @@ func TestMCPHeldRequests(t *testing.T) {
 		other.Store(n)
 		io.WriteString(w, `{"ok":true}`)
 	})
-	tp := startTestProxy(t, rec, mux)
-	pol, err := policy.Parse("mcp.toml", []byte(mcpTestPolicy))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tp.pol.Store(pol)
+	tp := startMCPProxy(t, rec, mux)
 
 	for _, tc := range []struct {
 		name, path, body string
@@ -298,12 +300,7 @@ func TestMCPHeldRequests(t *testing.T) {
 func TestMCPAmbiguousRequestsRefused(t *testing.T) {
 	rec := &memRecorder{}
 	var reached atomic.Int64
-	tp := startTestProxy(t, rec, mcpUpstream(true, &reached))
-	pol, err := policy.Parse("mcp.toml", []byte(mcpTestPolicy))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tp.pol.Store(pol)
+	tp := startMCPProxy(t, rec, mcpUpstream(true, &reached))
 	for _, tc := range []struct {
 		body       string
 		wantStatus int
@@ -360,12 +357,7 @@ func TestMCPAmbiguousRequestsRefused(t *testing.T) {
 func TestMCPWebSocketRefusedToAHostWithDenyRules(t *testing.T) {
 	rec := &memRecorder{}
 	var reached atomic.Int64
-	tp := startTestProxy(t, rec, mcpUpstream(true, &reached))
-	pol, err := policy.Parse("mcp.toml", []byte(mcpTestPolicy))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tp.pol.Store(pol)
+	tp := startMCPProxy(t, rec, mcpUpstream(true, &reached))
 	c, err := tp.guestFlow()
 	if err != nil {
 		t.Fatal(err)
