@@ -56,6 +56,9 @@
 //	url = "https://mcp.example.com/mcp"   # https only
 //	headers = { Authorization = "Bearer …" }
 //
+//	[quic]
+//	mode = "intercept"            # or "block": QUIC (HTTP/3) to names allowed on 443
+//
 // Parse turns the file into an immutable *Policy; its methods answer the
 // questions the rest of capsem asks, per DNS query, per TCP SYN, per TLS
 // ClientHello and per HTTP request:
@@ -69,6 +72,7 @@
 //   - MCPServers, MCPGateway: what capsem's MCP gateway serves, and at
 //     which name (mcp.capsem.internal: fake DNS answers it while a server
 //     is configured, with no [network] entry).
+//   - QUICMode:    is QUIC to an allowed name intercepted or refused?
 //
 // Capsem is default-deny: a name or port that no allow entry names is refused,
 // and a deny entry always wins over an allow entry. An empty policy (or

@@ -46,6 +46,7 @@ func FuzzParse(f *testing.F) {
 		"[mcp.rules]\nserver = \"x\"\n[[mcp.servers]]\n[mcp.servers.\"a b\"]\nurl = \"http://u:p@mcp.capsem.internal/#f\"\ncommand = []\nheaders = { \"A B\" = \"\\r\" }\n",
 		"[tls]\npassthrough = [\"mcp.capsem.internal\"]\n[[mcp.rules]]\nserver = \"*.capsem.internal\"\ntools = []\naction = \"Deny\"\n[MCP]\nHide_denied = 1\n",
 		"[network]\ndeny = [\"mcp.capsem.internal\"]\n[mcp.servers.gh]\ncommand = [\"gh\"]\ncwd = \"~x\"\nenv.\"A-B\" = \"v\"\n",
+		"[quic]\nmode = \"block\"\n[[quic]]\nquic.mode = \"Intercept\"\n",
 	} {
 		f.Add([]byte(seed))
 	}

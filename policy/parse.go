@@ -94,6 +94,8 @@ import (
 //     with a host, no credentials or fragment) with headers (header names
 //     to strings without line breaks). [tls] passthrough may not cover
 //     mcp.capsem.internal.
+//   - quic.mode is "intercept" (the default: QUIC to a name allowed on
+//     port 443 is handed to the MITM) or "block" (refused at once).
 //   - Unknown keys, keys not in lower case, and values of the wrong type are
 //     errors.
 //

@@ -52,6 +52,8 @@ type Policy struct {
 	mcpRules      []mcpRule   // [[mcp.rules]], in file order
 	mcpServers    []MCPServer // [mcp.servers.NAME], sorted by Name
 
+	quicBlock bool // [quic] mode = "block"
+
 	// AllowPrivate is [upstream] allow_private: whether a host-name resolve
 	// target (Target.Pinned false) may resolve to a private, loopback or
 	// link-local address. Pinned targets are the operator's explicit choice

@@ -13,6 +13,7 @@ package policy
 //	[mcp]       hide_denied
 //	[[mcp.rules]]        server tools action       (an array of tables in [mcp])
 //	[mcp.servers.NAME]   command env cwd url headers   (a table per NAME the user chooses)
+//	[quic]      mode
 //
 // Stability: these names are what users write in their files. A key can be
 // added; renaming or removing one breaks every file that uses it.
@@ -226,6 +227,14 @@ var tables = []table{
 			{"headers", kindStringMap, "mcp.servers.NAME.headers must map header names to strings, like headers = { Authorization = \"Bearer …\" }"},
 		},
 		build: (*builder).mcpServers,
+	},
+	{
+		name: "quic",
+		want: "[quic] must be a table: a \"[quic]\" line followed by its keys",
+		keys: []key{
+			{"mode", kindString, "quic.mode must be the string \"intercept\" or \"block\", like mode = \"block\""},
+		},
+		build: (*builder).quic,
 	},
 }
 

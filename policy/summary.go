@@ -33,12 +33,13 @@ type Summary struct {
 	// hold credentials.
 	MCPServers    []string `json:"mcp_servers"`
 	MCPHideDenied bool     `json:"mcp_hide_denied"` // [mcp] hide_denied in force
+	QUIC          string   `json:"quic"`            // [quic] mode in force: QUICIntercept or QUICBlock
 }
 
 // Summarize describes p. Lists are never nil, so that JSON shows [].
 func (p *Policy) Summarize() Summary {
 	s := Summary{Allow: []string{}, Deny: []string{}, HTTP: []string{}, Passthrough: []string{}, CAFiles: []string{}, Secrets: []string{},
-		MCPRules: []string{}, MCPServers: []string{}, MCPHideDenied: p.MCPHideDenied()}
+		MCPRules: []string{}, MCPServers: []string{}, MCPHideDenied: p.MCPHideDenied(), QUIC: p.QUICMode()}
 	if !p.usable() {
 		return s
 	}
