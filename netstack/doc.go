@@ -8,9 +8,18 @@
 // it (guard.go): the guest MAC is locked, spoofed source MACs and IPs are
 // dropped, IPv6 is dropped and counted, ARP is answered only for the
 // gateway, ICMP only as echo to the gateway, UDP only as DHCP (answered
-// here, dhcp.go) and DNS (fake DNS, dns.go, to any destination address).
-// Everything else is dropped, and every drop is recorded as an event
-// (rate-limited per reason, with exact counts).
+// here, dhcp.go), DNS (fake DNS, dns.go, to any destination address) and
+// QUIC to port 443 (quic.go). Everything else is dropped, and every drop
+// is recorded as an event (rate-limited per reason, with exact counts).
+//
+// QUIC is decided on its first Initial as TCP is on the SYN: to an
+// address fake DNS handed out, for a name allowed on port 443, under
+// [quic] mode = "intercept", it starts a flow that a DatagramFlowHandler
+// (the MITM) reads as a net.PacketConn; anything else gets ICMP port
+// unreachable, so the client falls back to TCP at once. At most
+// MaxQUICHandshakes (256) flows are in their handshake; Initials beyond
+// are dropped as quic-initial-flood. A flow counts against MaxFlows and
+// ends after QUICIdleTimeout (30 s) without a datagram.
 //
 // Fake DNS (dns.go, dnspool.go) answers an allowed name with an address
 // from 198.19.0.0/16 and anything else with NXDOMAIN. An address stays with
@@ -73,11 +82,11 @@
 // buffers). gvisor-tap-vsock's gvproxy remains the benchmark peer (bench/)
 // and the model for the --listen-* flags.
 //
-// netstack never imports mitm: allowed flows go to a FlowHandler, which the
-// MITM implements. It must never forward a guest packet it did not decide
-// on, never ask a real resolver on the guest's behalf except to dial an
-// allowed name, never let a flow or an allowed answer happen that it cannot
-// record, never let an event go uncounted (repeated ones are aggregated,
-// not dropped), and never let a guest grow what the host holds without a
-// bound.
+// netstack never imports mitm: allowed flows go to a FlowHandler, and QUIC
+// flows to a DatagramFlowHandler, both of which the MITM implements. It
+// must never forward a guest packet it did not decide on, never ask a real
+// resolver on the guest's behalf except to dial an allowed name, never let
+// a flow or an allowed answer happen that it cannot record, never let an
+// event go uncounted (repeated ones are aggregated, not dropped), and
+// never let a guest grow what the host holds without a bound.
 package netstack

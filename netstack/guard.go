@@ -27,7 +27,8 @@ var (
 // inbound is the guard every guest frame passes before gVisor sees it.
 // Anything not explicitly expected is dropped and recorded: the guest is
 // assumed hostile. Only TCP, ARP for the gateway and ICMP echo to the
-// gateway reach gVisor; DHCP and UDP DNS are answered here directly.
+// gateway reach gVisor; DHCP and UDP DNS are answered here directly, and
+// UDP to port 443 goes to QUIC flows (quic.go).
 //
 // more says whether further frames are already waiting to be read, so that
 // TCP segments may be coalesced (gro.go).
@@ -147,6 +148,8 @@ func (s *Stack) guardIPv4(frame []byte, more bool) {
 			s.serveUDPDNS(dst, udp.SourcePort(), payload)
 		case portDoT:
 			s.drops.record(ReasonDoT, store.TransportUDP, dstIP, portDoT, "")
+		case portHTTPS:
+			s.serveQUIC(ip, udp.SourcePort(), payload)
 		default:
 			s.drops.record(ReasonUDPNotAllowed, store.TransportUDP, dstIP, udp.DestinationPort(), "")
 		}

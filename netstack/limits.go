@@ -19,6 +19,14 @@ import (
 // downloads) holds tens to a few hundred.
 const DefaultMaxFlows = 4096
 
+// DefaultMaxQUICHandshakes caps the guest's QUIC flows in their handshake
+// (issue 16's 256). Each holds a handler goroutine with the QUIC server's
+// handshake state, and up to maxQueuedDatagramBytes of queued datagrams;
+// a browser opens a handful at once, while a flood of Initials — each
+// costing the guest only a 1,200-byte datagram — would otherwise have
+// the host start handshakes until MaxFlows.
+const DefaultMaxQUICHandshakes = 256
+
 // slots counts what a cap limits.
 type slots struct {
 	n   atomic.Int64

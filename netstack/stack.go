@@ -93,6 +93,18 @@ type Config struct {
 	Tap FrameTap
 	// Flows handles allowed TCP flows. Nil means Splice.
 	Flows FlowHandler
+	// QUICFlows handles allowed QUIC flows: UDP to port 443 of an allowed
+	// name that starts with a QUIC Initial (quic.go). Nil means none is
+	// served: such an Initial gets ICMP port unreachable and a
+	// quic-unserved event, and the client falls back to TCP.
+	QUICFlows DatagramFlowHandler
+	// MaxQUICHandshakes caps the QUIC flows in their handshake at once
+	// (quic.go); beyond it an Initial is dropped and counted as
+	// quic-initial-flood. Zero means DefaultMaxQUICHandshakes (256).
+	MaxQUICHandshakes int
+	// QUICIdleTimeout ends a QUIC flow after this long without a datagram
+	// either way. Zero means DefaultQUICIdleTimeout (30 s).
+	QUICIdleTimeout time.Duration
 	// Logger for operational messages (not events). Nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -109,6 +121,10 @@ type Stats struct {
 	BytesToUpstream, BytesFromUpstream atomic.Uint64
 	// GROSegments were coalesced into GROMerged segments before gVisor.
 	GROSegments, GROMerged atomic.Uint64
+	// QUICQueueDrops are guest datagrams of a QUIC flow dropped because
+	// its handler had not read the ones before; QUICWritesTooBig are
+	// datagrams a handler wrote that did not fit the guest's MTU.
+	QUICQueueDrops, QUICWritesTooBig atomic.Uint64
 }
 
 // Snapshot returns the counters as a map, for logs and tests.
@@ -132,6 +148,8 @@ func (s *Stats) Snapshot() map[string]uint64 {
 		"bytes_from_upstream": s.BytesFromUpstream.Load(),
 		"gro_segments":        s.GROSegments.Load(),
 		"gro_merged":          s.GROMerged.Load(),
+		"quic_queue_drops":    s.QUICQueueDrops.Load(),
+		"quic_writes_too_big": s.QUICWritesTooBig.Load(),
 	}
 }
 
@@ -154,6 +172,7 @@ type Stack struct {
 	gro    gro // only touched by the Serve goroutine
 
 	flowSlots, dnsSlots slots
+	quic                quicFlows
 	synCapSeen          atomic.Uint64 // gVisor's in-flight drops already recorded
 	storeDown           atomic.Bool   // the recorder refused the last Admit
 	wildCapWarned       atomic.Bool
@@ -194,9 +213,15 @@ func New(cfg Config) (*Stack, error) {
 	if cfg.MaxDNSTCPConns == 0 {
 		cfg.MaxDNSTCPConns = DefaultMaxDNSTCPConns
 	}
-	if cfg.MaxInFlightSYN < 0 || cfg.MaxFlows < 0 || cfg.MaxDNSTCPConns < 0 {
-		return nil, fmt.Errorf("netstack: negative limit (MaxInFlightSYN %d, MaxFlows %d, MaxDNSTCPConns %d): use a positive number, or 0 for the default",
-			cfg.MaxInFlightSYN, cfg.MaxFlows, cfg.MaxDNSTCPConns)
+	if cfg.MaxQUICHandshakes == 0 {
+		cfg.MaxQUICHandshakes = DefaultMaxQUICHandshakes
+	}
+	if cfg.QUICIdleTimeout == 0 {
+		cfg.QUICIdleTimeout = DefaultQUICIdleTimeout
+	}
+	if cfg.MaxInFlightSYN < 0 || cfg.MaxFlows < 0 || cfg.MaxDNSTCPConns < 0 || cfg.MaxQUICHandshakes < 0 || cfg.QUICIdleTimeout < 0 {
+		return nil, fmt.Errorf("netstack: negative limit (MaxInFlightSYN %d, MaxFlows %d, MaxDNSTCPConns %d, MaxQUICHandshakes %d, QUICIdleTimeout %s): use a positive number, or 0 for the default",
+			cfg.MaxInFlightSYN, cfg.MaxFlows, cfg.MaxDNSTCPConns, cfg.MaxQUICHandshakes, cfg.QUICIdleTimeout)
 	}
 	if cfg.DialTimeout == 0 {
 		cfg.DialTimeout = DefaultDialTimeout
@@ -224,6 +249,7 @@ func New(cfg Config) (*Stack, error) {
 	s.dnsLog = newDNSLog(cfg.Recorder)
 	s.flowSlots.max = int64(cfg.MaxFlows)
 	s.dnsSlots.max = int64(cfg.MaxDNSTCPConns)
+	s.quic.handshakes.max = int64(cfg.MaxQUICHandshakes)
 	s.link = newLink(cfg.MTU, tcpip.LinkAddress(GatewayMAC), &s.stats)
 	s.link.tap = cfg.Tap
 	if cfg.GuestMAC != nil {

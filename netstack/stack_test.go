@@ -444,6 +444,8 @@ func FuzzFrameDecoder(f *testing.F) {
 	f.Add(append(binary.BigEndian.AppendUint32(nil, uint32(len(q))), q...))
 	dh := udpFrame(guestMAC, [4]byte{}, [4]byte{255, 255, 255, 255}, 68, 67, dhcpMessage(dhcpRequest, optRequested, 4, 198, 18, 0, 2))
 	f.Add(append(binary.BigEndian.AppendUint32(nil, uint32(len(dh))), dh...))
+	qi := udpFrame(guestMAC, GuestIP.As4(), [4]byte{198, 19, 0, 1}, 4433, portHTTPS, quicInitial(0xc3, quicV1, 1))
+	f.Add(append(binary.BigEndian.AppendUint32(nil, uint32(len(qi))), qi...))
 	rec := &memRecorder{}
 	s, err := New(Config{Policy: mustPolicy(f, dnsTestPolicy), Recorder: rec, MTU: MaxMTU})
 	if err != nil {

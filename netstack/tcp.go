@@ -20,12 +20,16 @@ import (
 )
 
 // Flow is an allowed TCP connection, handed to a FlowHandler once both ends
-// are connected.
+// are connected, or an allowed QUIC flow, handed to a DatagramFlowHandler
+// with its first Initial (quic.go).
 type Flow struct {
 	Name  string         // the allowed name the guest resolved
-	Port  uint16         // the port the guest dialled
+	Port  uint16         // the port the guest dialled (443 for QUIC)
 	Guest netip.AddrPort // the guest's end
 	Dst   netip.AddrPort // the synthetic address the guest dialled
+	// Transport is store.TransportTCP for a TCP flow, store.TransportUDP
+	// for a QUIC flow.
+	Transport store.Transport
 
 	// Current returns the policy in force now (it changes on reload), for
 	// handlers that decide again on every request of a long connection.
@@ -36,13 +40,28 @@ type Flow struct {
 	Current func() *policy.Policy
 	// Redial opens another upstream connection for this flow's name and
 	// port, under the current policy, with the same rebinding checks and
-	// [upstream] resolve rules as the first one.
+	// [upstream] resolve rules as the first one. It is always TCP: for a
+	// QUIC flow it is the connection to name:443 the MITM falls back to
+	// when the upstream does not answer QUIC.
 	Redial func(ctx context.Context) (net.Conn, error)
 	// Local is true for a flow to a name capsem serves itself (the MCP
 	// gateway, policy.MCPGatewayHost): nothing was dialled, the upstream
 	// the handler gets is nil and Redial refuses. A handler that cannot
 	// serve it must refuse the flow.
 	Local bool
+
+	// established, for a QUIC flow, gives back its handshake slot.
+	established func()
+}
+
+// Established tells the stack that a QUIC flow's handshake is done, so it
+// no longer counts against MaxQUICHandshakes (quic.go); a flow that never
+// says so stops counting after quicHandshakeWindow. Calling it again, or
+// on a TCP flow, does nothing.
+func (f *Flow) Established() {
+	if f.established != nil {
+		f.established()
+	}
 }
 
 // FlowResult is what a FlowHandler reports when the flow ends.
@@ -336,20 +355,10 @@ func (s *Stack) handleTCP(r *tcp.ForwarderRequest) {
 	}
 	s.stats.FlowsAllowed.Add(1)
 	guest := &guestConn{TCPConn: gonet.NewTCPConn(&wq, ep), ep: ep}
-	flow := &Flow{Name: name, Port: dst.Port(), Guest: src, Dst: dst,
+	flow := &Flow{Name: name, Port: dst.Port(), Guest: src, Dst: dst, Transport: store.TransportTCP,
 		Current: s.policy.Load,
 		Local:   local,
-		Redial: func(ctx context.Context) (net.Conn, error) {
-			if local {
-				return nil, fmt.Errorf("%s is served by capsem itself and has no upstream", name)
-			}
-			now := s.policy.Load()
-			if d := now.DecideFlow(name, dst.Port()); !d.Allowed {
-				return nil, fmt.Errorf("%s:%d is no longer allowed: %s", name, dst.Port(), d.Reason)
-			}
-			c, _, _, err := s.dialUpstream(ctx, now, name, dst.Port())
-			return c, err
-		},
+		Redial:  s.redial(name, dst.Port(), local),
 	}
 	res := s.flows(s.ctx, guest, upstream, flow)
 	guest.Close()
@@ -375,6 +384,22 @@ func (s *Stack) handleTCP(r *tcp.ForwarderRequest) {
 		ev.Detail += ": " + res.Err.Error()
 	}
 	s.cfg.Recorder.Append(store.Event{Kind: store.KindNet, Net: &ev})
+}
+
+// redial is a Flow's Redial: a TCP connection to name:port, decided again
+// under the policy in force.
+func (s *Stack) redial(name string, port uint16, local bool) func(context.Context) (net.Conn, error) {
+	return func(ctx context.Context) (net.Conn, error) {
+		if local {
+			return nil, fmt.Errorf("%s is served by capsem itself and has no upstream", name)
+		}
+		now := s.policy.Load()
+		if d := now.DecideFlow(name, port); !d.Allowed {
+			return nil, fmt.Errorf("%s:%d is no longer allowed: %s", name, port, d.Reason)
+		}
+		c, _, _, err := s.dialUpstream(ctx, now, name, port)
+		return c, err
+	}
 }
 
 // flowStart registers a flow unless the stack is closing.
