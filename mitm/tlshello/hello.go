@@ -19,6 +19,7 @@ const (
 	handshakeTypeCH   = 1
 	extServerName     = 0
 	extALPN           = 16
+	extEarlyData      = 42
 	extSupportedVers  = 43
 	sniTypeHostName   = 0
 	handshakeHeadrLen = 4
@@ -29,6 +30,7 @@ type Hello struct {
 	ServerName string   // SNI host_name, lowered; empty when absent
 	ALPN       []string // offered application protocols, in order
 	TLS13      bool     // the client offers TLS 1.3 (supported_versions)
+	EarlyData  bool     // the client offers 0-RTT data (early_data, RFC 8446 §4.2.10)
 }
 
 // Errors a caller may want to tell apart.
@@ -134,6 +136,11 @@ func Parse(body []byte) (*Hello, error) {
 			h.ALPN, err = parseALPN(data)
 		case extSupportedVers:
 			h.TLS13, err = offersTLS13(data)
+		case extEarlyData:
+			// Its presence is the offer (empty in a ClientHello); the
+			// content is not checked, so no ClientHello accepted before
+			// this field existed is refused now.
+			h.EarlyData = true
 		}
 		if err != nil {
 			return nil, err
