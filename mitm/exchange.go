@@ -76,6 +76,7 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		SrcPort:        f.Guest.Port(),
 		Transport:      store.TransportTCP,
 		ConnType:       store.ConnHTTPS,
+		HTTPVersion:    httpVersion(r),
 		Method:         r.Method,
 		Path:           r.URL.Path,
 		Query:          r.URL.RawQuery,

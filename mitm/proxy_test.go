@@ -302,6 +302,9 @@ func TestH1UpgradeStrippedInProcess(t *testing.T) {
 	if !strings.Contains(n.Detail, "stripped Upgrade: h2c, HTTP2-Settings") {
 		t.Errorf("detail %q", n.Detail)
 	}
+	if n.HTTPVersion != store.HTTP11 {
+		t.Errorf("http version %q, want %q (the guest's, not h2c's)", n.HTTPVersion, store.HTTP11)
+	}
 }
 
 // TestH2RequestHeadersInWireOrder: over HTTP/2 the request's fields are
@@ -346,6 +349,9 @@ func TestH2RequestHeadersInWireOrder(t *testing.T) {
 	}
 	if s := strings.Join(got, ","); s != "Zeta=1,User-Agent=test,Alpha=2,Zeta=3" {
 		t.Errorf("request headers %s", s)
+	}
+	if n.HTTPVersion != store.HTTP2 {
+		t.Errorf("http version %q, want %q", n.HTTPVersion, store.HTTP2)
 	}
 }
 

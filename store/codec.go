@@ -56,7 +56,7 @@ import (
 // 384–447 Agent, 448–511 Recording, 512–575 MCPCall; each future kind takes its own block.
 // Numbers are never reused. Fields added after the first release, which
 // older records do not have and read as zero: DNS count (24), FS guest time
-// (325), the Agent, Recording and MCPCall kinds.
+// (325), Net http version (87), the Agent, Recording and MCPCall kinds.
 const eventVersion = 1
 
 const (

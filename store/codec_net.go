@@ -27,13 +27,16 @@ const (
 	fNetResponseBodyPreview = 84
 	fNetCount               = 85
 	fNetDetail              = 86
+	fNetHTTPVersion         = 87 // added with HTTP/3: older records have none and read as ""
 )
 
 // The Net block (lo inclusive, hi exclusive) and the highest number this
 // build knows in it.
-const netLo, netHi, netKnown = 64, 128, fNetDetail
+const netLo, netHi, netKnown = 64, 128, fNetHTTPVersion
 
 var connTypes = []ConnType{ConnTCP, ConnTLS, ConnHTTPS, ConnHTTP, ConnQUIC}
+
+var httpVersions = []string{HTTP11, HTTP2, HTTP3, HTTP10}
 
 func (n *Net) appendTo(b []byte) []byte {
 	b = appendString(b, fNetDomain, n.Domain)
@@ -59,6 +62,7 @@ func (n *Net) appendTo(b []byte) []byte {
 	b = appendString(b, fNetResponseBodyPreview, n.ResponseBodyPreview)
 	b = appendInt(b, fNetCount, n.Count)
 	b = appendString(b, fNetDetail, n.Detail)
+	b = appendString(b, fNetHTTPVersion, n.HTTPVersion)
 	return b
 }
 
@@ -110,6 +114,8 @@ func (n *Net) setField(f field) error {
 		return setInt(&f, &n.Count)
 	case fNetDetail:
 		return setString(&f, &n.Detail)
+	case fNetHTTPVersion:
+		return setIntern(&f, &n.HTTPVersion, httpVersions)
 	}
 	return nil
 }

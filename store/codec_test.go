@@ -27,6 +27,7 @@ func fullNet() *Net {
 		Reason:      "domain allowed by policy",
 		MatchedRule: "allow api.anthropic.com:443",
 
+		HTTPVersion:   HTTP2,
 		Method:        "POST",
 		Path:          "/v1/messages",
 		Query:         "beta=true&x=é",
@@ -141,6 +142,10 @@ func TestCodecRoundTrip(t *testing.T) {
 		{Time: now, Kind: KindDNS, DNS: &DNS{}},
 		{Time: now, Kind: KindNet, Net: &Net{StatusCode: -1, BytesSent: -5, Duration: -time.Second, Count: 1 << 62,
 			IP: netip.MustParseAddr("::ffff:1.2.3.4"), Port: 65535}},
+		{Time: now, Kind: KindNet, Net: &Net{HTTPVersion: HTTP3, Method: "GET", Transport: TransportUDP}},
+		{Time: now, Kind: KindNet, Net: &Net{HTTPVersion: HTTP10}},
+		{Time: now, Kind: KindNet, Net: &Net{HTTPVersion: "HTTP/9"}},          // not one of the usual values: kept as written
+		{Time: now, Kind: KindNet, Net: &Net{Method: "GET", StatusCode: 200}}, // a request without a version
 		{Time: now, Kind: KindModelCall, ModelCall: fullModelCall()},
 		{Time: now, Kind: KindModelCall, ModelCall: &ModelCall{}},
 		{Time: now, Kind: KindModelCall, ModelCall: &ModelCall{Model: "gpt-5", CostUSD: 3, Stream: false,
@@ -324,7 +329,8 @@ func TestCodecForwardCompatible(t *testing.T) {
 
 // TestCodecOldRecords: records written before DNS.Count, FS.GuestTime and
 // the agent kind existed (the bytes below are what the encoder of commit
-// 71f42db wrote) decode as before, with the new fields zero.
+// 71f42db wrote), and before Net.HTTPVersion existed (commit ba12063),
+// decode as before, with the new fields zero.
 func TestCodecOldRecords(t *testing.T) {
 	cases := []struct {
 		why  string
@@ -338,6 +344,11 @@ func TestCodecOldRecords(t *testing.T) {
 		{"a file event has no guest time: Time is all there is",
 			"0117979cfe362a00060a026673821407637265617465648a1403782f79981406",
 			Event{Time: time.Unix(1700000000, 6).UTC(), Kind: KindFS, FS: &FS{Action: FSCreated, Path: "x/y", Size: 3}}},
+		{"a request the MITM recorded has no HTTP version: it reads as \"\", as a flow's does",
+			"0117979cfe362a00070a036e6574820406612e746573748a0404c61300079004bb039a0404c6120002a004c0b802aa0403746370b204056874747073ba0407616c6c6f776564d20403474554da04022f78e8049003a80502",
+			Event{Time: time.Unix(1700000000, 7).UTC(), Kind: KindNet, Net: &Net{Domain: "a.test", IP: netip.MustParseAddr("198.19.0.7"), Port: 443,
+				SrcIP: netip.MustParseAddr("198.18.0.2"), SrcPort: 40000, Transport: TransportTCP, ConnType: ConnHTTPS, Decision: Allowed,
+				Method: "GET", Path: "/x", StatusCode: 200, Count: 1}}},
 	}
 	for _, c := range cases {
 		v, err := hex.DecodeString(c.hex)
@@ -559,6 +570,7 @@ func FuzzDecodeEvent(f *testing.F) {
 	f.Add(appendEvent(nil, &Event{Kind: KindRecording}))
 	f.Add(appendEvent(nil, &Event{Time: time.Unix(6, 0), Kind: KindMCPCall, MCPCall: &MCPCall{ServerName: "s", Method: "tools/call", ToolName: "t", Duration: 5}}))
 	f.Add(appendEvent(nil, &Event{Kind: KindDNS, DNS: &DNS{QName: "a\x1b[8m\nb", Count: 7}}))
+	f.Add(appendEvent(nil, &Event{Kind: KindNet, Net: &Net{HTTPVersion: HTTP3, Method: "GET"}}))
 	f.Add(appendEvent(nil, &Event{Kind: KindFS, FS: &FS{GuestTime: time.Unix(0, 0)}}))
 	f.Add([]byte{})
 	f.Add([]byte{1, 0, 0, 0, 0, 0, 0, 0, 0, 0x0a})

@@ -70,6 +70,16 @@ const (
 	ConnQUIC  ConnType = "quic"
 )
 
+// The HTTP versions a request the MITM decoded is recorded with
+// (net_events.http_version): the version the guest spoke, which is not
+// always the one capsem spoke upstream.
+const (
+	HTTP10 = "HTTP/1.0"
+	HTTP11 = "HTTP/1.1"
+	HTTP2  = "HTTP/2"
+	HTTP3  = "HTTP/3"
+)
+
 // Event is one record of the log. The payload pointer matching Kind is set;
 // for a kind this build does not know (written by a newer capsem) none is.
 type Event struct {
@@ -129,6 +139,7 @@ type Net struct {
 	Reason      string   // reason
 	MatchedRule string   // matched_rule
 
+	HTTPVersion   string        // http_version: HTTP11, HTTP2 or HTTP3 (HTTP10 for a 1.0 client) for a request the MITM decoded; "" for a flow
 	Method        string        // method
 	Path          string        // path
 	Query         string        // query

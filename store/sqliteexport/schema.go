@@ -17,7 +17,14 @@ package sqliteexport
 // call with origin mcp names the mcp_calls row of the MCP call that
 // carried it, so a reader that took NULL to mean "not executed over MCP"
 // reads it differently now (see toolCalls).
-const SchemaVersion = 4
+//
+// Version 5: net_events gains http_version, the HTTP version the guest
+// spoke on a request row. A column alone needs no new version; this one
+// marks the exports in which a request row (method set, conn_type https) is
+// no longer always HTTP/1.1 or HTTP/2 over TCP: an HTTP/3 request the MITM
+// decoded came over QUIC (transport udp), so a reader that took every
+// request for TCP tells them apart by http_version.
+const SchemaVersion = 5
 
 // ApplicationID is written to PRAGMA application_id so that tools (and
 // `file`) can tell a capsem export from another SQLite database: "CpSm".
@@ -188,6 +195,8 @@ var netEvents = &table{
 			value: func(c *converter, s *source) any { return c.text(s.ev.Net.Reason) }},
 		{name: "matched_rule", decl: "TEXT",
 			value: func(c *converter, s *source) any { return c.text(s.ev.Net.MatchedRule) }},
+		{name: "http_version", decl: "TEXT", doc: "HTTP/1.1, HTTP/2, HTTP/3 (HTTP/1.0 from a 1.0 client) for a request; NULL for a flow, and for a request recorded before capsem kept it",
+			value: func(c *converter, s *source) any { return c.text(s.ev.Net.HTTPVersion) }},
 		{name: "method", decl: "TEXT",
 			value: func(c *converter, s *source) any { return c.text(s.ev.Net.Method) }},
 		{name: "path", decl: "TEXT",

@@ -40,6 +40,7 @@ CREATE TABLE net_events (
 	decision              TEXT,    -- allowed, denied
 	reason                TEXT,
 	matched_rule          TEXT,
+	http_version          TEXT,    -- HTTP/1.1, HTTP/2, HTTP/3 (HTTP/1.0 from a 1.0 client) for a request; NULL for a flow, and for a request recorded before capsem kept it
 	method                TEXT,
 	path                  TEXT,
 	query                 TEXT,
