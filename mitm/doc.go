@@ -36,6 +36,14 @@
 //     previews) and every AI-provider API call as a model_call event with
 //     its tool calls and tool results (package provider).
 //
+// HandleQUIC (quic.go) is the netstack.DatagramFlowHandler for QUIC to
+// port 443: it reads the SNI from the guest's Initials (package quicpeek),
+// refuses a mismatch (the netstack answers ICMP port unreachable, so the
+// client falls back to TCP), terminates QUIC with a minted leaf (TLS 1.3,
+// ALPN h3, no 0-RTT) and serves HTTP/3 into the same request path
+// (serveHTTP), forwarding upstream over TCP. Under [quic] mode = "block"
+// the h3 offers of upstreams' Alt-Svc are dropped (altsvc.go).
+//
 // Other ports are spliced byte for byte by netstack.Splice.
 //
 // The proxy never forwards a request it has not decided on, never forwards

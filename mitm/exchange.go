@@ -74,7 +74,7 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		Port:           f.Port,
 		SrcIP:          f.Guest.Addr(),
 		SrcPort:        f.Guest.Port(),
-		Transport:      store.TransportTCP,
+		Transport:      flowTransport(f), // udp for HTTP/3
 		ConnType:       store.ConnHTTPS,
 		HTTPVersion:    httpVersion(r),
 		Method:         r.Method,
@@ -296,6 +296,9 @@ func (p *Proxy) reverseProxy(fs *flowState) *httputil.ReverseProxy {
 				return nil
 			}
 			ex.scrubResponse(resp)
+			if ex.pol.QUICMode() == policy.QUICBlock && stripH3AltSvc(resp.Header) {
+				ex.note("dropped the h3 entries of Alt-Svc ([quic] mode = \"block\"), so the guest does not try QUIC")
+			}
 			var parser io.Writer
 			if ex.call != nil {
 				parser = ex.call.ResponseWriter(resp.StatusCode, resp.Header.Get("Content-Type"))

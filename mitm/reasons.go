@@ -64,6 +64,11 @@ const (
 	// gateway) with no gateway in this process to serve it. The netstack
 	// refuses such a flow under the same name, which is its constant.
 	ReasonLocalUnserved = netstack.ReasonLocalUnserved
+	// ReasonQUICPassthrough: QUIC to a name under [tls] passthrough. capsem
+	// splices passthrough names over TCP only (it dials upstreams over
+	// TCP), so the QUIC flow is refused with ICMP port unreachable and the
+	// client falls back to TCP, where it is spliced.
+	ReasonQUICPassthrough = "quic-passthrough"
 )
 
 // Reasons is every reason the MITM records: its own, and the policy's
@@ -76,7 +81,7 @@ func Reasons() []string {
 		ReasonBadHello, ReasonNoSNI, ReasonSNIMismatch,
 		ReasonHostNotSNI, ReasonHTTPDenied, ReasonTunnelRefused, ReasonUpstreamError, ReasonUpstreamUpgrade,
 		ReasonStoreUnavailable, ReasonSecretWrongHost, ReasonSecretRealValue, ReasonDLPMatch,
-		ReasonMCPToolDenied, ReasonLocalUnserved,
+		ReasonMCPToolDenied, ReasonLocalUnserved, ReasonQUICPassthrough,
 
 		policy.ReasonAllowed, policy.ReasonDeniedByRule, policy.ReasonNoMatchingRule, policy.ReasonPortNotAllowed,
 		policy.ReasonInvalidName, policy.ReasonSecretWrongHost,

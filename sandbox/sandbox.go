@@ -121,11 +121,12 @@ func Start(ctx context.Context, cfg Config) (sb *Sandbox, err error) {
 	}
 	mtu := uint32(netstack.DefaultMTU)
 	sb.stack, err = netstack.New(netstack.Config{
-		MTU:      mtu,
-		Policy:   cfg.Policy,
-		Recorder: cfg.Recorder,
-		Logger:   log,
-		Flows:    sb.proxy.HandleFlow,
+		MTU:       mtu,
+		Policy:    cfg.Policy,
+		Recorder:  cfg.Recorder,
+		Logger:    log,
+		Flows:     sb.proxy.HandleFlow,
+		QUICFlows: sb.proxy.HandleQUIC,
 	})
 	if err != nil {
 		return sb, err

@@ -307,6 +307,7 @@ func serve(c *cli.Context, stdout io.Writer) error {
 		MaxFlows:       c.Int("max-flows"),
 		MaxDNSTCPConns: c.Int("max-dns-tcp"),
 		Flows:          proxy.HandleFlow,
+		QUICFlows:      proxy.HandleQUIC,
 	})
 	if err != nil {
 		return usageError{err}

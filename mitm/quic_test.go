@@ -1,0 +1,108 @@
+package mitm
+
+import (
+	"context"
+	"crypto/tls"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quic-go/quic-go"
+	"github.com/quic-go/quic-go/http3"
+
+	"github.com/capsem/capsem/netstack"
+	"github.com/capsem/capsem/store"
+)
+
+// quicFlow runs HandleQUIC on a loopback UDP socket standing in for the
+// netstack's per-flow PacketConn, and returns an HTTP/3 client (quic-go's)
+// that speaks to it as the guest with the given SNI.
+func (tp *testProxy) quicFlow(t *testing.T, sni string) (*http.Client, <-chan netstack.FlowResult) {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := tp.flow()
+	f.Transport = store.TransportUDP
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan netstack.FlowResult, 1)
+	go func() {
+		done <- tp.p.HandleQUIC(ctx, pc, f)
+		pc.Close()
+	}()
+	addr := pc.LocalAddr().String()
+	rt := &http3.Transport{
+		TLSClientConfig: &tls.Config{ServerName: sni, RootCAs: tp.guestCA},
+		Dial: func(ctx context.Context, _ string, tlsCfg *tls.Config, cfg *quic.Config) (*quic.Conn, error) {
+			return quic.DialAddr(ctx, addr, tlsCfg, cfg)
+		},
+	}
+	t.Cleanup(func() { rt.Close(); cancel() })
+	return &http.Client{Transport: rt, Timeout: 10 * time.Second}, done
+}
+
+func TestHTTP3ThroughTheMITM(t *testing.T) {
+	rec := &memRecorder{}
+	tp := startTestProxy(t, rec, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Alt-Svc", `h3=":443"; ma=60`)
+		io.WriteString(w, "upstream saw "+r.Proto)
+	}))
+	cl, done := tp.quicFlow(t, "api.test")
+
+	resp, err := cl.Get("https://api.test/hello")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.ProtoMajor != 3 || string(body) != "upstream saw HTTP/2.0" {
+		t.Errorf("GET over HTTP/3: %s %q, want an HTTP/3 response forwarded over HTTP/2", resp.Proto, body)
+	}
+	if resp.Header.Get("Alt-Svc") == "" {
+		t.Errorf("Alt-Svc was dropped in intercept mode")
+	}
+	resp, err = cl.Get("https://api.test/admin/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "capsem blocked this request") {
+		t.Errorf("a path an [[http]] rule denies, over HTTP/3: %d %.200q", resp.StatusCode, body)
+	}
+	ev := waitNet(t, rec, "/hello")
+	if ev.HTTPVersion != store.HTTP3 || ev.Transport != store.TransportUDP || ev.Decision != store.Allowed {
+		t.Errorf("the request's event: version %q transport %q decision %q", ev.HTTPVersion, ev.Transport, ev.Decision)
+	}
+	cl.Transport.(*http3.Transport).Close()
+	select {
+	case res := <-done:
+		if res.ConnType != store.ConnQUIC || res.Refused != "" || res.BytesSent == 0 || res.BytesReceived == 0 {
+			t.Errorf("flow result %+v", res)
+		}
+	case <-time.After(quicIdle + 5*time.Second):
+		t.Fatal("the flow did not end after the guest closed its connection")
+	}
+}
+
+func TestHTTP3SNIMismatchRefused(t *testing.T) {
+	tp := startTestProxy(t, &memRecorder{}, http.HandlerFunc(hello))
+	cl, done := tp.quicFlow(t, "other.test")
+	start := time.Now()
+	go cl.Get("https://other.test/")
+	select {
+	case res := <-done:
+		if res.Refused != ReasonSNIMismatch || !strings.Contains(res.Err.Error(), `"other.test"`) {
+			t.Errorf("flow result %+v, want refused %s", res, ReasonSNIMismatch)
+		}
+	case <-time.After(HelloTimeout + 5*time.Second):
+		t.Fatal("the flow was not refused")
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("refused after %v: the SNI is known with the first Initials", d)
+	}
+}
