@@ -57,6 +57,7 @@ type Proxy struct {
 	ln     *connListener
 	tracer *provider.Tracer
 	mcp    *mcpTracker
+	h3     h3Cache // which upstreams answered QUIC (h3upstream.go)
 	roots  rootsCache
 	h2     *http2.Server // the guest's HTTP/2 (serveH2)
 

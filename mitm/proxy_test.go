@@ -66,6 +66,9 @@ type testProxy struct {
 	p        *Proxy
 	guestCA  *x509.CertPool
 	upstream string
+	// upstreamCert is the upstream's leaf for api.test, which the proxy's
+	// roots trust: an HTTP/3 upstream of a test uses it too.
+	upstreamCert tls.Certificate
 	pol      atomic.Pointer[policy.Policy] // what the flow's Current returns
 	hits     atomic.Int64                  // requests the upstream served
 }
@@ -101,7 +104,8 @@ func startTestProxy(t *testing.T, rec netstack.Recorder, h http.Handler) *testPr
 	}))
 	srv.EnableHTTP2 = true
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
-	srv.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
+	tp.upstreamCert = tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{tp.upstreamCert}}
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	tp.upstream = srv.Listener.Addr().String()

@@ -46,7 +46,8 @@ const (
 // cannot be spliced: capsem dials its upstreams over TCP). Otherwise it
 // terminates QUIC with a leaf minted for the name (TLS 1.3, ALPN h3, no
 // 0-RTT: early data is replayable) and serves HTTP/3 into the same request
-// path as HTTP/1.1 and HTTP/2 (serveHTTP), forwarding upstream over TCP.
+// path as HTTP/1.1 and HTTP/2 (serveHTTP), forwarding upstream over HTTP/3
+// when the upstream answers QUIC, else over TCP (h3upstream.go).
 func (p *Proxy) HandleQUIC(ctx context.Context, pc net.PacketConn, f *netstack.Flow) (res netstack.FlowResult) {
 	res.ConnType = store.ConnQUIC
 	held, guest, hello, err := peekInitials(pc)
@@ -118,11 +119,13 @@ func (p *Proxy) HandleQUIC(ctx context.Context, pc net.PacketConn, f *netstack.F
 	// concurrent HTTP/3 streams share one upstream connection, as an
 	// HTTP/2 guest's do.
 	fs.transport = p.upstreamTransport(fs, roots, true)
-	fs.forward = fs.transport
+	up := &h3First{fs: fs, cache: &p.h3, roots: roots, tcp: fs.transport}
+	fs.forward = up
 	fs.proxy = p.reverseProxy(fs)
 	defer func() {
 		fs.active.Wait()
 		fs.transport.CloseIdleConnections()
+		up.close()
 	}()
 	srv := &http3.Server{
 		Handler:        http.HandlerFunc(p.serveHTTP),

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +21,7 @@ import (
 // quicFlow runs HandleQUIC on a loopback UDP socket standing in for the
 // netstack's per-flow PacketConn, and returns an HTTP/3 client (quic-go's)
 // that speaks to it as the guest with the given SNI.
-func (tp *testProxy) quicFlow(t *testing.T, sni string) (*http.Client, <-chan netstack.FlowResult) {
+func (tp *testProxy) quicFlow(t *testing.T, sni string, upstream ...netip.AddrPort) (*http.Client, <-chan netstack.FlowResult) {
 	t.Helper()
 	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
@@ -28,6 +29,9 @@ func (tp *testProxy) quicFlow(t *testing.T, sni string) (*http.Client, <-chan ne
 	}
 	f := tp.flow()
 	f.Transport = store.TransportUDP
+	if upstream != nil {
+		f.Upstream = func(context.Context) ([]netip.AddrPort, error) { return upstream, nil }
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan netstack.FlowResult, 1)
 	go func() {
@@ -104,5 +108,62 @@ func TestHTTP3SNIMismatchRefused(t *testing.T) {
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("refused after %v: the SNI is known with the first Initials", d)
+	}
+}
+
+func TestHTTP3UpstreamOverHTTP3WhenItAnswers(t *testing.T) {
+	rec := &memRecorder{}
+	tp := startTestProxy(t, rec, http.HandlerFunc(hello))
+	udp, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h3 := &http3.Server{
+		TLSConfig: http3.ConfigureTLSConfig(&tls.Config{Certificates: []tls.Certificate{tp.upstreamCert}}),
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.WriteString(w, "h3 upstream saw "+r.Proto)
+		}),
+	}
+	go h3.Serve(udp)
+	t.Cleanup(func() { h3.Close(); udp.Close() })
+	up := netip.MustParseAddrPort(udp.LocalAddr().String())
+
+	cl, _ := tp.quicFlow(t, "api.test", up)
+	for i := range 2 {
+		resp, err := cl.Get("https://api.test/h3")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(body) != "h3 upstream saw HTTP/3.0" {
+			t.Errorf("request %d: %q, want it forwarded over HTTP/3 to an upstream that answers QUIC", i, body)
+		}
+	}
+	if q, known := tp.p.h3.get("api.test"); !q || !known {
+		t.Errorf("api.test not remembered as answering QUIC")
+	}
+
+	// An upstream that does not answer QUIC costs the probe once, then is
+	// remembered: the next flow goes over TCP at once.
+	rec2 := &memRecorder{}
+	tp2 := startTestProxy(t, rec2, http.HandlerFunc(hello))
+	silent, err := net.ListenPacket("udp", "127.0.0.1:0") // reads nothing, answers nothing
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	cl2, _ := tp2.quicFlow(t, "api.test", netip.MustParseAddrPort(silent.LocalAddr().String()))
+	for i, limit := range []time.Duration{h3Probe + 2*time.Second, 200 * time.Millisecond} {
+		start := time.Now()
+		resp, err := cl2.Get("https://api.test/tcp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if d := time.Since(start); !strings.Contains(string(body), "HTTP/2.0") || d > limit {
+			t.Errorf("request %d to a silent QUIC upstream: %q after %v, want HTTP/2 within %v", i, body, d, limit)
+		}
 	}
 }

@@ -223,9 +223,10 @@ func (s *Stack) runQUIC(key quicKey, c *udpFlowConn, entry *poolEntry, ev store.
 	defer idle.stop()
 
 	flow := &Flow{Name: entry.name, Port: portHTTPS, Guest: c.guest, Dst: c.local, Transport: store.TransportUDP,
-		Current: s.policy.Load,
-		Local:   local,
-		Redial:  s.redial(entry.name, portHTTPS, local),
+		Current:  s.policy.Load,
+		Local:    local,
+		Redial:   s.redial(entry.name, portHTTPS, local),
+		Upstream: s.upstreamAddrs(entry.name, portHTTPS, local),
 		established: func() {
 			handshakeTimer.Stop()
 			endHandshake()

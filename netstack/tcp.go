@@ -44,6 +44,11 @@ type Flow struct {
 	// QUIC flow it is the connection to name:443 the MITM falls back to
 	// when the upstream does not answer QUIC.
 	Redial func(ctx context.Context) (net.Conn, error)
+	// Upstream returns the addresses Redial would dial, decided again and
+	// checked the same way ([upstream] resolve, no private answers unless
+	// allow_private), for a handler that reaches the upstream otherwise
+	// than over TCP: the MITM tries HTTP/3 over UDP to them.
+	Upstream func(ctx context.Context) ([]netip.AddrPort, error)
 	// Local is true for a flow to a name capsem serves itself (the MCP
 	// gateway, policy.MCPGatewayHost): nothing was dialled, the upstream
 	// the handler gets is nil and Redial refuses. A handler that cannot
@@ -356,9 +361,10 @@ func (s *Stack) handleTCP(r *tcp.ForwarderRequest) {
 	s.stats.FlowsAllowed.Add(1)
 	guest := &guestConn{TCPConn: gonet.NewTCPConn(&wq, ep), ep: ep}
 	flow := &Flow{Name: name, Port: dst.Port(), Guest: src, Dst: dst, Transport: store.TransportTCP,
-		Current: s.policy.Load,
-		Local:   local,
-		Redial:  s.redial(name, dst.Port(), local),
+		Current:  s.policy.Load,
+		Local:    local,
+		Redial:   s.redial(name, dst.Port(), local),
+		Upstream: s.upstreamAddrs(name, dst.Port(), local),
 	}
 	res := s.flows(s.ctx, guest, upstream, flow)
 	guest.Close()
@@ -423,14 +429,24 @@ func (s *Stack) DialUpstream(ctx context.Context, name string, port uint16) (net
 	return c, err
 }
 
-// dialUpstream connects to the real endpoint of an allowed name. A name
-// pinned to a literal IP in [upstream] resolve is trusted as written; any
-// other name is resolved by the host, and answers in loopback, private,
-// link-local, metadata or other special ranges are refused unless the
-// policy sets allow_private (DNS rebinding).
+// dialUpstream connects to the real endpoint of an allowed name
+// (resolveUpstream says which).
 func (s *Stack) dialUpstream(ctx context.Context, pol *policy.Policy, name string, port uint16) (net.Conn, netip.AddrPort, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.DialTimeout)
 	defer cancel()
+	ips, port, reason, err := s.resolveUpstream(ctx, pol, name, port)
+	if err != nil {
+		return nil, netip.AddrPort{}, reason, err
+	}
+	return s.dialAddrs(ctx, ips, port)
+}
+
+// resolveUpstream returns the real addresses of an allowed name and the
+// port to reach them on. A name pinned to a literal IP in [upstream]
+// resolve is trusted as written; any other name is resolved by the host,
+// and answers in loopback, private, link-local, metadata or other special
+// ranges are refused unless the policy sets allow_private (DNS rebinding).
+func (s *Stack) resolveUpstream(ctx context.Context, pol *policy.Policy, name string, port uint16) ([]netip.Addr, uint16, string, error) {
 	host := name
 	if t, ok := pol.Resolve(name); ok {
 		host = t.Host
@@ -440,14 +456,14 @@ func (s *Stack) dialUpstream(ctx context.Context, pol *policy.Policy, name strin
 		if t.Pinned {
 			ip, err := netip.ParseAddr(host)
 			if err != nil {
-				return nil, netip.AddrPort{}, ReasonUpstreamNoAddr, fmt.Errorf("resolve target %q: %w", host, err)
+				return nil, port, ReasonUpstreamNoAddr, fmt.Errorf("resolve target %q: %w", host, err)
 			}
-			return s.dialAddrs(ctx, []netip.Addr{ip}, port)
+			return []netip.Addr{ip}, port, "", nil
 		}
 	}
 	ips, err := s.cfg.Resolver.LookupNetIP(ctx, "ip", host)
 	if err != nil {
-		return nil, netip.AddrPort{}, ReasonUpstreamNoAddr, fmt.Errorf("host lookup of %s: %w", host, err)
+		return nil, port, ReasonUpstreamNoAddr, fmt.Errorf("host lookup of %s: %w", host, err)
 	}
 	var usable []netip.Addr
 	var refused []string
@@ -461,12 +477,37 @@ func (s *Stack) dialUpstream(ctx context.Context, pol *policy.Policy, name strin
 	}
 	if len(usable) == 0 {
 		if len(refused) > 0 {
-			return nil, netip.AddrPort{}, ReasonUpstreamPrivate,
+			return nil, port, ReasonUpstreamPrivate,
 				fmt.Errorf("%s resolved to %v, a private or special address; set [upstream] allow_private = true to allow it", host, refused)
 		}
-		return nil, netip.AddrPort{}, ReasonUpstreamNoAddr, fmt.Errorf("host lookup of %s returned no address", host)
+		return nil, port, ReasonUpstreamNoAddr, fmt.Errorf("host lookup of %s returned no address", host)
 	}
-	return s.dialAddrs(ctx, usable, port)
+	return usable, port, "", nil
+}
+
+// upstreamAddrs is a Flow's Upstream: the addresses of name:port, decided
+// again under the policy in force.
+func (s *Stack) upstreamAddrs(name string, port uint16, local bool) func(context.Context) ([]netip.AddrPort, error) {
+	return func(ctx context.Context) ([]netip.AddrPort, error) {
+		if local {
+			return nil, fmt.Errorf("%s is served by capsem itself and has no upstream", name)
+		}
+		now := s.policy.Load()
+		if d := now.DecideFlow(name, port); !d.Allowed {
+			return nil, fmt.Errorf("%s:%d is no longer allowed: %s", name, port, d.Reason)
+		}
+		ctx, cancel := context.WithTimeout(ctx, s.cfg.DialTimeout)
+		defer cancel()
+		ips, p, _, err := s.resolveUpstream(ctx, now, name, port)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]netip.AddrPort, len(ips))
+		for i, ip := range ips {
+			out[i] = netip.AddrPortFrom(ip, p)
+		}
+		return out, nil
+	}
 }
 
 func (s *Stack) dialAddrs(ctx context.Context, ips []netip.Addr, port uint16) (net.Conn, netip.AddrPort, string, error) {

@@ -1,0 +1,172 @@
+package mitm
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/quic-go/quic-go"
+	"github.com/quic-go/quic-go/http3"
+)
+
+const (
+	// h3Probe bounds the QUIC handshake tried with an upstream before a
+	// guest's HTTP/3 request goes over TCP instead: an upstream that speaks
+	// QUIC answers within a round trip or two, and one that drops UDP would
+	// otherwise cost the request the whole handshake timeout.
+	h3Probe = 300 * time.Millisecond
+	// h3Remember is how long an upstream's answer (QUIC or not) is kept,
+	// so that only the first request in that time pays for a probe that
+	// fails.
+	h3Remember = 10 * time.Minute
+	// h3CacheMax bounds the hosts remembered; past it the oldest answer is
+	// forgotten.
+	h3CacheMax = 4096
+)
+
+// h3Cache remembers per upstream host whether it answered QUIC.
+type h3Cache struct {
+	mu sync.Mutex
+	m  map[string]h3Answer
+}
+
+type h3Answer struct {
+	quic  bool
+	until time.Time
+}
+
+// get reports what host answered last, if that is still remembered.
+func (c *h3Cache) get(host string) (quic, known bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	a, ok := c.m[host]
+	if !ok || time.Now().After(a.until) {
+		return false, false
+	}
+	return a.quic, true
+}
+
+func (c *h3Cache) put(host string, quic bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = make(map[string]h3Answer)
+	}
+	if _, ok := c.m[host]; !ok && len(c.m) >= h3CacheMax {
+		var oldest string
+		for h, a := range c.m {
+			if oldest == "" || a.until.Before(c.m[oldest].until) {
+				oldest = h
+			}
+		}
+		delete(c.m, oldest)
+	}
+	c.m[host] = h3Answer{quic: quic, until: time.Now().Add(h3Remember)}
+}
+
+// h3First is the upstream of a guest's HTTP/3 flow: HTTP/3 when the
+// upstream answers QUIC (a handshake tried for at most h3Probe, the answer
+// remembered per host for h3Remember), else the flow's TCP transport
+// (HTTP/2 or HTTP/1.1, as for any flow).
+type h3First struct {
+	fs    *flowState
+	cache *h3Cache
+	roots *x509.CertPool
+	tcp   http.RoundTripper
+
+	mu     sync.Mutex
+	tr     *quic.Transport   // over udp, once a handshake was tried
+	udp    *net.UDPConn      // its socket
+	cc     *http3.ClientConn // the upstream connection, while it lives
+	closed bool
+}
+
+func (u *h3First) RoundTrip(r *http.Request) (*http.Response, error) {
+	if cc := u.conn(r.Context()); cc != nil {
+		resp, err := cc.RoundTrip(r)
+		if err != nil && cc.Context().Err() != nil {
+			u.drop(cc) // the connection ended: the next request dials again
+		}
+		return resp, err
+	}
+	return u.tcp.RoundTrip(r)
+}
+
+// conn returns the flow's HTTP/3 connection to the upstream, dialling it
+// if the upstream is not known to refuse QUIC; nil: use TCP.
+func (u *h3First) conn(ctx context.Context) *http3.ClientConn {
+	host := u.fs.flow.Name
+	quicOK, known := u.cache.get(host)
+	if known && !quicOK {
+		return nil
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.closed {
+		return nil
+	}
+	if u.cc != nil {
+		return u.cc
+	}
+	timeout := h3Probe
+	if quicOK {
+		timeout = HelloTimeout // it answered before: give it the time a handshake may need
+	}
+	conn, err := u.dial(ctx, timeout)
+	if err != nil {
+		u.cache.put(host, false)
+		return nil
+	}
+	u.cache.put(host, true)
+	u.cc = (&http3.Transport{}).NewClientConn(conn)
+	return u.cc
+}
+
+func (u *h3First) dial(ctx context.Context, timeout time.Duration) (*quic.Conn, error) {
+	if u.fs.flow.Upstream == nil {
+		return nil, errors.New("the flow has no upstream addresses")
+	}
+	addrs, err := u.fs.flow.Upstream(ctx)
+	if err != nil || len(addrs) == 0 {
+		return nil, errors.Join(err, errors.New("no upstream address"))
+	}
+	if u.tr == nil {
+		udp, err := net.ListenUDP("udp", nil)
+		if err != nil {
+			return nil, err
+		}
+		u.udp, u.tr = udp, &quic.Transport{Conn: udp}
+	}
+	dctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return u.tr.Dial(dctx, net.UDPAddrFromAddrPort(addrs[0]), &tls.Config{
+		ServerName: u.fs.flow.Name,
+		RootCAs:    u.roots,
+		NextProtos: []string{http3.NextProtoH3},
+		MinVersion: tls.VersionTLS13,
+	}, &quic.Config{HandshakeIdleTimeout: timeout, MaxIdleTimeout: quicIdle})
+}
+
+func (u *h3First) drop(cc *http3.ClientConn) {
+	u.mu.Lock()
+	if u.cc == cc {
+		u.cc = nil
+	}
+	u.mu.Unlock()
+}
+
+// close ends the upstream QUIC connection and its socket with the flow.
+func (u *h3First) close() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.closed = true
+	if u.tr != nil {
+		u.tr.Close()
+		u.udp.Close()
+	}
+}
