@@ -69,8 +69,8 @@ type testProxy struct {
 	// upstreamCert is the upstream's leaf for api.test, which the proxy's
 	// roots trust: an HTTP/3 upstream of a test uses it too.
 	upstreamCert tls.Certificate
-	pol      atomic.Pointer[policy.Policy] // what the flow's Current returns
-	hits     atomic.Int64                  // requests the upstream served
+	pol          atomic.Pointer[policy.Policy] // what the flow's Current returns
+	hits         atomic.Int64                  // requests the upstream served
 }
 
 func startTestProxy(t *testing.T, rec netstack.Recorder, h http.Handler) *testProxy {
