@@ -23,7 +23,6 @@ import (
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
-	"github.com/google/gopacket/pcapgo"
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
 
@@ -553,15 +552,7 @@ func TestHTTP3PCAPShowsUDPBothWays(t *testing.T) {
 		t.Fatalf("GET /pcap: %+v", r)
 	}
 	e.stop()
-	f, err := os.Open(pcapPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, err := pcapgo.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := openPCAP(t, pcapPath)
 	toUpstream, toGuest := 0, 0
 	src := gopacket.NewPacketSource(r, r.LinkType())
 	for p := range src.Packets() {

@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/gopacket/pcapgo"
-
 	"github.com/capsem/capsem/store"
 )
 
@@ -515,15 +513,7 @@ func TestPCAPRecordsBothDirections(t *testing.T) {
 	e, _ := startBasic(t, envOptions{extraArgs: []string{"--pcap", pcapPath}}, "")
 	e.digA("allowed.test")
 	e.stop()
-	f, err := os.Open(pcapPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, err := pcapgo.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := openPCAP(t, pcapPath)
 	fromGW, toGW := 0, 0
 	for {
 		data, _, err := r.ReadPacketData()
