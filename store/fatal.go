@@ -18,7 +18,10 @@ import (
 // one, must outlive its store — the guest keeps running, refused, and the
 // user is told; End and Close return, waiting on broken rather than on the
 // parked write — while a process that only reads or imports had better
-// stop with the message.
+// stop with the message. A store that ever began a session parks: a write
+// of one (the committer's last commit, End's end record) may meet the
+// fatal error after stop or End already returned on broken, when no writer
+// is open any more (a clean-clone test run met that on End's write).
 func (s *Store) fatal(err error) (park bool) {
 	s.brokenOnce.Do(func() {
 		s.brokenErr = err
@@ -32,7 +35,7 @@ func (s *Store) fatal(err error) (park bool) {
 		}
 		w.mu.Unlock()
 	}
-	return len(ws) > 0 || s.ending.Load() > 0
+	return s.recorded.Load() || len(ws) > 0 || s.ending.Load() > 0
 }
 
 // brokenError returns the error fatal recorded, or nil.

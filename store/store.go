@@ -63,6 +63,7 @@ type Store struct {
 	writers map[*Writer]struct{}
 
 	ending     atomic.Int32  // End, Close or a writer's stop under way: a full disk is waited for only so long
+	recorded   atomic.Bool   // Begin was called: a fatal pebble error parks its goroutine (fatal.go)
 	broken     chan struct{} // closed by fatal
 	brokenErr  error
 	brokenOnce sync.Once
@@ -219,6 +220,7 @@ func (s *Store) Begin(meta Session) (*Writer, error) {
 	if s.closed {
 		return nil, ErrClosed
 	}
+	s.recorded.Store(true)
 	generate := meta.ID == ""
 	for try := 0; ; try++ {
 		if generate {

@@ -417,16 +417,8 @@ func (w *Writer) End(exitCode *int) error {
 	// The write runs on a goroutine of its own: on a disk that stays full
 	// it fails after closeGrace, pebble calls Fatalf on the goroutine that
 	// wrote, and fatal parks that goroutine, not End.
-	// The write counts as ending until it returns, not until End does:
-	// End may return on broken while the write still waits for space, and
-	// a Fatalf pebble calls on it then must park it, not panic the
-	// process (a clean-clone test run met that).
 	done := make(chan error, 1)
-	s.ending.Add(1)
-	go func() {
-		defer s.ending.Add(-1)
-		done <- s.db.Set(w.sessKey, rec, pebble.Sync)
-	}()
+	go func() { done <- s.db.Set(w.sessKey, rec, pebble.Sync) }()
 	select {
 	case err := <-done:
 		if err != nil {
