@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"sync"
@@ -74,20 +75,19 @@ func (c *h3Cache) put(host string, quic bool) {
 // remembered per host for h3Remember), else the flow's TCP transport
 // (HTTP/2 or HTTP/1.1, as for any flow).
 type h3First struct {
+	p     *Proxy
 	fs    *flowState
-	cache *h3Cache
 	roots *x509.CertPool
 	tcp   http.RoundTripper
 
 	mu     sync.Mutex
-	tr     *quic.Transport   // over udp, once a handshake was tried
-	udp    *net.UDPConn      // its socket
 	cc     *http3.ClientConn // the upstream connection, while it lives
+	conn   *quic.Conn        // under cc
 	closed bool
 }
 
 func (u *h3First) RoundTrip(r *http.Request) (*http.Response, error) {
-	if cc := u.conn(r.Context()); cc != nil {
+	if cc := u.clientConn(r.Context()); cc != nil {
 		resp, err := cc.RoundTrip(r)
 		if err != nil && cc.Context().Err() != nil {
 			u.drop(cc) // the connection ended: the next request dials again
@@ -97,11 +97,11 @@ func (u *h3First) RoundTrip(r *http.Request) (*http.Response, error) {
 	return u.tcp.RoundTrip(r)
 }
 
-// conn returns the flow's HTTP/3 connection to the upstream, dialling it
-// if the upstream is not known to refuse QUIC; nil: use TCP.
-func (u *h3First) conn(ctx context.Context) *http3.ClientConn {
+// clientConn returns the flow's HTTP/3 connection to the upstream,
+// dialling it if the upstream is not known to refuse QUIC; nil: use TCP.
+func (u *h3First) clientConn(ctx context.Context) *http3.ClientConn {
 	host := u.fs.flow.Name
-	quicOK, known := u.cache.get(host)
+	quicOK, known := u.p.h3.get(host)
 	if known && !quicOK {
 		return nil
 	}
@@ -117,56 +117,84 @@ func (u *h3First) conn(ctx context.Context) *http3.ClientConn {
 	if quicOK {
 		timeout = HelloTimeout // it answered before: give it the time a handshake may need
 	}
-	conn, err := u.dial(ctx, timeout)
+	conn, answered, err := u.dial(ctx, timeout)
 	if err != nil {
-		u.cache.put(host, false)
+		if answered {
+			u.p.h3.put(host, false)
+		}
 		return nil
 	}
-	u.cache.put(host, true)
-	u.cc = (&http3.Transport{}).NewClientConn(conn)
+	u.p.h3.put(host, true)
+	u.conn, u.cc = conn, (&http3.Transport{}).NewClientConn(conn)
 	return u.cc
 }
 
-func (u *h3First) dial(ctx context.Context, timeout time.Duration) (*quic.Conn, error) {
+// dial tries a QUIC handshake with the upstream's addresses in turn within
+// timeout. answered is false when the failure says nothing of the
+// upstream (the policy no longer allows it, its name did not resolve, no
+// UDP socket): only an upstream that was tried and did not complete a
+// handshake is remembered as not speaking QUIC. The handshake does not
+// follow the request's cancellation: a guest that gives up on its request
+// must not have the host remembered as not speaking QUIC.
+func (u *h3First) dial(ctx context.Context, timeout time.Duration) (conn *quic.Conn, answered bool, err error) {
 	if u.fs.flow.Upstream == nil {
-		return nil, errors.New("the flow has no upstream addresses")
+		return nil, false, errors.New("the flow has no upstream addresses")
 	}
-	addrs, err := u.fs.flow.Upstream(ctx)
-	if err != nil || len(addrs) == 0 {
-		return nil, errors.Join(err, errors.New("no upstream address"))
-	}
-	if u.tr == nil {
-		udp, err := net.ListenUDP("udp", nil)
-		if err != nil {
-			return nil, err
-		}
-		u.udp, u.tr = udp, &quic.Transport{Conn: udp}
-	}
-	dctx, cancel := context.WithTimeout(ctx, timeout)
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
-	return u.tr.Dial(dctx, net.UDPAddrFromAddrPort(addrs[0]), &tls.Config{
+	addrs, err := u.fs.flow.Upstream(dctx)
+	if err != nil || len(addrs) == 0 {
+		return nil, false, errors.Join(err, errors.New("no upstream address"))
+	}
+	tr, err := u.p.quicTransport()
+	if err != nil {
+		return nil, false, err
+	}
+	tlsConf := &tls.Config{
 		ServerName: u.fs.flow.Name,
 		RootCAs:    u.roots,
 		NextProtos: []string{http3.NextProtoH3},
 		MinVersion: tls.VersionTLS13,
-	}, &quic.Config{HandshakeIdleTimeout: timeout, MaxIdleTimeout: quicIdle})
+	}
+	for _, a := range addrs {
+		conn, err = tr.Dial(dctx, net.UDPAddrFromAddrPort(a), tlsConf, &quic.Config{HandshakeIdleTimeout: timeout, MaxIdleTimeout: quicIdle})
+		if err == nil || dctx.Err() != nil {
+			break
+		}
+	}
+	return conn, true, err
 }
 
 func (u *h3First) drop(cc *http3.ClientConn) {
 	u.mu.Lock()
 	if u.cc == cc {
-		u.cc = nil
+		u.cc, u.conn = nil, nil
 	}
 	u.mu.Unlock()
 }
 
-// close ends the upstream QUIC connection and its socket with the flow.
+// close ends the upstream QUIC connection with the flow.
 func (u *h3First) close() {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.closed = true
-	if u.tr != nil {
-		u.tr.Close()
-		u.udp.Close()
+	if u.conn != nil {
+		u.conn.CloseWithError(0, "")
 	}
+}
+
+// quicTransport is the Proxy's one UDP socket for upstream QUIC, which
+// every flow's upstream connection shares (quic-go demultiplexes by
+// connection ID), created on first use and closed with the Proxy.
+func (p *Proxy) quicTransport() (*quic.Transport, error) {
+	p.quicMu.Lock()
+	defer p.quicMu.Unlock()
+	if p.quicUp == nil {
+		udp, err := net.ListenUDP("udp", nil)
+		if err != nil {
+			return nil, fmt.Errorf("mitm: a UDP socket for upstream QUIC: %w", err)
+		}
+		p.quicUp = &quic.Transport{Conn: udp}
+	}
+	return p.quicUp, nil
 }

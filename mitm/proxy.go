@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/quic-go/quic-go"
 	"golang.org/x/net/http2"
 
 	"github.com/capsem/capsem/mitm/ca"
@@ -58,6 +59,8 @@ type Proxy struct {
 	tracer *provider.Tracer
 	mcp    *mcpTracker
 	h3     h3Cache // which upstreams answered QUIC (h3upstream.go)
+	quicMu sync.Mutex
+	quicUp *quic.Transport // upstream QUIC of every flow, on one UDP socket (nil until used)
 	roots  rootsCache
 	h2     *http2.Server // the guest's HTTP/2 (serveH2)
 
@@ -131,6 +134,12 @@ func (p *Proxy) Close() error {
 	err := p.srv.Close()
 	<-p.serveDone
 	p.mcp.close()
+	p.quicMu.Lock()
+	if p.quicUp != nil {
+		p.quicUp.Close()
+		p.quicUp.Conn.Close()
+	}
+	p.quicMu.Unlock()
 	return err
 }
 

@@ -28,13 +28,27 @@ const (
 	// quicMaxStreams bounds the guest's concurrent request streams, as
 	// http2.Server's default of 250 does for HTTP/2 (browsers open ~100).
 	quicMaxStreams = 250
-	// quicStreamWindow and quicConnWindow are the flow-control windows the
-	// guest may fill before capsem reads: 6 MiB and 15 MiB are quic-go's
-	// own maxima, which keep a download at line rate on this path.
-	quicStreamWindow = 6 << 20
-	quicConnWindow   = 15 << 20
+	// quicStreamWindow and quicConnWindow bound what the guest may send
+	// before capsem reads it — what one flow can park on the host when its
+	// upstream stalls. quic-go grows the windows up to these as the reader
+	// keeps up; its own maxima (6 and 15 MiB) would let MaxFlows stalled
+	// flows hold ~60 GiB, where a guest HTTP/2 connection holds at most
+	// 1 MiB (http2.Server's default). 1 and 2 MiB keep it near that. They
+	// bound uploads only: a download is paced by the guest's windows.
+	quicStreamWindow = 1 << 20
+	quicConnWindow   = 2 << 20
 	// quicIdle ends a connection nothing moved on for this long.
 	quicIdle = 30 * time.Second
+	// quicPeekTimeout bounds the wait for the guest's ClientHello: a client
+	// sends its first flight back to back, so a flow still without one
+	// after this is likelier a flood's, and frees its handshake slot (the
+	// netstack's window is the same 3 s) and its buffers.
+	quicPeekTimeout = 3 * time.Second
+	// quicMaxDatagram is the largest guest datagram the peek reads whole:
+	// QUIC clients size their Initials to the path MTU they assume (1,200
+	// to 1,500 bytes); a larger one is cut and fails the peek, and the
+	// client falls back to TCP.
+	quicMaxDatagram = 4 << 10
 )
 
 // HandleQUIC is the netstack.DatagramFlowHandler: it intercepts a guest's
@@ -50,6 +64,12 @@ const (
 // when the upstream answers QUIC, else over TCP (h3upstream.go).
 func (p *Proxy) HandleQUIC(ctx context.Context, pc net.PacketConn, f *netstack.Flow) (res netstack.FlowResult) {
 	res.ConnType = store.ConnQUIC
+	if !p.intercepts(f.Port) || f.Local && p.cfg.MCPGateway == nil {
+		// As HandleFlow would not intercept it; over TCP the guest gets
+		// a splice or a refusal it can act on.
+		res.Refused, res.Err = netstack.ReasonQUICUnserved, fmt.Errorf("this MITM does not serve QUIC to %s:%d", f.Name, f.Port)
+		return res
+	}
 	held, guest, hello, err := peekInitials(pc)
 	for _, d := range held {
 		res.BytesSent += int64(len(d))
@@ -72,7 +92,10 @@ func (p *Proxy) HandleQUIC(ctx context.Context, pc net.PacketConn, f *netstack.F
 	}
 	roots, err := p.roots.get(pol)
 	if err != nil {
-		res.Err = err
+		// Refused, so that the guest falls back to TCP at once (where the
+		// same error answers its requests) instead of waiting out its
+		// handshake.
+		res.Refused, res.Err = ReasonUpstreamError, err
 		return res
 	}
 
@@ -83,9 +106,26 @@ func (p *Proxy) HandleQUIC(ctx context.Context, pc net.PacketConn, f *netstack.F
 	tr := &quic.Transport{Conn: rc}
 	defer tr.Close()
 	sni := hello.ServerName
+	// One connection per flow, with the SNI the peek read. Every Initial
+	// with a new connection ID would start a handshake of its own (quic-go
+	// caps none per transport), and a ClientHello built from packets the
+	// peek and quic-go read differently (a repeated packet number: quic-go
+	// drops it, the peek does not) could name another server: both are
+	// refused at the ClientHello, before a handshake holds anything.
+	var helloTaken, sniDiffers atomic.Bool
 	ln, err := tr.Listen(&tls.Config{
 		MinVersion: tls.VersionTLS13,
 		NextProtos: []string{http3.NextProtoH3},
+		GetConfigForClient: func(chi *tls.ClientHelloInfo) (*tls.Config, error) {
+			if chi.ServerName != sni {
+				sniDiffers.Store(true)
+				return nil, fmt.Errorf("mitm: the QUIC handshake names %q, the peek read %q", chi.ServerName, sni)
+			}
+			if !helloTaken.CompareAndSwap(false, true) {
+				return nil, errors.New("mitm: one QUIC connection per flow")
+			}
+			return nil, nil
+		},
 		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 			return p.cfg.CA.Leaf(sni)
 		},
@@ -108,7 +148,11 @@ func (p *Proxy) HandleQUIC(ctx context.Context, pc net.PacketConn, f *netstack.F
 	hctx, cancel := context.WithTimeout(ctx, HelloTimeout)
 	conn, err := ln.Accept(hctx)
 	cancel()
+	ln.Close() // the flow's one connection is accepted: no other is served
 	if err != nil {
+		if sniDiffers.Load() {
+			res.Refused = ReasonSNIMismatch
+		}
 		res.Err = fmt.Errorf("QUIC handshake with the guest (does it trust the capsem CA?): %w", err)
 		return res
 	}
@@ -119,13 +163,19 @@ func (p *Proxy) HandleQUIC(ctx context.Context, pc net.PacketConn, f *netstack.F
 	// concurrent HTTP/3 streams share one upstream connection, as an
 	// HTTP/2 guest's do.
 	fs.transport = p.upstreamTransport(fs, roots, true)
-	up := &h3First{fs: fs, cache: &p.h3, roots: roots, tcp: fs.transport}
-	fs.forward = up
+	fs.forward = fs.transport
+	var up *h3First
+	if !f.Local { // the gateway is served here, never dialled
+		up = &h3First{p: p, fs: fs, roots: roots, tcp: fs.transport}
+		fs.forward = up
+	}
 	fs.proxy = p.reverseProxy(fs)
 	defer func() {
 		fs.active.Wait()
 		fs.transport.CloseIdleConnections()
-		up.close()
+		if up != nil {
+			up.close()
+		}
 	}()
 	srv := &http3.Server{
 		Handler:        http.HandlerFunc(p.serveHTTP),
@@ -155,9 +205,9 @@ func (p *Proxy) HandleQUIC(ctx context.Context, pc net.PacketConn, f *netstack.F
 // to the QUIC server.
 func peekInitials(pc net.PacketConn) (held [][]byte, guest net.Addr, hello *quicpeek.Hello, err error) {
 	peek := quicpeek.New()
-	pc.SetReadDeadline(time.Now().Add(HelloTimeout))
+	pc.SetReadDeadline(time.Now().Add(quicPeekTimeout))
 	defer pc.SetReadDeadline(time.Time{})
-	buf := make([]byte, 64<<10)
+	buf := make([]byte, quicMaxDatagram)
 	for {
 		n, addr, err := pc.ReadFrom(buf)
 		if err != nil {

@@ -167,3 +167,31 @@ func TestHTTP3UpstreamOverHTTP3WhenItAnswers(t *testing.T) {
 		}
 	}
 }
+
+func TestHTTP3OneConnectionPerFlow(t *testing.T) {
+	tp := startTestProxy(t, &memRecorder{}, http.HandlerFunc(hello))
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := tp.flow()
+	f.Transport = store.TransportUDP
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan netstack.FlowResult, 1)
+	go func() { done <- tp.p.HandleQUIC(ctx, pc, f); pc.Close() }()
+	t.Cleanup(func() { cancel(); <-done })
+	tlsConf := &tls.Config{ServerName: "api.test", RootCAs: tp.guestCA, NextProtos: []string{http3.NextProtoH3}}
+	dctx, dcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer dcancel()
+	first, err := quic.DialAddr(dctx, pc.LocalAddr().String(), tlsConf, nil)
+	if err != nil {
+		t.Fatalf("the flow's connection: %v", err)
+	}
+	defer first.CloseWithError(0, "")
+	// Another connection ID on the same flow would be another handshake
+	// the netstack's caps never counted.
+	if second, err := quic.DialAddr(dctx, pc.LocalAddr().String(), tlsConf, nil); err == nil {
+		second.CloseWithError(0, "")
+		t.Fatal("a second QUIC connection was served on one flow")
+	}
+}

@@ -284,8 +284,9 @@ func (s *Stack) portUnreachable(ip header.IPv4) {
 // One timer per flow, pushed back when it fires early rather than reset
 // on every datagram.
 type idleWatch struct {
-	mu sync.Mutex
-	t  *time.Timer
+	mu      sync.Mutex
+	t       *time.Timer
+	stopped bool // a firing that waited for mu while stop ran must not re-arm
 }
 
 func watchIdle(timeout time.Duration, last *atomic.Int64, expired func()) *idleWatch {
@@ -295,6 +296,9 @@ func watchIdle(timeout time.Duration, last *atomic.Int64, expired func()) *idleW
 	w.t = time.AfterFunc(timeout, func() {
 		w.mu.Lock()
 		defer w.mu.Unlock()
+		if w.stopped {
+			return
+		}
 		if rest := timeout - time.Since(time.Unix(0, last.Load())); rest > 0 {
 			w.t.Reset(rest)
 			return
@@ -307,5 +311,6 @@ func watchIdle(timeout time.Duration, last *atomic.Int64, expired func()) *idleW
 func (w *idleWatch) stop() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.stopped = true
 	w.t.Stop()
 }

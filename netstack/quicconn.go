@@ -33,9 +33,10 @@ const maxQueuedDatagrams = 512
 // buffer does, QUIC's loss recovery resends what was dropped, and it
 // keeps the first Initials, whose ClientHello the handler needs first.
 type udpFlowConn struct {
-	s     *Stack
-	local netip.AddrPort // the flow's destination: where replies come from
-	guest netip.AddrPort
+	s         *Stack
+	local     netip.AddrPort // the flow's destination: where replies come from
+	guest     netip.AddrPort
+	guestAddr *net.UDPAddr // guest, as ReadFrom returns it (made once, not per datagram)
 
 	in       chan []byte
 	queued   atomic.Int64 // bytes in in
@@ -49,7 +50,7 @@ type udpFlowConn struct {
 }
 
 func newUDPFlowConn(s *Stack, local, guest netip.AddrPort) *udpFlowConn {
-	c := &udpFlowConn{s: s, local: local, guest: guest,
+	c := &udpFlowConn{s: s, local: local, guest: guest, guestAddr: net.UDPAddrFromAddrPort(guest),
 		in: make(chan []byte, maxQueuedDatagrams), done: make(chan struct{})}
 	c.rd.init()
 	c.wd.init()
@@ -95,7 +96,7 @@ func (c *udpFlowConn) ReadFrom(p []byte) (int, net.Addr, error) {
 	select {
 	case d := <-c.in:
 		c.queued.Add(-int64(len(d)))
-		return copy(p, d), net.UDPAddrFromAddrPort(c.guest), nil
+		return copy(p, d), c.guestAddr, nil
 	case <-c.done:
 		return 0, nil, c.opErr("read", net.ErrClosed)
 	case <-c.rd.wait():
