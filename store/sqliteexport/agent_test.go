@@ -11,24 +11,14 @@ import (
 // dns_events.count carries an aggregated query's count, and the session's
 // allowed/denied weigh DNS rows by it, agreeing with the store's counts.
 func TestAgentEventsAndDNSCount(t *testing.T) {
-	st, err := store.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	w, err := st.Begin(store.Session{ID: "s1", StartedAt: t0})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ms := time.Millisecond
-	w.Append(store.Event{Time: t0.Add(1 * ms), DNS: &store.DNS{QName: "r1.flood.test", Decision: store.Denied, Answer: "NXDOMAIN", Count: 250}})
-	w.Append(store.Event{Time: t0.Add(2 * ms), DNS: &store.DNS{QName: "ok.test", Decision: store.Allowed}})
-	w.Append(store.Event{Time: t0.Add(3 * ms), Agent: &store.Agent{State: store.AgentSilent, Detail: "no answer to 3 pings in 15s"}})
-	w.Append(store.Event{Time: t0.Add(4 * ms), Agent: &store.Agent{State: store.AgentRateLimited, Count: 4000}})
-	w.Append(store.Event{Time: t0.Add(5 * ms), Agent: &store.Agent{State: store.AgentViolation, Detail: "ping flood"}})
-	if err := w.End(nil); err != nil {
-		t.Fatal(err)
-	}
+	st := storeWith(t, []store.Event{
+		{Time: t0.Add(1 * ms), DNS: &store.DNS{QName: "r1.flood.test", Decision: store.Denied, Answer: "NXDOMAIN", Count: 250}},
+		{Time: t0.Add(2 * ms), DNS: &store.DNS{QName: "ok.test", Decision: store.Allowed}},
+		{Time: t0.Add(3 * ms), Agent: &store.Agent{State: store.AgentSilent, Detail: "no answer to 3 pings in 15s"}},
+		{Time: t0.Add(4 * ms), Agent: &store.Agent{State: store.AgentRateLimited, Count: 4000}},
+		{Time: t0.Add(5 * ms), Agent: &store.Agent{State: store.AgentViolation, Detail: "ping flood"}},
+	})
 	sess, err := st.Session("s1")
 	if err != nil {
 		t.Fatal(err)

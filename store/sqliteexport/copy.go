@@ -191,7 +191,9 @@ func eventRows(s *source, row func(t *table, s *source) error, links *mcpLinker,
 			}
 			res.ToolCalls++
 			if links != nil {
-				links.toolCall(s.id, ev.Time, s.toolCall)
+				if err := links.toolCall(s.id, ev.Time, ev.ModelCall.Duration, s.toolCall); err != nil {
+					return err
+				}
 			}
 		}
 		for j := range ev.ModelCall.ToolResults {
@@ -220,9 +222,7 @@ func eventRows(s *source, row func(t *table, s *source) error, links *mcpLinker,
 			return err
 		}
 		if links != nil {
-			if tc := links.mcpCall(ev.Time, ev.MCPCall); tc != 0 {
-				return links.link(tc, s.id)
-			}
+			return links.mcpCall(s.id, ev.Time, ev.MCPCall)
 		}
 		return nil
 	default:

@@ -6,9 +6,38 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/capsem/capsem/store"
 )
+
+// storeWith opens a store, closed with the test, holding one ended session
+// per element of sessions, "s1", "s2", … started at t0, t0+1ms, …, each
+// with its events appended in order.
+func storeWith(t *testing.T, sessions ...[]store.Event) *store.Store {
+	t.Helper()
+	st, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	for i, events := range sessions {
+		w, err := st.Begin(store.Session{ID: "s" + strconv.Itoa(i+1), StartedAt: t0.Add(time.Duration(i) * time.Millisecond)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range events {
+			w.Append(ev)
+		}
+		if err := w.End(nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return st
+}
 
 // openExport opens an exported file for reading; it is closed with the test.
 func openExport(t *testing.T, path string) *sql.DB {

@@ -22,21 +22,11 @@ func TestHTTPVersion(t *testing.T) {
 		{"a flow has no HTTP version", store.Net{ConnType: store.ConnTLS, Transport: store.TransportTCP, BytesSent: 5}, nil},
 		{"a request recorded before the version was kept", store.Net{Method: "GET", Path: "/e", ConnType: store.ConnHTTPS}, nil},
 	}
-	st, err := store.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	w, err := st.Begin(store.Session{ID: "s1", StartedAt: t0})
-	if err != nil {
-		t.Fatal(err)
-	}
+	var events []store.Event
 	for i, c := range cases {
-		w.Append(store.Event{Time: t0.Add(time.Duration(i+1) * time.Millisecond), Net: &c.ev})
+		events = append(events, store.Event{Time: t0.Add(time.Duration(i+1) * time.Millisecond), Net: &c.ev})
 	}
-	if err := w.End(nil); err != nil {
-		t.Fatal(err)
-	}
+	st := storeWith(t, events)
 	out, _ := export(t, st, Options{})
 	rows := queryRows(t, openExport(t, out), "SELECT http_version FROM net_events ORDER BY id")
 	if len(rows) != len(cases) {

@@ -10,24 +10,13 @@ import (
 // TestMCPCalls: an MCP call event is one mcp_calls row with every column,
 // and --scrub redacts a credential in its previews.
 func TestMCPCalls(t *testing.T) {
-	st, err := store.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	w, err := st.Begin(store.Session{ID: "s1", StartedAt: t0})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.Append(store.Event{Time: t0.Add(time.Second), MCPCall: &store.MCPCall{
+	st := storeWith(t, []store.Event{{Time: t0.Add(time.Second), MCPCall: &store.MCPCall{
 		ServerName: "mcp.example.com/mcp", Method: "tools/call", ToolName: "read_file", RequestID: `"7"`,
 		RequestPreview:  `{"name":"read_file","arguments":{"token":"ghp_abcdefghijklmnopqrstuvwxyz0123456789"}}`,
 		ResponsePreview: `{"content":[{"type":"text","text":"ok"}]}`, Decision: store.Denied, Reason: "mcp-tool-denied",
 		MatchedRule: "mcp.rules[2] (line 16) server=mcp.example.com action=deny", Duration: 1500 * time.Microsecond,
 		ErrorMessage: "capsem: denied", BytesSent: 120, BytesReceived: 80,
-	}})
-	w.Append(store.Event{Time: t0.Add(2 * time.Second), MCPCall: &store.MCPCall{ServerName: "files", Method: "notifications/initialized", Decision: store.Allowed}})
-	w.End(nil)
+	}}, {Time: t0.Add(2 * time.Second), MCPCall: &store.MCPCall{ServerName: "files", Method: "notifications/initialized", Decision: store.Allowed}}})
 	for _, c := range []struct {
 		scrub bool
 		why   string

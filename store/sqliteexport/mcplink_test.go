@@ -1,6 +1,7 @@
 package sqliteexport
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -8,14 +9,51 @@ import (
 	"github.com/capsem/capsem/store"
 )
 
-// modelCallAt is a model call at t0+sec whose response asks for calls and
-// whose request carried the results of the call ids in results.
+// modelCallAt is a model call recorded at t0+sec, at once, whose response
+// asks for calls and whose request carried the results of the call ids in
+// results.
 func modelCallAt(sec float64, calls []store.ToolCall, results ...string) store.Event {
-	mc := &store.ModelCall{Provider: "anthropic", Domain: "api.anthropic.com", ToolCalls: calls}
+	return modelCallTook(sec, 0, calls, results...)
+}
+
+// modelCallTook is modelCallAt of a model call that took took seconds, so
+// started at t0+sec-took.
+func modelCallTook(sec, took float64, calls []store.ToolCall, results ...string) store.Event {
+	mc := &store.ModelCall{Provider: "anthropic", Domain: "api.anthropic.com", ToolCalls: calls,
+		Duration: time.Duration(took * float64(time.Second))}
 	for _, id := range results {
 		mc.ToolResults = append(mc.ToolResults, store.ToolResult{CallID: id, ContentPreview: "ok"})
 	}
 	return store.Event{Time: t0.Add(time.Duration(sec * float64(time.Second))), ModelCall: mc}
+}
+
+// echoCalls is n calls of mcp__gw__echo, call ids c0, c1, …
+func echoCalls(n int) []store.ToolCall {
+	calls := make([]store.ToolCall, n)
+	for i := range calls {
+		calls[i] = mcpTool("c"+strconv.Itoa(i), "mcp__gw__echo")
+	}
+	return calls
+}
+
+// unlinked is want for the tool calls of echoCalls(n), none linked but
+// call id linkedID linked to the MCP call of request id requestID.
+func unlinked(n int, linkedID, requestID string) map[string]string {
+	want := map[string]string{}
+	for i := range n {
+		want["c"+strconv.Itoa(i)] = ""
+	}
+	want[linkedID] = requestID
+	return want
+}
+
+// ids is n call ids r0, r1, … and then more.
+func ids(n int, more ...string) []string {
+	out := make([]string, 0, n+len(more))
+	for i := range n {
+		out = append(out, "r"+strconv.Itoa(i))
+	}
+	return append(out, more...)
 }
 
 // mcpTool is a tool call the model made of an MCP tool.
@@ -69,21 +107,29 @@ func TestMCPLinks(t *testing.T) {
 			map[string]string{"t1": "", "t2": "1"}, "a tool call whose result went back first (the user refused it) does not take the next call's MCP call"},
 		{[]store.Event{modelCallAt(0, []store.ToolCall{mcpTool("t1", "mcp__gw__echo")}), toolsCallAt(1, "gw", "echo", "1"), toolsCallAt(2, "gw", "echo", "2")},
 			map[string]string{"t1": "1"}, "an MCP call is linked at most once: the second finds no tool call waiting"},
+		{[]store.Event{toolsCallAt(0.5, "gw", "echo", "1"), modelCallTook(1, 2, []store.ToolCall{mcpTool("t1", "mcp__gw__echo")})},
+			map[string]string{"t1": "1"}, "an MCP call recorded before its model call but after it started is linked: the guest acts on the stream's last event before the MITM's copy ends"},
+		{[]store.Event{toolsCallAt(0.5, "gw", "echo", "1"), modelCallTook(1, 0.4, []store.ToolCall{mcpTool("t1", "mcp__gw__echo")})},
+			map[string]string{"t1": ""}, "an MCP call before its model call started is not its execution"},
+		{[]store.Event{toolsCallAt(10, "gw", "echo", "1"), modelCallTook(100, 100, []store.ToolCall{mcpTool("t1", "mcp__gw__echo")})},
+			map[string]string{"t1": ""}, "an MCP call during a long stream but 90 s before it was recorded is past the 30 s skew"},
+		{[]store.Event{toolsCallAt(0.5, "a", "echo", "1"), toolsCallAt(0.6, "gw", "echo", "2"),
+			modelCallTook(1, 2, []store.ToolCall{mcpTool("t1", "mcp__gw__echo"), mcpTool("t2", "mcp__a__echo")})},
+			map[string]string{"t1": "2", "t2": "1"}, "a recent MCP call goes to the tool call naming its server, not the older call of another"},
+		{[]store.Event{toolsCallAt(0.5, "gw", "echo", "1"),
+			modelCallTook(1, 2, []store.ToolCall{mcpTool("t1", "mcp__gw__echo"), mcpTool("t2", "mcp__gw__echo")}), toolsCallAt(2, "gw", "echo", "2")},
+			map[string]string{"t1": "1", "t2": "2"}, "the first of two calls ran before its model call was recorded, the second after: both linked in order"},
+		{[]store.Event{modelCallAt(0, []store.ToolCall{mcpTool("t1", "mcp__"+strings.Repeat("s", 600)+"__echo")}), toolsCallAt(1, "gw", "echo", "1")},
+			map[string]string{"t1": ""}, "a name past 512 bytes is not queued (it would fall back to gw's echo otherwise)"},
+		{[]store.Event{modelCallAt(0, []store.ToolCall{mcpTool(strings.Repeat("x", 600), "mcp__gw__echo")}), toolsCallAt(1, "gw", "echo", "1")},
+			map[string]string{strings.Repeat("x", 600): ""}, "a call id past 512 bytes is not queued"},
+		{[]store.Event{modelCallAt(0, echoCalls(mcpLinkPending+1)), toolsCallAt(1, "gw", "echo", "1")},
+			unlinked(mcpLinkPending+1, "c1024", "1"), "a full pending list drops its oldest quarter: c0…c1023 are never linked, c1024 is the oldest left"},
+		{[]store.Event{modelCallAt(0, []store.ToolCall{mcpTool("t1", "mcp__gw__echo"), mcpTool("t2", "mcp__gw__echo")}),
+			modelCallAt(5, nil, ids(1000, "t1")...), toolsCallAt(6, "gw", "echo", "1")},
+			map[string]string{"t1": "", "t2": "1"}, "a request with many results drops the answered tool call among them"},
 	} {
-		st, err := store.Open(t.TempDir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		w, err := st.Begin(store.Session{ID: "s1", StartedAt: t0})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, ev := range c.events {
-			w.Append(ev)
-		}
-		w.End(nil)
-		out, res := export(t, st, Options{})
-		st.Close()
+		out, res := export(t, storeWith(t, c.events), Options{})
 		db := openExport(t, out)
 		got := map[string]string{}
 		links := 0
@@ -115,19 +161,7 @@ func TestMCPLinks(t *testing.T) {
 // TestMCPLinksPerSession: an MCP call of one session is never linked to a
 // tool call of another, however close in time.
 func TestMCPLinksPerSession(t *testing.T) {
-	st, err := store.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	for i, ev := range []store.Event{modelCallAt(0, []store.ToolCall{mcpTool("t1", "mcp__gw__echo")}), toolsCallAt(1, "gw", "echo", "1")} {
-		w, err := st.Begin(store.Session{ID: "s" + string(rune('1'+i)), StartedAt: t0.Add(time.Duration(i) * time.Millisecond)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.Append(ev)
-		w.End(nil)
-	}
+	st := storeWith(t, []store.Event{modelCallAt(0, []store.ToolCall{mcpTool("t1", "mcp__gw__echo")})}, []store.Event{toolsCallAt(1, "gw", "echo", "1")})
 	out, res := export(t, st, Options{})
 	if res.MCPLinks != 0 {
 		t.Errorf("Result.MCPLinks = %d, want 0", res.MCPLinks)
@@ -138,17 +172,41 @@ func TestMCPLinksPerSession(t *testing.T) {
 }
 
 // TestMCPLinkPendingBound: past mcpLinkPending waiting tool calls the
-// oldest is dropped, so memory stays bounded and it is never linked.
+// oldest quarter is dropped, so memory stays bounded and they are never
+// linked; past mcpLinkRecent unlinked MCP calls the oldest is dropped.
 func TestMCPLinkPendingBound(t *testing.T) {
-	var l mcpLinker
+	var links [][2]int64
+	l := mcpLinker{link: func(toolCall, mcpCall int64) error { links = append(links, [2]int64{toolCall, mcpCall}); return nil }}
 	for i := range mcpLinkPending + 1 {
-		l.toolCall(int64(i+1), t0, &store.ToolCall{Name: "mcp__gw__echo", Origin: "mcp"})
+		if err := l.toolCall(int64(i+1), t0, 0, &store.ToolCall{Name: "mcp__gw__echo", Origin: "mcp"}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if len(l.pending) != mcpLinkPending {
-		t.Fatalf("%d pending, want %d", len(l.pending), mcpLinkPending)
+	if want := mcpLinkPending*3/4 + 1; len(l.pending) != want {
+		t.Fatalf("%d pending, want %d", len(l.pending), want)
 	}
-	if row := l.mcpCall(t0.Add(time.Second), &store.MCPCall{ServerName: "gw", Method: "tools/call", ToolName: "echo"}); row != 2 {
-		t.Errorf("linked row %d, want 2: row 1 was the oldest and dropped", row)
+	if err := l.mcpCall(1, t0.Add(time.Second), &store.MCPCall{ServerName: "gw", Method: "tools/call", ToolName: "echo"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(links) != 1 || links[0] != [2]int64{mcpLinkPending/4 + 1, 1} {
+		t.Errorf("links %v, want [[%d 1]]: rows 1…%d were the oldest quarter and dropped", links, mcpLinkPending/4+1, mcpLinkPending/4)
+	}
+
+	l.reset()
+	links = nil
+	for i := range mcpLinkRecent + 1 {
+		if err := l.mcpCall(int64(i+1), t0, &store.MCPCall{ServerName: "gw", Method: "tools/call", ToolName: "echo"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(l.recent) != mcpLinkRecent {
+		t.Fatalf("%d recent, want %d", len(l.recent), mcpLinkRecent)
+	}
+	if err := l.toolCall(1, t0.Add(time.Second), 2*time.Second, &store.ToolCall{Name: "mcp__gw__echo", Origin: "mcp"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(links) != 1 || links[0] != [2]int64{1, 2} {
+		t.Errorf("links %v, want [[1 2]]: MCP call 1 was the oldest and dropped", links)
 	}
 }
 
@@ -186,6 +244,56 @@ func FuzzSplitMCPName(f *testing.F) {
 		}
 		if "mcp__"+server+"__"+tool != name || strings.Contains(server, "__") || tool == "" {
 			t.Fatalf("splitMCPName(%q) = %q, %q", name, server, tool)
+		}
+	})
+}
+
+// FuzzMCPLinker: whatever the order, times and names of tool calls and MCP
+// calls (the model and the guest choose them), a row is linked at most
+// once, only to a row of its tool, and both lists stay within bounds.
+func FuzzMCPLinker(f *testing.F) {
+	f.Add([]byte{0, 1, 5, 1, 1, 6, 2, 0, 7, 3, 2, 2})
+	f.Add([]byte{1, 1, 1, 0, 1, 2, 0, 0, 200, 1, 1, 3})
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		tools := []string{"echo", "read", "mcp__gw__echo", "mcp__a__read"}
+		toolOf := map[int64]string{}
+		mcpOf := map[int64]string{}
+		toolLinked, mcpLinked := map[int64]bool{}, map[int64]bool{}
+		l := mcpLinker{link: func(toolCall, mcpCall int64) error {
+			if toolLinked[toolCall] || mcpLinked[mcpCall] {
+				t.Fatalf("tool call %d or MCP call %d linked twice", toolCall, mcpCall)
+			}
+			toolLinked[toolCall], mcpLinked[mcpCall] = true, true
+			if _, tool := splitMCPName(toolOf[toolCall]); tool != mcpOf[mcpCall] {
+				t.Fatalf("tool call %d (%s) linked to MCP call %d (%s)", toolCall, toolOf[toolCall], mcpCall, mcpOf[mcpCall])
+			}
+			return nil
+		}}
+		at := t0
+		var row int64
+		for len(ops) >= 3 {
+			op, dt, name := ops[0], ops[1], tools[int(ops[2])%len(tools)]
+			ops = ops[3:]
+			at = at.Add(time.Duration(dt) * time.Second)
+			row++
+			var err error
+			switch op % 3 {
+			case 0:
+				toolOf[row] = name
+				err = l.toolCall(row, at, time.Duration(op)*time.Second, &store.ToolCall{CallID: "c" + strconv.FormatInt(row, 10), Name: name, Origin: "mcp"})
+			case 1:
+				_, tool := splitMCPName(name)
+				mcpOf[row] = tool
+				err = l.mcpCall(row, at, &store.MCPCall{ServerName: "gw", Method: "tools/call", ToolName: tool})
+			default:
+				l.answered([]store.ToolResult{{CallID: "c" + strconv.FormatInt(row-int64(dt), 10)}})
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(l.pending) > mcpLinkPending || len(l.recent) > mcpLinkRecent {
+				t.Fatalf("%d pending, %d recent", len(l.pending), len(l.recent))
+			}
 		}
 	})
 }
