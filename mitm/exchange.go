@@ -148,7 +148,7 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	// for both.
 	if (ex.call == nil || mayDeny) && mcpCandidate(r, mayDeny) {
 		ex.mcp = ex.newMCPView(r, host)
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead || mayDeny && hasBody(r) {
 			if reqParser != nil {
 				reqParser = io.MultiWriter(reqParser, ex.mcp.requestParser())
 			} else {
@@ -156,7 +156,7 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	ex.req = newTap(r.Body, r.Header.Get("Content-Encoding"), preview, reqParser)
+	ex.req = newTap(r.Body, contentEncoding(r.Header), preview, reqParser)
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = ex.req
 	}
@@ -305,7 +305,7 @@ func (p *Proxy) reverseProxy(fs *flowState) *httputil.ReverseProxy {
 			} else if ex.mcp != nil {
 				parser = ex.mcp.response(resp)
 			}
-			ex.resp = newTap(resp.Body, resp.Header.Get("Content-Encoding"), ex.pol.PreviewBytes(), parser)
+			ex.resp = newTap(resp.Body, contentEncoding(resp.Header), ex.pol.PreviewBytes(), parser)
 			resp.Body = ex.resp
 			return nil
 		},

@@ -87,7 +87,7 @@ func (ex *exchange) guard(w http.ResponseWriter, r *http.Request) bool {
 		return true
 	}
 	var body io.ReadCloser = g
-	if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+	if ce := contentEncoding(r.Header); isCoded(ce) {
 		cg, err := newCodedGuard(r.Body, ce, g)
 		if err != nil {
 			ex.note("the request body has Content-Encoding " + ce + ", which capsem cannot decode: it was neither scanned for secrets and credentials nor rewritten")

@@ -2,6 +2,8 @@ package mitm
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"mime"
@@ -59,16 +61,34 @@ const mcpSessionHeader = "Mcp-Session-Id"
 // lenient server may read a text/plain body as JSON, and a request capsem
 // did not read could carry a call it would refuse.
 func mcpCandidate(r *http.Request, mayDeny bool) bool {
+	if mayDeny && hasBody(r) {
+		return true // whatever the method: a GET with a body is read too
+	}
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
 		return strings.Contains(r.Header.Get("Accept"), "text/event-stream")
 	case http.MethodPost:
 		mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-		if mt == "application/json" || strings.HasSuffix(mt, "+json") {
-			return true
-		}
+		return mt == "application/json" || strings.HasSuffix(mt, "+json")
 	}
-	return mayDeny && r.Body != nil && r.Body != http.NoBody
+	return false
+}
+
+// hasBody reports whether a request may carry a body.
+func hasBody(r *http.Request) bool { return r.Body != nil && r.Body != http.NoBody }
+
+// mcpMaxSessionID bounds the Mcp-Session-Id kept in a session key: a
+// longer one (the guest's choice, up to the header limit) is kept as its
+// hash. The SDKs send UUIDs (36 bytes) or 32 hex digits.
+const mcpMaxSessionID = 128
+
+// sessionKey is the tracker's key of a streamable session.
+func sessionKey(host, sid string) string {
+	if len(sid) > mcpMaxSessionID {
+		h := sha256.Sum256([]byte(sid))
+		sid = "sha256:" + hex.EncodeToString(h[:])
+	}
+	return host + "\x00sid\x00" + sid
 }
 
 // newMCPView starts the MCP view of an exchange whose request may carry
@@ -78,7 +98,7 @@ func (ex *exchange) newMCPView(r *http.Request, host string) *mcpView {
 	v := &mcpView{ex: ex, t: ex.p.mcp, host: host, server: host + r.URL.Path}
 	switch sid := r.Header.Get(mcpSessionHeader); {
 	case sid != "":
-		v.sess = v.t.session(host + "\x00sid\x00" + sid)
+		v.sess = v.t.session(sessionKey(host, sid))
 	default:
 		if s := v.t.lookup(endpointKey(host, r.URL.RequestURI())); s != nil && r.Method == http.MethodPost {
 			v.sess = s
@@ -181,9 +201,9 @@ func (v *mcpView) fromServer(m mcpscan.Message) {
 	}
 }
 
-// hiding reports whether a response of this exchange or its session may be
-// a tools/list result to filter.
-func (v *mcpView) hiding() bool {
+// hidesHere reports whether a tools/list of this exchange's own request
+// is answered with tools to filter: all a JSON response can answer.
+func (v *mcpView) hidesHere() bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	for _, c := range v.calls {
@@ -191,10 +211,16 @@ func (v *mcpView) hiding() bool {
 			return true
 		}
 	}
-	// A stream of the session (the HTTP+SSE GET stream, before it has
-	// announced its endpoint) carries the results of other exchanges'
-	// tools/lists.
-	return v.ex.pol.MCPHideDenied() && v.ex.pol.MCPMayDeny(v.host) && (!v.own || v.ex.ev.Method == http.MethodGet)
+	return false
+}
+
+// hiding reports whether a response of this exchange or its session may be
+// a tools/list result to filter: a stream of the session (the HTTP+SSE GET
+// stream, before it has announced its endpoint, too) carries the results
+// of other exchanges' tools/lists.
+func (v *mcpView) hiding() bool {
+	return v.hidesHere() ||
+		v.ex.pol.MCPHideDenied() && v.ex.pol.MCPMayDeny(v.host) && (!v.own || v.ex.ev.Method == http.MethodGet)
 }
 
 // hide says whether tool must be left out of a tools/list result.
@@ -220,6 +246,13 @@ func (v *mcpView) response(resp *http.Response) io.Writer {
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	switch mt {
 	case "text/event-stream":
+		if isCoded(contentEncoding(resp.Header)) {
+			// Coded events cannot be cut, rewritten or joined by one of
+			// capsem's: the stream goes on as it is, parsed decoded by
+			// its tap, and a refusal for its session is answered on the
+			// POST instead.
+			return mcpscan.NewStream(v.previewBytes(), v.fromServer, nil)
+		}
 		var rewrite func([]byte) []byte
 		if v.hiding() {
 			rewrite = func(raw []byte) []byte {
@@ -233,9 +266,15 @@ func (v *mcpView) response(resp *http.Response) io.Writer {
 				return nil
 			}
 		}
-		rw := newSSERewriter(resp.Body, rewrite)
-		resp.Body = rw
 		stream := v.ex.ev.Method == http.MethodGet
+		// The stream is cut into events only where capsem may change it:
+		// to hide tools, or to inject refusals into a GET stream of a
+		// host with deny rules (the HTTP+SSE transport reads them there).
+		var rw *sseRewriter
+		if rewrite != nil || stream && v.ex.pol.MCPMayDeny(v.host) {
+			rw = newSSERewriter(resp.Body, rewrite)
+			resp.Body = rw
+		}
 		return mcpscan.NewStream(v.previewBytes(), v.fromServer, func(uri string) {
 			if !stream {
 				return
@@ -243,20 +282,20 @@ func (v *mcpView) response(resp *http.Response) io.Writer {
 			// The HTTP+SSE transport: this GET stream's session is the
 			// endpoint it announced, and the guest reads the responses to
 			// its POSTs there.
-			if v.own {
-				v.t.forget(v.sess)
-			}
+			v.t.release(v.sess)
 			v.sess = v.t.session(endpointKey(v.host, resolveEndpoint(v.ex.ev.Path, uri)))
 			v.own = false
-			v.stream = rw
-			v.t.setStream(v.sess, rw)
+			if rw != nil {
+				v.stream = rw
+				v.t.setStream(v.sess, rw)
+			}
 			v.ex.note("MCP HTTP+SSE stream; endpoint " + uri)
 		})
 	case "application/json":
 		if !v.isRPC() {
 			return nil
 		}
-		if v.hiding() {
+		if v.hidesHere() {
 			v.filterBody(resp)
 		}
 		return mcpscan.NewBody(v.previewBytes(), v.fromServer)
@@ -275,19 +314,19 @@ func (v *mcpView) isRPC() bool {
 // unfiltered: hiding spares the agent a refusal, the refusal itself does
 // not depend on it.
 func (v *mcpView) filterBody(resp *http.Response) {
-	if resp.ContentLength > sseMaxEvent || resp.Header.Get("Content-Encoding") != "" {
+	if resp.ContentLength > sseMaxEvent || isCoded(contentEncoding(resp.Header)) {
 		return
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, sseMaxEvent+1))
 	rest := resp.Body
 	if err != nil || len(body) > sseMaxEvent {
-		resp.Body = readCloser{io.MultiReader(strings.NewReader(string(body)), rest), rest}
+		resp.Body = readCloser{io.MultiReader(bytes.NewReader(body), rest), rest}
 		return
 	}
 	if out := v.filter(body); out != nil {
 		body = out
 	}
-	resp.Body = readCloser{strings.NewReader(string(body)), rest}
+	resp.Body = readCloser{bytes.NewReader(body), rest}
 	resp.ContentLength = int64(len(body))
 	resp.Header.Set("Content-Length", fmt.Sprint(len(body)))
 }
@@ -335,6 +374,7 @@ func (v *mcpView) end(status int) {
 		v.ex.p.recordMCP(c)
 	}
 	if status == http.StatusAccepted && !v.own {
+		v.t.release(v.sess)
 		return
 	}
 	ids := make([]string, 0, len(calls))
@@ -353,9 +393,7 @@ func (v *mcpView) end(status int) {
 		why = fmt.Sprintf("capsem: the server answered HTTP %d", status)
 	}
 	v.t.drop(v.sess, ids, why)
-	if v.own {
-		v.t.forget(v.sess)
-	}
+	v.t.release(v.sess)
 }
 
 // recordMCP appends one mcp_call event.

@@ -263,10 +263,14 @@ func TestMCPHeldRequests(t *testing.T) {
 			`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"arguments":{"name":"HOME"},"name":"crash"}}`,
 			http.StatusOK, []string{`{"jsonrpc":"2.0","id":7,"error":{"code":-32050,"message":"capsem: tools/call of tool \"crash\"`},
 			"params' members in any order; a glob rule (cra*)"},
-		{"large other JSON", "/other",
-			`{"data":"` + strings.Repeat("a", mcpMaxHold+10) + `"}`,
+		{"large JSON", "/other",
+			`{"data":"` + strings.Repeat("a", mcpMaxHold+10) + `","jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"env"}}`,
+			http.StatusRequestEntityTooLarge, []string{"capsem blocked this request"},
+			"JSON too large to read whole could hold a call past its first 4 MiB: refused, however its start looks"},
+		{"large other body", "/other",
+			strings.Repeat("a", mcpMaxHold+10),
 			http.StatusOK, []string{`{"ok":true}`},
-			"JSON that is not JSON-RPC goes on whole, however large, to a host with deny rules"},
+			"a body that is not JSON goes on whole, however large, to a host with deny rules"},
 		{"large MCP", "/mcp",
 			`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"echo","arguments":{"text":"` + strings.Repeat("a", mcpMaxHold+10) + `"}}}`,
 			http.StatusRequestEntityTooLarge, []string{"capsem blocked this request", "Send smaller requests"},
@@ -285,8 +289,8 @@ func TestMCPHeldRequests(t *testing.T) {
 	if reached.Load() != 0 {
 		t.Errorf("%d tools/calls reached the upstream; every one sent was refused", reached.Load())
 	}
-	if other.Load() != int64(mcpMaxHold+10+len(`{"data":""}`)) {
-		t.Errorf("the other JSON reached the upstream with %d bytes", other.Load())
+	if other.Load() != int64(mcpMaxHold+10) {
+		t.Errorf("the other body reached the upstream with %d bytes", other.Load())
 	}
 	calls := rec.mcpCalls()
 	if c := byMethod(calls, "notifications/progress", ""); c == nil || c.Decision != store.Denied {
@@ -315,6 +319,14 @@ func TestMCPAmbiguousRequestsRefused(t *testing.T) {
 			"a second version does not hide the message"},
 		{`{"id":4,"method":"tools/call","params":{"name":"env"}}`, http.StatusBadRequest, `not JSON-RPC 2.0`,
 			"no version: a lenient server may still run it"},
+		{`{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"Name":"env"}}`, http.StatusOK, `"error":{"code":-32050`,
+			"encoding/json reads Name as name"},
+		{`{"jsonrpc":"2.0","id":7,"Method":"tools/call","params":{"name":"env"}}`, http.StatusBadRequest, `not JSON-RPC 2.0`,
+			"encoding/json reads Method as method: no message capsem could decide"},
+		{`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"env","_meta":` + strings.Repeat("[", 300) + strings.Repeat("]", 300) + `}}`,
+			http.StatusBadRequest, `could not read as JSON to its end`, "nesting past the scanner's limit: the Go SDK still runs it"},
+		{"\xef\xbb\xbf" + `{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"env"}}`, http.StatusBadRequest, `could not read as JSON to its end`,
+			"a byte-order mark: Python's json.loads reads past it"},
 	} {
 		status, body := rawMCPPost(t, tp, "/mcp", tc.body)
 		if status != tc.wantStatus || !strings.Contains(body, tc.want) {
@@ -335,11 +347,27 @@ func TestMCPAmbiguousRequestsRefused(t *testing.T) {
 	if !strings.Contains(string(b), `"error":{"code":-32050`) {
 		t.Errorf("a text/plain body holding a denied call: %d %.300s, want capsem's refusal", resp.StatusCode, b)
 	}
+	// A GET with a body is read like a POST: a method-agnostic server runs
+	// it.
+	req, _ = http.NewRequest(http.MethodGet, "https://api.test/mcp",
+		strings.NewReader(`{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"env"}}`))
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err = tp.guestClient().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), `"error":{"code":-32050`) {
+		t.Errorf("a GET whose body holds a denied call: %d %.300s, want capsem's refusal", resp.StatusCode, b)
+	}
+
 	// Nor does a coding: what capsem decodes might not be all the server
-	// does.
+	// does — in any of the fields ("identity" first hides nothing).
 	req, _ = http.NewRequest(http.MethodPost, "https://api.test/mcp", strings.NewReader("\x1f\x8b not really gzip"))
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Content-Encoding", "gzip")
+	req.Header.Add("Content-Encoding", "identity")
+	req.Header.Add("Content-Encoding", "gzip")
 	resp, err = tp.guestClient().Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 
 	"github.com/capsem/capsem/mitm/mcpscan"
 	"github.com/capsem/capsem/policy"
@@ -26,7 +25,7 @@ func (v *mcpView) decide(w http.ResponseWriter, r *http.Request) bool {
 	if r.Body == nil || r.Body == http.NoBody {
 		return true
 	}
-	if ce := strings.TrimSpace(r.Header.Get("Content-Encoding")); ce != "" && !strings.EqualFold(ce, "identity") {
+	if ce := contentEncoding(r.Header); isCoded(ce) {
 		// What capsem decodes to decide (64 MiB at most, known codings
 		// only) might not be all the server decodes; MCP clients do not
 		// compress their requests.
@@ -43,14 +42,21 @@ func (v *mcpView) decide(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	if len(body) > mcpMaxHold {
-		if !v.isRPC() && !v.body.JSONRPC() {
-			// Not MCP (as far as the first 4 MiB say): forward it whole.
+		if !mayBeJSON(body) {
+			// Not JSON, so no JSON-RPC for a server to act on: forward
+			// it whole.
 			r.Body = readCloser{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
 			return true
 		}
 		v.ex.refuse(w, http.StatusRequestEntityTooLarge, ReasonMCPToolDenied,
 			fmt.Sprintf("an MCP request body over %d bytes to a host with [[mcp.rules]] deny entries", mcpMaxHold),
 			"capsem reads an MCP request to this host whole to decide its tool calls before forwarding it. Send smaller requests.")
+		return false
+	}
+	if !v.body.Whole() && mayBeJSON(body) {
+		v.ex.refuse(w, http.StatusBadRequest, ReasonMCPToolDenied, "a request body capsem could not read as JSON to its end, to a host with [[mcp.rules]] deny entries",
+			"capsem decides the MCP requests to this host before forwarding them, and could not read this body (a byte-order mark, UTF-16, NaN, "+
+				"nesting deeper than 256, or a value left open) though a server's JSON parser might. Send MCP requests as plain UTF-8 JSON-RPC 2.0.")
 		return false
 	}
 	if v.body.Suspect() {
@@ -78,6 +84,21 @@ func (v *mcpView) decide(w http.ResponseWriter, r *http.Request) bool {
 	return false
 }
 
+// mayBeJSON reports whether a body may be read as JSON by some server's
+// parser: its first byte past whitespace opens a value (an object or a
+// batch), or starts a byte-order mark or UTF-16 (0xEF, 0xFE, 0xFF, NUL).
+func mayBeJSON(body []byte) bool {
+	b := bytes.TrimLeft(body, " \t\r\n")
+	if len(b) == 0 {
+		return false
+	}
+	switch b[0] {
+	case '{', '[', 0xEF, 0xFE, 0xFF, 0:
+		return true
+	}
+	return false
+}
+
 // refuse answers every request of the body with a JSON-RPC error, in the
 // form the guest's transport reads: on the HTTP+SSE stream of the session
 // (the POST gets 202), or as the POST's JSON response. A request sent in
@@ -87,7 +108,7 @@ func (v *mcpView) refuse(w http.ResponseWriter, calls []*mcpCall, denied *mcpCal
 	d := policy.Decision{Rule: denied.rec.MatchedRule, Reason: denied.rec.Reason}
 	var msgs [][]byte
 	for _, c := range calls {
-		v.t.claim(v.sess, c.rec.RequestID) // allowed ones waited: they are answered here
+		v.t.claimIf(v.sess, c.rec.RequestID, c) // allowed ones waited: they are answered here
 		msg := policy.MCPRefusal(c.rec.Method, c.rec.ToolName, d)
 		if c != denied && c.rec.Decision != store.Denied {
 			msg = fmt.Sprintf("capsem: %s refused: it was sent in one batch with %s, which the policy refuses (%s). Send it again on its own.",
@@ -107,7 +128,9 @@ func (v *mcpView) refuse(w http.ResponseWriter, calls []*mcpCall, denied *mcpCal
 	h.Set("X-Capsem-Blocked", ReasonMCPToolDenied)
 	if s := v.t.streamOf(v.sess); s != nil && !v.own {
 		for _, m := range msgs {
-			s.inject(mcpscan.FormatEvent("message", m))
+			if !s.inject(mcpscan.FormatEvent("message", m)) {
+				ex.note("a refusal was not sent on the session's event stream: the guest has not read what is waiting there")
+			}
 		}
 		h.Set("Content-Type", "text/plain; charset=utf-8")
 		ex.ev.StatusCode = http.StatusAccepted

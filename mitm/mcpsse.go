@@ -27,6 +27,7 @@ type sseRewriter struct {
 	rewrite func(raw []byte) []byte // a replacement for a whole event, or nil to keep it
 
 	mu       sync.Mutex
+	space    *sync.Cond   // signalled when the guest has read, or on Close
 	out      bytes.Buffer // ready for the guest
 	queued   [][]byte     // injected while an event was in pieces
 	midEvent bool         // the last bytes passed on were a piece of an oversize event
@@ -34,6 +35,8 @@ type sseRewriter struct {
 	err      error
 	wake     chan struct{}
 	closed   chan struct{}
+	isClosed bool // closed, under mu
+	pumped   chan struct{} // closed when pump has returned
 	once     sync.Once
 }
 
@@ -42,13 +45,26 @@ type sseRewriter struct {
 // well under it.
 const sseMaxEvent = 4 << 20
 
+// sseMaxAhead bounds what the rewriter reads from the upstream ahead of
+// the guest: the pump waits while this much is ready and unread, so a
+// guest that stops reading makes the upstream wait (as a plain copy
+// would), not the host buffer the stream.
+const sseMaxAhead = 256 << 10
+
+// sseMaxInjected bounds the refusals waiting for a guest that does not
+// read its stream; past it one is dropped (the guest, not reading, would
+// not see it either) and counted in the event's detail.
+const sseMaxInjected = 1 << 20
+
 func newSSERewriter(src io.ReadCloser, rewrite func([]byte) []byte) *sseRewriter {
-	r := &sseRewriter{src: src, rewrite: rewrite, wake: make(chan struct{}, 1), closed: make(chan struct{})}
+	r := &sseRewriter{src: src, rewrite: rewrite, wake: make(chan struct{}, 1), closed: make(chan struct{}), pumped: make(chan struct{})}
+	r.space = sync.NewCond(&r.mu)
 	go r.pump()
 	return r
 }
 
 func (r *sseRewriter) pump() {
+	defer close(r.pumped)
 	split := mcpscan.NewEventSplitter(sseMaxEvent, func(raw []byte, complete bool) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
@@ -76,6 +92,11 @@ func (r *sseRewriter) pump() {
 	})
 	buf := make([]byte, 32<<10)
 	for {
+		r.mu.Lock()
+		for r.out.Len() >= sseMaxAhead && !r.isClosed {
+			r.space.Wait()
+		}
+		r.mu.Unlock()
 		n, err := r.src.Read(buf)
 		if n > 0 {
 			split.Write(buf[:n])
@@ -101,8 +122,16 @@ func (r *sseRewriter) signal() {
 
 // inject sends ev (one whole event) to the guest at the next event
 // boundary.
-func (r *sseRewriter) inject(ev []byte) {
+func (r *sseRewriter) inject(ev []byte) bool {
 	r.mu.Lock()
+	queued := r.out.Len()
+	for _, q := range r.queued {
+		queued += len(q)
+	}
+	if queued+len(ev) > sseMaxInjected {
+		r.mu.Unlock()
+		return false
+	}
 	if r.midEvent {
 		r.queued = append(r.queued, ev)
 	} else {
@@ -110,6 +139,7 @@ func (r *sseRewriter) inject(ev []byte) {
 	}
 	r.mu.Unlock()
 	r.signal()
+	return true
 }
 
 func (r *sseRewriter) Read(b []byte) (int, error) {
@@ -117,6 +147,7 @@ func (r *sseRewriter) Read(b []byte) (int, error) {
 		r.mu.Lock()
 		if r.out.Len() > 0 {
 			n, _ := r.out.Read(b)
+			r.space.Signal()
 			r.mu.Unlock()
 			return n, nil
 		}
@@ -134,11 +165,18 @@ func (r *sseRewriter) Read(b []byte) (int, error) {
 	}
 }
 
+// Close ends the stream and waits for the pump to return, so that nothing
+// it does (a rewrite noting on the exchange's event) outlives the body.
 func (r *sseRewriter) Close() error {
 	var err error
 	r.once.Do(func() {
 		close(r.closed)
+		r.mu.Lock()
+		r.isClosed = true
+		r.space.Broadcast()
+		r.mu.Unlock()
 		err = r.src.Close()
+		<-r.pumped
 	})
 	return err
 }

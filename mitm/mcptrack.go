@@ -49,6 +49,7 @@ type mcpCall struct {
 type mcpSession struct {
 	key     string
 	pending map[string]*mcpCall // by JSON-RPC id
+	refs    int                 // the exchanges using it (session, release)
 	used    time.Time
 	// stream is the HTTP+SSE GET stream that announced this session's
 	// endpoint, while it is open: refusals are sent on it.
@@ -66,7 +67,8 @@ func newMCPTracker(record func(*mcpCall)) *mcpTracker {
 	return &mcpTracker{sessions: make(map[string]*mcpSession), record: record}
 }
 
-// session returns the session of key, creating it.
+// session returns the session of key, creating it, for an exchange that
+// releases it when it ends.
 func (t *mcpTracker) session(key string) *mcpSession {
 	var expired []*mcpCall
 	t.mu.Lock()
@@ -78,6 +80,7 @@ func (t *mcpTracker) session(key string) *mcpSession {
 		s = &mcpSession{key: key, pending: make(map[string]*mcpCall)}
 		t.sessions[key] = s
 	}
+	s.refs++
 	s.used = time.Now()
 	t.mu.Unlock()
 	t.recordLost(expired, "capsem: the session was forgotten (too many MCP sessions open) before a response came")
@@ -138,6 +141,18 @@ func (t *mcpTracker) wait(s *mcpSession, id string, c *mcpCall) {
 	t.recordLost(lost, "capsem: no response seen")
 }
 
+// claimIf takes c from session s if it is what waits there under id (a
+// refused request must not take another exchange's waiting request of the
+// same id).
+func (t *mcpTracker) claimIf(s *mcpSession, id string, c *mcpCall) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s.pending[id] == c {
+		delete(s.pending, id)
+		t.pending--
+	}
+}
+
 // claim takes the request id waits for in session s, if one does.
 func (t *mcpTracker) claim(s *mcpSession, id string) *mcpCall {
 	t.mu.Lock()
@@ -191,11 +206,14 @@ func (t *mcpTracker) streamOf(s *mcpSession) *sseRewriter {
 	return s.stream
 }
 
-// forget removes session s when nothing waits in it and no stream is
-// open on it.
-func (t *mcpTracker) forget(s *mcpSession) {
+// release ends an exchange's use of session s, and forgets s when no
+// exchange uses it, nothing waits in it and no stream is open on it: a
+// session is kept only while it can still match a response, so the keys
+// guests choose (Mcp-Session-Id) do not pile up.
+func (t *mcpTracker) release(s *mcpSession) {
 	t.mu.Lock()
-	if len(s.pending) == 0 && s.stream == nil && t.sessions[s.key] == s {
+	s.refs--
+	if s.refs <= 0 && len(s.pending) == 0 && s.stream == nil && t.sessions[s.key] == s {
 		delete(t.sessions, s.key)
 	}
 	t.mu.Unlock()

@@ -308,7 +308,7 @@ func (ex *exchange) scrubResponse(resp *http.Response) {
 	if ex.view == nil || len(ex.view.bound) == 0 || resp.Body == nil || resp.Body == http.NoBody {
 		return
 	}
-	if ce := resp.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+	if ce := contentEncoding(resp.Header); isCoded(ce) {
 		ex.note("the response body has Content-Encoding " + ce + " though capsem asked for none: a secret reflected in it was not scrubbed")
 		ex.unscanned()
 		return

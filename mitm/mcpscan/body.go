@@ -32,10 +32,19 @@ func (b *Body) Write(p []byte) (int, error) {
 func (b *Body) JSONRPC() bool { return b.r.jsonrpc }
 
 // Suspect reports whether the body held an object with a method that is
-// not JSON-RPC 2.0 (no "jsonrpc": "2.0"): no Message is made of it, but a
-// lenient server might act on it as a request, so a caller deciding on
-// MCP requests must refuse it.
+// not JSON-RPC 2.0 (no "jsonrpc": "2.0"), or an ambiguous object no
+// message was made of (its method spelled "Method", say): a lenient server
+// might act on it as a request, so a caller deciding on MCP requests must
+// refuse it.
 func (b *Body) Suspect() bool { return b.r.suspect }
+
+// Whole reports whether everything fed so far was read as JSON to its
+// end: no syntax the scanner refuses (a byte-order mark, UTF-16, NaN),
+// no nesting past jsonscan.MaxDepth, and no value left open. A body that
+// is not Whole was not read, whatever a server's parser makes of it (most
+// read what the scanner refuses), so a caller deciding on requests must
+// refuse one that may be JSON.
+func (b *Body) Whole() bool { return !b.r.sc.Failed() && b.r.sc.Depth() == 0 && b.r.base < 0 }
 
 // Close ends the body: a message not yet ended is dropped. It always
 // returns nil.

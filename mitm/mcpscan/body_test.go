@@ -291,3 +291,49 @@ func TestBodySuspect(t *testing.T) {
 		}
 	}
 }
+
+func TestBodyAmbiguousCase(t *testing.T) {
+	for _, tc := range []struct {
+		in        string
+		ambiguous bool
+		why       string
+	}{
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"Name":"env"}}`, true, "encoding/json reads Name as name"},
+		{`{"jsonrpc":"2.0","id":1,"Method":"tools/call","params":{"name":"env"}}`, true, "encoding/json reads Method as method"},
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","NAME":"env"}}`, true, "a case variant is a second name"},
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","paramſ":{"name":"env"}}`, true, "Unicode folding: ſ folds to s"},
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"Name":"x"}}}`, false, "a member of the arguments decides nothing"},
+	} {
+		ambiguous := false
+		b := NewBody(64, func(m Message) { ambiguous = ambiguous || m.Ambiguous })
+		b.Write([]byte(tc.in))
+		b.Close()
+		// A message made ambiguous, or none made of an ambiguous object.
+		if got := ambiguous || b.Suspect(); got != tc.ambiguous {
+			t.Errorf("%s: %s: ambiguous or suspect = %v, want %v", tc.why, tc.in, got, tc.ambiguous)
+		}
+	}
+}
+
+func TestBodyWhole(t *testing.T) {
+	deep := strings.Repeat("[", 300) + strings.Repeat("]", 300)
+	for _, tc := range []struct {
+		in    string
+		whole bool
+		why   string
+	}{
+		{`{"jsonrpc":"2.0","id":1,"method":"ping"}`, true, "a message read to its end"},
+		{`[{"jsonrpc":"2.0","id":1,"method":"ping"}]`, true, "a batch"},
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"env","_meta":` + deep + `}}`, false, "nesting past the scanner's limit: servers read it"},
+		{"\xef\xbb\xbf" + `{"jsonrpc":"2.0","id":1,"method":"ping"}`, false, "a byte-order mark: Python's json.loads(bytes) reads it"},
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"x":NaN}}`, false, "NaN: Python reads it"},
+		{`{"jsonrpc":"2.0","id":1,"method":"ping"`, false, "cut before its end"},
+	} {
+		b := NewBody(64, nil)
+		b.Write([]byte(tc.in))
+		b.Close()
+		if b.Whole() != tc.whole {
+			t.Errorf("%s: Whole() = %v", tc.why, b.Whole())
+		}
+	}
+}

@@ -1,6 +1,10 @@
 package mcpscan
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/capsem/capsem/store"
+)
 
 // Kind says what a JSON-RPC 2.0 message is.
 type Kind uint8
@@ -31,17 +35,14 @@ const (
 	// DefaultPreviewBytes is the preview cap used when NewBody or NewStream
 	// is given zero or less.
 	DefaultPreviewBytes = 4 << 10
-	// MaxIDBytes caps Message.ID. Ids are short in practice (the SDKs count
-	// up from 0 or use UUIDs, 38 bytes quoted); a longer one is cut, and a
-	// response to it may then not be matched.
-	MaxIDBytes = 128
+	// MaxIDBytes caps Message.ID: the record's cap of request_id.
+	MaxIDBytes = store.MCPMaxIDBytes
 	// MaxMethodBytes caps Message.Method; the longest MCP method,
 	// "notifications/resources/list_changed", has 36 bytes.
 	MaxMethodBytes = 128
-	// MaxToolBytes caps Message.Tool and each of Message.ToolNames: a tool
-	// name is at most 128 characters in the MCP schema, but a resource URI
-	// can be long.
-	MaxToolBytes = 1 << 10
+	// MaxToolBytes caps Message.Tool and each of Message.ToolNames: the
+	// record's cap of tool_name.
+	MaxToolBytes = store.MCPMaxToolBytes
 	// MaxToolNames caps Message.ToolNames. Servers list tens of tools; the
 	// largest list seen was a few hundred (a GitHub server with every
 	// toolset on).

@@ -1,6 +1,8 @@
 package mcpscan
 
 import (
+	"strings"
+
 	"github.com/capsem/capsem/mitm/jsonscan"
 )
 
@@ -47,6 +49,21 @@ func valueStart(k jsonscan.Kind) bool {
 		return true
 	}
 	return false
+}
+
+// foldCheck marks the message ambiguous when key starts a value and is
+// one of names in another case ("Method", "paramſ"): encoding/json, and
+// the servers built on it, match member names ignoring case, while this
+// package matches them exactly.
+func (r *reader) foldCheck(key string, k jsonscan.Kind, names ...string) {
+	if !valueStart(k) {
+		return
+	}
+	for _, n := range names {
+		if key != n && strings.EqualFold(key, n) {
+			r.msg.Ambiguous = true
+		}
+	}
 }
 
 // once records that a deciding member starts a value; a second start is
@@ -108,6 +125,7 @@ func (r *reader) begin(base int, start int64) {
 func (r *reader) member(s *jsonscan.Scanner, k jsonscan.Kind) {
 	key := string(s.Key(r.base))
 	start := k != jsonscan.ObjEnd && k != jsonscan.ArrEnd && k != jsonscan.StrStart
+	r.foldCheck(key, k, "jsonrpc", "id", "method", "params")
 	switch key {
 	case "jsonrpc":
 		r.once(seenJSONRPC, k)
@@ -199,6 +217,9 @@ func (r *reader) preview(s *jsonscan.Scanner, k jsonscan.Kind) {
 func (r *reader) inner(s *jsonscan.Scanner, k jsonscan.Kind) {
 	b := r.base
 	m := &r.msg
+	if s.Depth() == b+2 && s.HasPrefix(b, "params") {
+		r.foldCheck(string(s.Key(b+1)), k, "name", "uri")
+	}
 	switch {
 	case s.At(b, "params", "name"), s.At(b, "params", "uri"):
 		isName := s.At(b, "params", "name")
@@ -257,6 +278,11 @@ func (r *reader) end(off int64) {
 	r.base = -1
 	m := r.msg
 	m.Bytes = off - r.start
+	if m.Ambiguous && (!r.version || !r.hasMethod && !r.hasError && !r.hasResult) {
+		// Made no message ("Method" for method, say), but a server might
+		// read one: a caller deciding on requests refuses the body.
+		r.suspect = true
+	}
 	switch {
 	case !r.version:
 		if r.hasMethod {
