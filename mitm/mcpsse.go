@@ -35,7 +35,7 @@ type sseRewriter struct {
 	err      error
 	wake     chan struct{}
 	closed   chan struct{}
-	isClosed bool // closed, under mu
+	isClosed bool          // closed, under mu
 	pumped   chan struct{} // closed when pump has returned
 	once     sync.Once
 }
