@@ -50,7 +50,9 @@ const (
 	doctorHostOnlyVar = "CAPSEM_DOCTOR_HOST_ONLY"
 	// doctorMCPPath and doctorMCPJSONPath are the remote MCP server on
 	// doctorHost (event-stream and JSON responses), whose env tool an
-	// [[mcp.rules]] entry on doctorHost denies.
+	// [[mcp.rules]] entry on doctorHost denies. It is served in the
+	// doctor's process (testserver.NewInProcess): it has no crash tool, and
+	// its env tool reads nothing of the doctor's environment.
 	doctorMCPPath     = "/mcp"
 	doctorMCPJSONPath = "/mcp-json"
 )

@@ -107,7 +107,12 @@ func startDoctorUpstream(work, workspace string) (*doctorUpstream, error) {
 	// of streamable HTTP (an event stream, and plain JSON), one test server
 	// for both so that its calls tool counts what reached either. The MITM
 	// must recognise it by content: nothing in the policy says MCP is here.
-	mcpSrv := testserver.New()
+	// It runs in this process, on loopback, for any guest (and any local
+	// process) to call: the in-process server has no crash tool, which
+	// would os.Exit the doctor, and its env tool reads an empty map rather
+	// than the user's environment this process holds, whether or not the
+	// MITM's [[mcp.rules]] entry refuses env.
+	mcpSrv := testserver.NewInProcess(nil)
 	for path, jsonResp := range map[string]bool{doctorMCPPath: false, doctorMCPJSONPath: true} {
 		mux.Handle(path, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return mcpSrv }, &mcp.StreamableHTTPOptions{
 			JSONResponse: jsonResp,

@@ -46,8 +46,17 @@ func text(s string) *mcp.CallToolResult {
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
 }
 
-// New returns the test server, not yet connected.
+// New returns the test server, not yet connected: the one a test server
+// process serves, whose env tool reads the process's environment and whose
+// crash tool ends the process. Only a process of its own may serve it (see
+// NewInProcess for one served inside another program).
 func New() *mcp.Server {
+	return newServer(os.Getenv, true)
+}
+
+// newServer builds the test server; getenv answers the env tool, and
+// withCrash adds the crash tool.
+func newServer(getenv func(string) string, withCrash bool) *mcp.Server {
 	var calls atomic.Int64
 	s := mcp.NewServer(&mcp.Implementation{Name: "capsem-testserver", Version: "1"}, &mcp.ServerOptions{
 		Instructions: "capsem's test MCP server",
@@ -70,18 +79,20 @@ func New() *mcp.Server {
 		count()
 		return text(strconv.FormatFloat(a.A+a.B, 'g', -1, 64)), nil, nil
 	})
-	mcp.AddTool(s, &mcp.Tool{Name: "env", Description: "returns an environment variable of the server process"}, func(_ context.Context, _ *mcp.CallToolRequest, a envArgs) (*mcp.CallToolResult, any, error) {
+	mcp.AddTool(s, &mcp.Tool{Name: "env", Description: "returns an environment variable of the server"}, func(_ context.Context, _ *mcp.CallToolRequest, a envArgs) (*mcp.CallToolResult, any, error) {
 		count()
-		return text(os.Getenv(a.Name)), nil, nil
+		return text(getenv(a.Name)), nil, nil
 	})
 	mcp.AddTool(s, &mcp.Tool{Name: "calls", Description: "returns how many tools/call this process served before"}, func(_ context.Context, _ *mcp.CallToolRequest, _ noArgs) (*mcp.CallToolResult, any, error) {
 		return text(strconv.FormatInt(count(), 10)), nil, nil
 	})
-	mcp.AddTool(s, &mcp.Tool{Name: "crash", Description: "ends the server process with status 3"}, func(_ context.Context, _ *mcp.CallToolRequest, _ noArgs) (*mcp.CallToolResult, any, error) {
-		fmt.Fprintln(os.Stderr, "testserver: crash tool called, exiting with status", CrashStatus)
-		os.Exit(CrashStatus)
-		return nil, nil, nil
-	})
+	if withCrash {
+		mcp.AddTool(s, &mcp.Tool{Name: "crash", Description: "ends the server process with status 3"}, func(_ context.Context, _ *mcp.CallToolRequest, _ noArgs) (*mcp.CallToolResult, any, error) {
+			fmt.Fprintln(os.Stderr, "testserver: crash tool called, exiting with status", CrashStatus)
+			os.Exit(CrashStatus)
+			return nil, nil, nil
+		})
+	}
 	mcp.AddTool(s, &mcp.Tool{Name: "slow", Description: "sleeps ms milliseconds"}, func(ctx context.Context, _ *mcp.CallToolRequest, a slowArgs) (*mcp.CallToolResult, any, error) {
 		count()
 		d := min(time.Duration(a.MS)*time.Millisecond, maxSlow)
