@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/capsem/capsem/store"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -28,6 +29,31 @@ const startTimeout = 30 * time.Second
 // wait on one that does not.
 const stopGrace = 2 * time.Second
 
+// Restart backoff: a guest looping on a tool that crashes its server had
+// capsem start a process per call (about 7 a second) and record a restart
+// each. After the second death or failed start in a row, calls are answered
+// at once with an error until the backoff has passed: 1 s, doubling, at most
+// 60 s. A process that lived backoffReset resets it.
+const (
+	backoffFirst = time.Second
+	backoffMax   = time.Minute
+	backoffReset = time.Minute
+)
+
+// backoffDelay is the wait before the next start after fails deaths or
+// failed starts in a row: none after the first, so that one crash costs
+// the guest nothing.
+func backoffDelay(fails int) time.Duration {
+	if fails < 2 {
+		return 0
+	}
+	d := backoffFirst
+	for i := 2; i < fails && d < backoffMax; i++ {
+		d *= 2
+	}
+	return min(d, backoffMax)
+}
+
 // backend is the gateway's client session with one server, started on the
 // first call and started again on the next call after it died.
 type backend struct {
@@ -35,16 +61,30 @@ type backend struct {
 	e    *entry
 	cfg  Server
 	impl *mcp.Client
+	// ctx ends when stop is called: it cancels a start in progress.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// stderr is the log budget of all the processes of the backend: a
+	// server restarted in a loop must not fill capsem's log either.
+	stderr *stderrBudget
 
 	mu      sync.Mutex // held while starting
 	cs      *mcp.ClientSession
 	done    chan struct{} // closed when cs ended
 	proc    *process      // stdio servers only
 	stopped bool
+	// started is when cs was started; fails counts the deaths and failed
+	// starts in a row; retryAt is when the next start may be tried, and
+	// lastEnd says how the last one ended.
+	started time.Time
+	fails   int
+	retryAt time.Time
+	lastEnd string
 }
 
 func newBackend(g *Gateway, e *entry, cfg Server) *backend {
-	b := &backend{g: g, e: e, cfg: cfg}
+	b := &backend{g: g, e: e, cfg: cfg, stderr: &stderrBudget{}}
+	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.impl = mcp.NewClient(&mcp.Implementation{Name: "capsem-mcpgate", Version: "1"}, &mcp.ClientOptions{
 		Logger: g.log,
 		// No roots, sampling or elicitation: a host-side server gets
@@ -75,7 +115,28 @@ func (b *backend) session(ctx context.Context) (*mcp.ClientSession, error) {
 		}
 		b.restarted()
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
+	if now := time.Now(); now.Before(b.retryAt) {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf(
+			"mcpgate: MCP server %q keeps dying (%d times in a row within %v of its start; last: %s); capsem starts it again at %s (in %v) and answers calls with this error until then; check its command, url and env in [mcp.servers.%s]",
+			b.cfg.Name, b.fails, backoffReset, b.lastEnd, b.retryAt.UTC().Format(time.RFC3339), b.retryAt.Sub(now).Round(time.Second), b.cfg.Name)}
+	}
+	cs, err := b.start()
+	if err != nil {
+		b.failed(err.Error())
+		return nil, err
+	}
+	b.cs, b.started = cs, time.Now()
+	b.done = make(chan struct{})
+	go func(done chan struct{}) {
+		_ = cs.Wait()
+		close(done)
+	}(b.done)
+	return cs, nil
+}
+
+// start starts the server and its session (b.mu held); stop cancels it.
+func (b *backend) start() (*mcp.ClientSession, error) {
+	ctx, cancel := context.WithTimeout(b.ctx, startTimeout)
 	defer cancel()
 	var (
 		t   mcp.Transport
@@ -83,7 +144,7 @@ func (b *backend) session(ctx context.Context) (*mcp.ClientSession, error) {
 	)
 	switch {
 	case len(b.cfg.Command) > 0 && b.cfg.URL == "":
-		b.proc, t, err = startProcess(b.cfg, b.g.log)
+		b.proc, t, err = startProcess(b.cfg, b.g.log, b.stderr)
 		if err != nil {
 			return nil, err
 		}
@@ -102,49 +163,67 @@ func (b *backend) session(ctx context.Context) (*mcp.ClientSession, error) {
 		}
 		return nil, fmt.Errorf("mcpgate: starting MCP server %q: %v%s; check its command, url and env in [mcp.servers.%s]", b.cfg.Name, err, how, b.cfg.Name)
 	}
-	b.cs = cs
-	b.done = make(chan struct{})
-	go func(done chan struct{}) {
-		_ = cs.Wait()
-		close(done)
-	}(b.done)
 	return cs, nil
 }
 
-// restarted clears a dead session (b.mu held) and records, for a stdio
-// server, how its process ended.
+// failed counts a death or failed start (b.mu held) and sets when the next
+// start may be tried.
+func (b *backend) failed(how string) {
+	if !b.started.IsZero() && time.Since(b.started) >= backoffReset {
+		b.fails = 0
+	}
+	b.started = time.Time{}
+	b.fails++
+	b.lastEnd = how
+	b.retryAt = time.Now().Add(backoffDelay(b.fails))
+}
+
+// restarted clears a dead session (b.mu held), kills what is left of a
+// stdio server's process group and records how its process ended.
 func (b *backend) restarted() {
 	cs, proc := b.cs, b.proc
 	b.cs, b.proc = nil, nil
 	go cs.Close()
 	if proc == nil {
 		b.g.log.Warn("mcpgate: the session with a remote MCP server ended; reconnecting", "server", b.cfg.Name)
+		b.failed("the session with the remote server ended")
 		return
 	}
 	var how string
-	if proc.hasExited() {
+	exited := proc.hasExited()
+	// Always: the leader may be gone while what it started (npx's node,
+	// uvx's python) lives on in its group.
+	proc.stop(0)
+	if exited {
 		how = "the server process ended: " + proc.describe()
 	} else {
-		proc.stop(0)
 		how = "the MCP session with the server process ended, so capsem killed it: " + proc.describe()
 	}
-	b.g.log.Warn("mcpgate: restarting MCP server", "server", b.cfg.Name, "how", how)
+	b.failed(how)
+	again := "capsem starts it again on the next call"
+	if b.retryAt.After(time.Now()) {
+		again = fmt.Sprintf("it ended %d times in a row within %v of its start, so capsem starts it again on the first call after %s", b.fails, backoffReset, b.retryAt.UTC().Format(time.RFC3339))
+	}
+	b.g.log.Warn("mcpgate: MCP server ended", "server", b.cfg.Name, "how", how, "retry_at", b.retryAt)
 	b.g.record(&store.MCPCall{
 		ServerName:   b.cfg.Name,
 		Method:       MethodServerRestarted,
 		Decision:     store.Allowed,
 		Reason:       reasonAllowed,
-		ErrorMessage: how + "; capsem started it again for the next call",
-	})
+		ErrorMessage: how + "; " + again,
+	}, b.g.cfg.PreviewBytes)
 }
 
 // MethodServerRestarted is the method of the MCPCall the gateway records
-// when a stdio server it started had died and the next call starts it again;
-// its error_message says how the process ended.
+// when a next call finds that a stdio server it started had died; its
+// error_message says how the process ended and when capsem starts it again
+// (at once, or after the restart backoff).
 const MethodServerRestarted = "capsem/server-restarted"
 
-// stop ends the session and the process; calls after it fail.
+// stop ends the session and the process, cancelling a start in progress;
+// calls after it fail.
 func (b *backend) stop() {
+	b.cancel()
 	b.mu.Lock()
 	b.stopped = true
 	cs, proc := b.cs, b.proc

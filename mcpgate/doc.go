@@ -10,16 +10,25 @@
 // ([Decider]) before it reaches the server, and a refused one is answered
 // with a JSON-RPC error (code policy.MCPRefusalCode, message
 // policy.MCPRefusal) that never reaches it. With hide_denied, tools/list
-// leaves the denied tools out.
+// leaves the denied tools out; with no policy, it lists none.
 //
 // One backend per server NAME per Gateway (a Gateway serves one sandbox): a
 // stdio server is started on the first call with only PATH and HOME of
 // capsem's environment plus its own env, in its cwd, in its own process
 // group, its stderr logged (each line capped, at most stderrLogBudget per
-// process); if it died, the next call starts it again and records an
-// MCPCall with method "capsem/server-restarted" whose error_message says how
-// it ended. Close, and an Apply that removes or changes its config, stop it:
-// stdin closed, then the process group killed after stopGrace.
+// backend, over its restarts); if it died, the next call kills what is left
+// of its process group, starts it again and records an MCPCall with method
+// "capsem/server-restarted" whose error_message says how it ended. After the
+// second death or failed start in a row, calls are answered at once with a
+// JSON-RPC error until a backoff (1 s doubling to 60 s, reset by a process
+// that lived a minute) has passed. Close, and an Apply that removes or
+// changes its config, stop it: a start in progress cancelled, stdin closed,
+// then the process group killed after stopGrace.
+//
+// Guest sessions end after sessionTimeout without a request, and a server
+// keeps at most maxSessions: a POST that would start one more is answered
+// 503. A call ends when the guest's POST does. A remote server's redirect
+// is not followed, and its headers go to its configured host only.
 //
 // What is the SDK's and what is capsem's own. The official Go SDK
 // (github.com/modelcontextprotocol/go-sdk/mcp) does all of MCP: the
@@ -60,7 +69,9 @@
 //     changed its server;
 //   - reach a remote server except through Config.DialContext, with
 //     verified TLS (Config.Roots);
-//   - hold unbounded memory for one call: a request body is read up to the
-//     SDK's limit, previews are capped at Config.PreviewBytes, stderr is
-//     logged up to a budget.
+//   - hold unbounded memory for one call or one guest: a request body is
+//     read up to the SDK's limit, previews and error messages are capped at
+//     the preview size, request ids and tool names at the record's caps
+//     (store.MCPMaxIDBytes, store.MCPMaxToolBytes), stderr is logged up to
+//     a budget, guest sessions are capped per server.
 package mcpgate

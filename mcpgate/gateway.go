@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/capsem/capsem/policy"
 	"github.com/capsem/capsem/store"
@@ -17,7 +18,8 @@ import (
 )
 
 // Decider decides the tools/call requests of the guest; *policy.Policy is
-// one.
+// one. A Decider that also has PreviewBytes() int sets the preview size of
+// the calls it decides.
 type Decider interface {
 	// DecideMCPTool decides a call of tool on the gateway server named
 	// server.
@@ -59,7 +61,10 @@ type Config struct {
 	Recorder Recorder
 	// Log takes the servers' stderr and the gateway's troubles; nil: discard.
 	Log *slog.Logger
-	// PreviewBytes caps request_preview and response_preview; 0: 1024.
+	// PreviewBytes caps request_preview, response_preview and
+	// error_message where the call's Decider has no PreviewBytes() int
+	// (*policy.Policy has: its [http] preview_bytes, as reloaded), and of
+	// the gateway's own events; 0: 1024.
 	PreviewBytes int
 	// DialContext connects to remote servers; nil: a net.Dialer.
 	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -95,6 +100,12 @@ type entry struct {
 
 	mu sync.Mutex
 	be *backend
+
+	// dead is set when Apply removed the entry or Close ended it.
+	dead atomic.Bool
+	// sessMu guards starting, the admitted POSTs that may start a session.
+	sessMu   sync.Mutex
+	starting int
 }
 
 func (e *entry) backend() *backend {
@@ -129,7 +140,7 @@ func New(cfg Config) *Gateway {
 // nothing.
 func (g *Gateway) Apply(servers []Server) {
 	var stop []*backend
-	var closeSessions []*mcp.Server
+	var closeSessions []*entry
 	g.mu.Lock()
 	if g.closed {
 		g.mu.Unlock()
@@ -143,8 +154,9 @@ func (g *Gateway) Apply(servers []Server) {
 		s, ok := want[name]
 		if !ok {
 			delete(g.servers, name)
+			e.dead.Store(true)
 			stop = append(stop, e.backend())
-			closeSessions = append(closeSessions, e.srv)
+			closeSessions = append(closeSessions, e)
 			continue
 		}
 		e.mu.Lock()
@@ -160,12 +172,13 @@ func (g *Gateway) Apply(servers []Server) {
 		}
 	}
 	g.mu.Unlock()
-	for _, srv := range closeSessions {
-		for ss := range srv.Sessions() {
-			ss.Close()
-		}
-	}
+	// The backends first: closing a guest session waits for its calls,
+	// which end once their backend has stopped (a start in progress is
+	// cancelled, a call in flight fails).
 	stopAll(stop)
+	for _, e := range closeSessions {
+		e.closeSessions()
+	}
 }
 
 // Close stops every server process and ends every guest session; Serve
@@ -178,19 +191,18 @@ func (g *Gateway) Close() error {
 	}
 	g.closed = true
 	var stop []*backend
-	var srvs []*mcp.Server
+	var es []*entry
 	for name, e := range g.servers {
+		e.dead.Store(true)
 		stop = append(stop, e.backend())
-		srvs = append(srvs, e.srv)
+		es = append(es, e)
 		delete(g.servers, name)
 	}
 	g.mu.Unlock()
-	for _, srv := range srvs {
-		for ss := range srv.Sessions() {
-			ss.Close()
-		}
+	stopAll(stop) // first, as in Apply
+	for _, e := range es {
+		e.closeSessions()
 	}
-	stopAll(stop)
 	g.remote.CloseIdleConnections()
 	return nil
 }

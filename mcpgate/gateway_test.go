@@ -314,7 +314,7 @@ func TestStopKillsStubbornServer(t *testing.T) {
 	}
 	h := newHarness(t, decider{}, Config{}, Server{Name: "stubborn", Command: []string{"/bin/sh", "-c", "trap '' TERM; sleep 300 & wait"}})
 	e, _, _ := h.g.lookup("stubborn")
-	p, _, err := startProcess(e.backend().cfg, h.g.log)
+	p, _, err := startProcess(e.backend().cfg, h.g.log, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

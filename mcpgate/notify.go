@@ -63,5 +63,5 @@ func (e *entry) listChanged(k listKind, params mcp.Params) {
 		})
 		e.srv.RemoveResources(placeholderURI)
 	}
-	e.g.record(c)
+	e.g.record(c, e.g.cfg.PreviewBytes)
 }

@@ -52,41 +52,61 @@ func (e *entry) local(ctx context.Context, method string, req mcp.Request, next 
 	start := time.Now()
 	g := e.g
 	c := &store.MCPCall{ServerName: e.name, Method: method, Decision: store.Allowed, Reason: reasonAllowed}
-	if x := req.GetExtra(); x != nil && x.Header != nil {
-		if info := g.calls.get(x.Header.Get(callHeader)); info != nil {
-			c.RequestID, c.BytesSent = info.id, info.bytes
-		}
+	info := g.callOf(req)
+	var d Decider
+	if info != nil {
+		c.RequestID, c.BytesSent, d = info.id, info.bytes, info.decider
 	}
-	if b, err := json.Marshal(req.GetParams()); err == nil && string(b) != "null" {
-		c.RequestPreview = preview(b, g.cfg.PreviewBytes)
-	}
+	n := g.previewBytes(d)
+	c.RequestPreview = paramsPreview(c, req.GetParams(), n)
 	res, err := next(ctx, method, req)
-	g.finish(c, start, res, err)
-	g.record(c)
+	g.finish(c, start, res, err, n)
+	g.record(c, n)
 	return res, err
+}
+
+// callOf is what Serve knew of req's POST; nil if none.
+func (g *Gateway) callOf(req mcp.Request) *callInfo {
+	if x := req.GetExtra(); x != nil && x.Header != nil {
+		return g.calls.get(x.Header.Get(callHeader))
+	}
+	return nil
+}
+
+// paramsPreview is the preview of params, compact JSON cut at n. Encoding
+// is the one way to it (the SDK has decoded the guest's message); it also
+// counts c.BytesSent when Serve did not (a message that came on no POST
+// of its).
+func paramsPreview(c *store.MCPCall, params mcp.Params, n int) string {
+	b, err := json.Marshal(params)
+	if err != nil || string(b) == "null" {
+		return ""
+	}
+	if c.BytesSent == 0 {
+		c.BytesSent = int64(len(b))
+	}
+	return preview(b, n)
 }
 
 func (e *entry) proxy(ctx context.Context, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
 	start := time.Now()
 	g := e.g
-	var info *callInfo
-	if x := req.GetExtra(); x != nil && x.Header != nil {
-		info = g.calls.get(x.Header.Get(callHeader))
-	}
+	info := g.callOf(req)
 	c := &store.MCPCall{ServerName: e.name, Method: method, Decision: store.Allowed, Reason: reasonAllowed}
 	var d Decider
 	if info != nil {
-		c.RequestID = info.id
-		d = info.decider
+		// The whole message the guest sent, as the MITM counts it.
+		c.RequestID, c.BytesSent, d = info.id, info.bytes, info.decider
+		// The call ends when its POST does: the SDK would run it on after
+		// the guest abandoned it.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(info.ctx, cancel)()
 	}
+	n := g.previewBytes(d)
 	params := req.GetParams()
-	if b, err := json.Marshal(params); err == nil && string(b) != "null" {
-		c.RequestPreview = preview(b, g.cfg.PreviewBytes)
-		c.BytesSent = int64(len(b))
-	}
-	if info != nil && info.bytes > 0 {
-		c.BytesSent = info.bytes // the whole message the guest sent
-	}
+	c.RequestPreview = paramsPreview(c, params, n)
 	if p, ok := params.(*mcp.CallToolParamsRaw); ok {
 		c.ToolName = p.Name
 		dec := policy.Decision{Reason: reasonNoPolicy}
@@ -96,15 +116,15 @@ func (e *entry) proxy(ctx context.Context, method string, req mcp.Request, next 
 		if !dec.Allowed {
 			c.Decision, c.Reason, c.MatchedRule = store.Denied, dec.Reason, dec.Rule
 			err := &jsonrpc.Error{Code: policy.MCPRefusalCode, Message: policy.MCPRefusal(method, p.Name, dec)}
-			g.finish(c, start, nil, err)
-			g.record(c)
+			g.finish(c, start, nil, err, n)
+			g.record(c, n)
 			return nil, err
 		}
 		c.MatchedRule = dec.Rule
 	}
 	res, err := e.forward(ctx, method, req, next, d)
-	g.finish(c, start, res, err)
-	g.record(c)
+	g.finish(c, start, res, err, n)
+	g.record(c, n)
 	if err != nil {
 		return nil, wireError(err)
 	}
@@ -159,7 +179,14 @@ func (e *entry) call(ctx context.Context, cs *mcp.ClientSession, method string, 
 		if err != nil {
 			return nil, err
 		}
-		if d != nil && d.MCPHideDenied() {
+		if d == nil {
+			// No policy to ask: every tools/call is refused, so none is
+			// listed (fail closed, as hide_denied would).
+			out := *res
+			out.Tools = []*mcp.Tool{}
+			return &out, nil
+		}
+		if d.MCPHideDenied() {
 			out := *res
 			out.Tools = slices.DeleteFunc(slices.Clone(res.Tools), func(t *mcp.Tool) bool {
 				return !d.DecideMCPTool(e.name, t.Name).Allowed

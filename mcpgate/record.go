@@ -15,7 +15,10 @@ import (
 // reasonAllowed is the reason of a call no rule refused.
 const reasonAllowed = "allowed"
 
-func (g *Gateway) record(c *store.MCPCall) {
+// record records c, its guest- and server-controlled fields capped (n is
+// the preview size, the cap of error_message).
+func (g *Gateway) record(c *store.MCPCall, n int) {
+	capRecord(c, n)
 	if g.cfg.Recorder != nil {
 		g.cfg.Recorder.Append(store.Event{Kind: store.KindMCPCall, MCPCall: c})
 	}
@@ -33,13 +36,26 @@ func preview(b []byte, n int) string {
 	return string(b)
 }
 
-// finish fills c's response side from what the guest gets: res or err.
-func (g *Gateway) finish(c *store.MCPCall, start time.Time, res mcp.Result, err error) {
+// previewBytes is the preview size of a call decided by d: its policy's
+// [http] preview_bytes when it has one (*policy.Policy does, and a reload
+// may change it), else Config.PreviewBytes.
+func (g *Gateway) previewBytes(d Decider) int {
+	if p, ok := d.(interface{ PreviewBytes() int }); ok {
+		if n := p.PreviewBytes(); n > 0 {
+			return n
+		}
+	}
+	return g.cfg.PreviewBytes
+}
+
+// finish fills c's response side from what the guest gets: res or err; n
+// is the preview size.
+func (g *Gateway) finish(c *store.MCPCall, start time.Time, res mcp.Result, err error, n int) {
 	c.Duration = time.Since(start)
 	if err != nil {
 		werr := wireError(err)
 		b, _ := json.Marshal(werr)
-		c.ResponsePreview = preview(b, g.cfg.PreviewBytes)
+		c.ResponsePreview = preview(b, n)
 		c.BytesReceived = int64(len(b))
 		c.ErrorMessage = werr.Message
 		return
@@ -48,16 +64,23 @@ func (g *Gateway) finish(c *store.MCPCall, start time.Time, res mcp.Result, err 
 		return
 	}
 	b, _ := json.Marshal(res)
-	c.ResponsePreview = preview(b, g.cfg.PreviewBytes)
+	c.ResponsePreview = preview(b, n)
 	c.BytesReceived = int64(len(b))
 	if r, ok := res.(*mcp.CallToolResult); ok && r.IsError {
-		var texts []string
+		// Joined up to the cap only: the text can be as long as the
+		// server likes.
+		var sb strings.Builder
 		for _, ct := range r.Content {
-			if t, ok := ct.(*mcp.TextContent); ok {
-				texts = append(texts, t.Text)
+			t, ok := ct.(*mcp.TextContent)
+			if !ok || sb.Len() > n {
+				continue
 			}
+			if sb.Len() > 0 {
+				sb.WriteByte('\n')
+			}
+			sb.WriteString(t.Text[:min(len(t.Text), n+utf8.UTFMax)])
 		}
-		c.ErrorMessage = strings.Join(texts, "\n")
+		c.ErrorMessage = capText(sb.String(), n)
 		if c.ErrorMessage == "" {
 			c.ErrorMessage = "the tool reported an error (isError) without text"
 		}

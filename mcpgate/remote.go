@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -51,13 +53,18 @@ func newRemoteTransport(cfg Config) *http.Transport {
 	}
 }
 
-// headerTransport adds a server's configured headers to each request.
+// headerTransport adds a server's configured headers to each request to
+// the configured URL's host, and to no other: they are its credentials.
 type headerTransport struct {
 	base    http.RoundTripper
+	host    string
 	headers map[string]string
 }
 
 func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Host != h.host {
+		return h.base.RoundTrip(r)
+	}
 	r = r.Clone(r.Context())
 	for k, v := range h.headers {
 		r.Header.Set(k, v)
@@ -66,8 +73,20 @@ func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 func newRemoteClientTransport(base http.RoundTripper, cfg Server) mcp.Transport {
+	host := ""
+	if u, err := url.Parse(cfg.URL); err == nil {
+		host = u.Host
+	}
 	return &mcp.StreamableClientTransport{
-		Endpoint:   cfg.URL,
-		HTTPClient: &http.Client{Transport: headerTransport{base: base, headers: cfg.Headers}},
+		Endpoint: cfg.URL,
+		HTTPClient: &http.Client{
+			Transport: headerTransport{base: base, host: host, headers: cfg.Headers},
+			// A redirect is not followed: its target is a connection the
+			// policy did not configure, and the server's headers must
+			// not reach it. The call fails with this error.
+			CheckRedirect: func(r *http.Request, _ []*http.Request) error {
+				return fmt.Errorf("mcpgate: remote MCP server %q redirected to %s, which capsem does not follow; set url in [mcp.servers.%s] to the address it redirects to", cfg.Name, r.URL.Redacted(), cfg.Name)
+			},
+		},
 	}
 }

@@ -106,3 +106,59 @@ func TestRemoteUnverifiedRefused(t *testing.T) {
 type netConn = net.Conn
 
 var dialer net.Dialer
+
+// A remote server's redirect is not followed: its target is a connection
+// the policy did not configure, and the server's credentials must not reach
+// it.
+func TestRemoteRedirectRefused(t *testing.T) {
+	var reached atomic.Int64
+	other := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached.Add(1)
+	}))
+	t.Cleanup(other.Close)
+	redirector := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+"/mcp", http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(redirector.Close)
+	roots := x509.NewCertPool()
+	roots.AddCert(redirector.Certificate())
+	roots.AddCert(other.Certificate())
+	h := newHarness(t, decider{}, Config{Roots: func() (*x509.CertPool, error) { return roots, nil }},
+		Server{Name: "remote", URL: redirector.URL + "/mcp", Headers: map[string]string{"Authorization": "Bearer s3cret"}})
+	h.post(t, context.Background(), "remote", "", initializeBody)
+	if n := reached.Load(); n != 0 {
+		t.Errorf("the redirect target got %d requests, want none", n)
+	}
+	ev := h.rec.calls("initialize")
+	if len(ev) != 1 || !strings.Contains(ev[0].ErrorMessage, "redirected to") {
+		t.Errorf("initialize events %+v, want one whose error says the server redirected", ev)
+	}
+}
+
+type seenHeaders struct{ got http.Header }
+
+func (s *seenHeaders) RoundTrip(r *http.Request) (*http.Response, error) {
+	s.got = r.Header.Clone()
+	return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody, Request: r}, nil
+}
+
+func TestHeaderTransportHost(t *testing.T) {
+	for _, tc := range []struct {
+		url, want, why string
+	}{
+		{"https://mcp.example.com/mcp", "Bearer s3cret", "the configured host gets the configured headers"},
+		{"https://mcp.example.com/other", "Bearer s3cret", "any path of it"},
+		{"https://evil.example.net/mcp", "", "another host never gets them"},
+		{"https://mcp.example.com:8443/mcp", "", "nor another port of the host"},
+	} {
+		seen := &seenHeaders{}
+		ht := headerTransport{base: seen, host: "mcp.example.com", headers: map[string]string{"Authorization": "Bearer s3cret"}}
+		req, _ := http.NewRequest(http.MethodGet, tc.url, nil)
+		if _, err := ht.RoundTrip(req); err != nil {
+			t.Fatal(err)
+		}
+		if got := seen.got.Get("Authorization"); got != tc.want {
+			t.Errorf("%s: Authorization %q, want %q: %s", tc.url, got, tc.want, tc.why)
+		}
+	}
+}

@@ -10,29 +10,41 @@ import (
 const (
 	// stderrLineCap caps one logged line of a server's stderr.
 	stderrLineCap = 1024
-	// stderrLogBudget is how much of one process's stderr is logged: a
-	// chatty server (some log every request) must not fill capsem's log.
+	// stderrLogBudget is how much of one backend's stderr is logged, over
+	// all its processes: a chatty server (some log every request), or one
+	// restarted in a loop, must not fill capsem's log.
 	stderrLogBudget = 64 << 10
 	// stderrTailCap is how much of the end of stderr a restart's
 	// error_message quotes: the panic or error line a crash ends with.
 	stderrTailCap = 512
 )
 
-// stderrLog logs a server's stderr line by line, within a budget, and keeps
-// its tail.
-type stderrLog struct {
-	log  *slog.Logger
-	name string
-
+// stderrBudget is what a backend's processes have logged of their stderr,
+// against stderrLogBudget.
+type stderrBudget struct {
 	mu      sync.Mutex
-	line    []byte
 	logged  int
 	dropped bool
-	last    []byte
 }
 
-func newStderrLog(log *slog.Logger, name string) *stderrLog {
-	return &stderrLog{log: log, name: name}
+// stderrLog logs a process's stderr line by line, within its backend's
+// budget, and keeps its tail.
+type stderrLog struct {
+	log    *slog.Logger
+	name   string
+	budget *stderrBudget
+
+	mu   sync.Mutex
+	line []byte
+	last []byte
+}
+
+// newStderrLog logs within budget; nil: a budget of its own.
+func newStderrLog(log *slog.Logger, name string, budget *stderrBudget) *stderrLog {
+	if budget == nil {
+		budget = &stderrBudget{}
+	}
+	return &stderrLog{log: log, name: name, budget: budget}
 }
 
 // Write always accepts all of p.
@@ -66,14 +78,21 @@ func (s *stderrLog) Write(p []byte) (int, error) {
 func (s *stderrLog) emit() {
 	line := string(s.line)
 	s.line = s.line[:0]
-	if s.logged >= stderrLogBudget {
-		if !s.dropped {
-			s.dropped = true
+	b := s.budget
+	b.mu.Lock()
+	over, warn := b.logged >= stderrLogBudget, false
+	if over {
+		warn, b.dropped = !b.dropped, true
+	} else {
+		b.logged += len(line)
+	}
+	b.mu.Unlock()
+	if over {
+		if warn {
 			s.log.Warn("mcpgate: MCP server's stderr is over its log budget; the rest is not logged", "server", s.name, "budget", stderrLogBudget)
 		}
 		return
 	}
-	s.logged += len(line)
 	s.log.Info("mcpgate: MCP server stderr", "server", s.name, "line", line)
 }
 

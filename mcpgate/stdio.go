@@ -48,13 +48,13 @@ func serverEnv(own map[string]string) []string {
 }
 
 // startProcess starts cfg's command and returns the transport to it.
-func startProcess(cfg Server, log *slog.Logger) (*process, mcp.Transport, error) {
+func startProcess(cfg Server, log *slog.Logger, budget *stderrBudget) (*process, mcp.Transport, error) {
 	cmd := exec.Command(cfg.Command[0], cfg.Command[1:]...)
 	cmd.Env = serverEnv(cfg.Env)
 	cmd.Dir = cfg.Cwd
 	cmd.WaitDelay = waitDelay
 	setProcessGroup(cmd)
-	p := &process{cmd: cmd, stderr: newStderrLog(log, cfg.Name), exited: make(chan struct{})}
+	p := &process{cmd: cmd, stderr: newStderrLog(log, cfg.Name, budget), exited: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	// Pipes of our own rather than cmd.StdinPipe/StdoutPipe: Wait closes
 	// those, and Wait runs as soon as the process exits, while the SDK

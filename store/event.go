@@ -313,6 +313,20 @@ type MCPCall struct {
 	BytesReceived   int64         // bytes_received: of the response message
 }
 
+// The caps on the guest-controlled fields of an MCPCall, shared by every
+// producer (the MITM's mcpscan and the MCP gateway) so that a record means
+// the same whichever saw the call. ErrorMessage is capped at the producer's
+// preview size.
+const (
+	// MCPMaxIDBytes caps MCPCall.RequestID. Ids are short in practice (the
+	// SDKs count up from 0 or use UUIDs, 38 bytes quoted); a longer one is
+	// cut, and a response to it may then not be matched.
+	MCPMaxIDBytes = 128
+	// MCPMaxToolBytes caps MCPCall.ToolName: a tool name is at most 128
+	// characters in the MCP schema, but a resource URI can be long.
+	MCPMaxToolBytes = 1 << 10
+)
+
 // Recording is an event the store writes about the record itself, so that
 // the log says where it has a gap and why. It maps to recording_events.
 type Recording struct {
