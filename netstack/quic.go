@@ -105,7 +105,9 @@ func (s *Stack) serveQUIC(ip header.IPv4, sport uint16, payload []byte) {
 		return
 	}
 	if !isQUICInitial(payload) {
-		s.drops.record(ReasonUDPNotAllowed, store.TransportUDP, key.dst, portHTTPS, "")
+		s.drops.recordDetail(ReasonUDPNotAllowed, store.TransportUDP, key.dst, portHTTPS, func() string {
+			return fmt.Sprintf("UDP from port %d is no QUIC flow's and not a QUIC Initial: a QUIC connection moved to another port (migration) is not followed, start a new one", key.sport)
+		})
 		return
 	}
 	s.startQUIC(ip, key, payload)

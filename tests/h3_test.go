@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -23,9 +22,9 @@ import (
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
-	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
 
+	"github.com/capsem/capsem/guest/h3get"
 	"github.com/capsem/capsem/mitm"
 	"github.com/capsem/capsem/netstack"
 	"github.com/capsem/capsem/store"
@@ -40,136 +39,22 @@ import (
 
 // h3ClientEnv switches the test binary into the guest's quic-go client: the
 // tests run their own binary in the namespace with the request, as JSON, in
-// this variable, and read an h3Result from its last line. Go code run in the
+// this variable, and read an h3get.Result from its last line. Go code run in the
 // guest needs no build of its own that way.
 const h3ClientEnv = "CAPSEM_TEST_H3_CLIENT"
 
 func init() {
 	if v := os.Getenv(h3ClientEnv); v != "" {
-		var req h3Request
+		var req h3get.Request
 		if err := json.Unmarshal([]byte(v), &req); err != nil {
 			fmt.Fprintln(os.Stderr, h3ClientEnv+":", err)
 			os.Exit(2)
 		}
-		b, _ := json.Marshal(h3Fetch(req))
+		b, _ := json.Marshal(h3get.Fetch(req))
 		fmt.Printf("\n%s\n", b)
 		os.Exit(0)
 	}
 }
-
-// h3Request is one HTTP/3 GET of the quic-go client.
-type h3Request struct {
-	URL  string
-	CA   string // PEM file of the root the client trusts; env.h3Get fills in capsem's when empty
-	SNI  string // the server name to send; empty means the URL's host
-	Addr string // the UDP address to dial; empty means the URL's host:port
-	Mark string // sent as X-H3-Mark, which the upstreams echo; empty sends none
-	// Timeout bounds the whole request; zero means 20 s.
-	Timeout time.Duration
-}
-
-// h3Result is what the client got.
-type h3Result struct {
-	Status  int
-	Proto   string // the response's protocol: HTTP/3.0 whenever a response came
-	Body    string
-	Err     string
-	Refused bool // the dial failed with ECONNREFUSED: ICMP port unreachable
-	Millis  int64
-}
-
-// h3Fetch does req with quic-go's http3 client over a connected UDP socket,
-// as chromium's QUIC is: on such a socket an ICMP port unreachable fails
-// the handshake at once (ECONNREFUSED), where an unconnected one would wait
-// out the handshake timeout.
-func h3Fetch(req h3Request) h3Result {
-	if req.Timeout == 0 {
-		req.Timeout = 20 * time.Second
-	}
-	start := time.Now()
-	res := func(r h3Result) h3Result {
-		r.Millis = time.Since(start).Milliseconds()
-		return r
-	}
-	pem, err := os.ReadFile(req.CA)
-	if err != nil {
-		return res(h3Result{Err: err.Error()})
-	}
-	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(pem) {
-		return res(h3Result{Err: "no certificate in " + req.CA})
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), req.Timeout)
-	defer cancel()
-	var udp *net.UDPConn
-	tr := &http3.Transport{
-		TLSClientConfig: &tls.Config{RootCAs: roots},
-		QUICConfig:      &quic.Config{HandshakeIdleTimeout: req.Timeout},
-		Dial: func(ctx context.Context, addr string, tlsCfg *tls.Config, cfg *quic.Config) (*quic.Conn, error) {
-			if req.Addr != "" {
-				addr = req.Addr
-			}
-			if req.SNI != "" {
-				tlsCfg = tlsCfg.Clone()
-				tlsCfg.ServerName = req.SNI
-			}
-			raddr, err := net.ResolveUDPAddr("udp4", addr)
-			if err != nil {
-				return nil, err
-			}
-			if udp, err = net.DialUDP("udp4", nil, raddr); err != nil {
-				return nil, err
-			}
-			return quic.DialEarly(ctx, connectedUDP{udp}, raddr, tlsCfg, cfg)
-		},
-	}
-	defer func() {
-		tr.Close()
-		if udp != nil {
-			udp.Close()
-		}
-	}()
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, req.URL, nil)
-	if err != nil {
-		return res(h3Result{Err: err.Error()})
-	}
-	if req.Mark != "" {
-		hreq.Header.Set("X-H3-Mark", req.Mark)
-	}
-	resp, err := tr.RoundTrip(hreq)
-	if err != nil {
-		return res(h3Result{Err: err.Error(), Refused: errors.Is(err, syscall.ECONNREFUSED) || strings.Contains(err.Error(), "connection refused")})
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	r := h3Result{Status: resp.StatusCode, Proto: resp.Proto, Body: string(body)}
-	if err != nil {
-		r.Err = "reading the body: " + err.Error()
-	}
-	return res(r)
-}
-
-// connectedUDP is a connected UDP socket as the net.PacketConn quic-go
-// takes. It hides *net.UDPConn's ReadMsgUDP/WriteMsgUDP on purpose: quic-go
-// would use them with a destination address, which a connected socket
-// refuses.
-type connectedUDP struct{ c *net.UDPConn }
-
-func (u connectedUDP) ReadFrom(b []byte) (int, net.Addr, error) {
-	n, err := u.c.Read(b)
-	return n, u.c.RemoteAddr(), err
-}
-func (u connectedUDP) WriteTo(b []byte, _ net.Addr) (int, error) { return u.c.Write(b) }
-func (u connectedUDP) Close() error                              { return u.c.Close() }
-func (u connectedUDP) LocalAddr() net.Addr                       { return u.c.LocalAddr() }
-func (u connectedUDP) SetDeadline(t time.Time) error             { return u.c.SetDeadline(t) }
-func (u connectedUDP) SetReadDeadline(t time.Time) error         { return u.c.SetReadDeadline(t) }
-func (u connectedUDP) SetWriteDeadline(t time.Time) error        { return u.c.SetWriteDeadline(t) }
-
-// SetReadBuffer and SetWriteBuffer let quic-go size the socket's buffers,
-// as it does a *net.UDPConn's.
-func (u connectedUDP) SetReadBuffer(n int) error  { return u.c.SetReadBuffer(n) }
-func (u connectedUDP) SetWriteBuffer(n int) error { return u.c.SetWriteBuffer(n) }
 
 // h3Upstream is an upstream on host loopback that answers every request
 // with what it saw: the protocol it was reached over, the path and the
@@ -291,7 +176,7 @@ func startH3(t *testing.T, extra string, opt envOptions) *h3Env {
 }
 
 // h3Get runs the quic-go client in the guest, trusting capsem's CA.
-func (e *env) h3Get(req h3Request) h3Result {
+func (e *env) h3Get(req h3get.Request) h3get.Result {
 	e.t.Helper()
 	if req.CA == "" {
 		req.CA = e.caCert
@@ -303,7 +188,7 @@ func (e *env) h3Get(req h3Request) h3Result {
 	b, _ := json.Marshal(req)
 	out, err := e.runEnv(req.Timeout+30*time.Second, []string{h3ClientEnv + "=" + string(b)}, self)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	var res h3Result
+	var res h3get.Result
 	if err != nil || json.Unmarshal([]byte(lines[len(lines)-1]), &res) != nil {
 		e.t.Fatalf("the guest's quic-go client (%s): %v\n%s", req.URL, err, out)
 	}
@@ -363,11 +248,11 @@ func TestHTTP3UpstreamsDirect(t *testing.T) {
 	h3u := startH3Upstream(t, ca, true, "h3.test")
 	h2u := startH3Upstream(t, ca, false, "h2.test")
 
-	r := h3Fetch(h3Request{URL: "https://h3.test/direct", CA: ca.pemPath, Addr: fmt.Sprintf("127.0.0.1:%d", h3u.port), Mark: "m1"})
+	r := h3get.Fetch(h3get.Request{URL: "https://h3.test/direct", CA: ca.pemPath, Addr: fmt.Sprintf("127.0.0.1:%d", h3u.port), Mark: "m1"})
 	if r.Status != 200 || r.Proto != "HTTP/3.0" || !strings.Contains(r.Body, "upstream-saw proto=HTTP/3.0 path=/direct mark=m1") {
 		t.Errorf("quic-go to the h3 upstream: %+v", r)
 	}
-	r = h3Fetch(h3Request{URL: "https://h2.test/direct", CA: ca.pemPath, Addr: fmt.Sprintf("127.0.0.1:%d", h2u.port), Timeout: 5 * time.Second})
+	r = h3get.Fetch(h3get.Request{URL: "https://h2.test/direct", CA: ca.pemPath, Addr: fmt.Sprintf("127.0.0.1:%d", h2u.port), Timeout: 5 * time.Second})
 	if !r.Refused || r.Millis > 1000 {
 		t.Errorf("quic-go to the HTTP/2-only upstream: want connection refused within a second, got %+v", r)
 	}
@@ -420,7 +305,7 @@ func TestHTTP3QuicGoClient(t *testing.T) {
 		{"an upstream that speaks HTTP/3 is reached over it", "https://h3.test/via-h3", "HTTP/3.0", e.h3},
 		{"an HTTP/2-only upstream is reached over TCP", "https://h2.test/via-h2", "HTTP/2.0", e.h2},
 	} {
-		r := e.h3Get(h3Request{URL: c.url, Mark: "go-" + c.upstream})
+		r := e.h3Get(h3get.Request{URL: c.url, Mark: "go-" + c.upstream})
 		path := c.url[strings.LastIndex(c.url, "/"):]
 		if r.Status != 200 || r.Proto != "HTTP/3.0" || !strings.Contains(r.Body, "upstream-saw proto="+c.upstream+" path="+path+" mark=go-"+c.upstream) {
 			t.Errorf("%s: %+v", c.why, r)
@@ -454,7 +339,7 @@ func TestHTTP3QuicGoClient(t *testing.T) {
 
 func TestHTTP3DeniedPath403(t *testing.T) {
 	e := startH3(t, "", envOptions{})
-	r := e.h3Get(h3Request{URL: "https://h3.test/admin/users"})
+	r := e.h3Get(h3get.Request{URL: "https://h3.test/admin/users"})
 	if r.Status != 403 || r.Proto != "HTTP/3.0" || !strings.Contains(r.Body, "capsem blocked this request") || strings.Contains(r.Body, "upstream-saw") {
 		t.Errorf("GET /admin/users over HTTP/3: want capsem's 403, got %+v", r)
 	}
@@ -472,7 +357,7 @@ func TestHTTP3SNIMismatchRefused(t *testing.T) {
 	e := startH3(t, "", envOptions{})
 	// h3.test's address, h2.test's name: both allowed, but not the name
 	// the guest resolved for that address.
-	r := e.h3Get(h3Request{URL: "https://h3.test/sni", SNI: "h2.test", Timeout: 10 * time.Second})
+	r := e.h3Get(h3get.Request{URL: "https://h3.test/sni", SNI: "h2.test", Timeout: 10 * time.Second})
 	t.Logf("the quic-go client with a mismatched SNI: %+v", r)
 	if r.Err == "" || r.Status != 0 {
 		t.Errorf("a QUIC handshake naming another server than the resolved one: want a failed dial, got %+v", r)
@@ -491,11 +376,68 @@ func TestHTTP3SNIMismatchRefused(t *testing.T) {
 	}
 }
 
+// TestHTTP3ZeroRTTRefused: a client with a ticket from its first connection
+// dials again early, ready to send its request as 0-RTT data, which an
+// attacker on the path could replay. The MITM allows no early data (and
+// each flow's listener has ticket keys of its own, so the ticket resumes
+// nothing): the request waits for the handshake and is sent once. With
+// Allow0RTT on, the second request fails here ("0-RTT rejected").
+func TestHTTP3ZeroRTTRefused(t *testing.T) {
+	e := startH3(t, "", envOptions{})
+	r := e.h3Get(h3get.Request{URL: "https://h3.test/zero-rtt", Mark: "z", Resume: true})
+	t.Logf("the quic-go client resuming with 0-RTT: %+v; again: %+v", r, r.Again)
+	if r.Status != 200 || r.Again == nil || r.Again.Status != 200 || r.Again.Proto != "HTTP/3.0" {
+		t.Fatalf("want both requests answered over HTTP/3, got %+v", r)
+	}
+	if r.Again.Used0RTT {
+		t.Errorf("the resumed connection carried its request as 0-RTT data: %+v", r.Again)
+	}
+	if got := e.h3.saw("/zero-rtt"); len(got) != 2 {
+		t.Errorf("the upstream saw the two requests as %v, want each once", got)
+	}
+	evs := e.stop()
+	n := 0
+	for _, ev := range evs {
+		if ev.Net != nil && ev.Net.Method == "GET" && ev.Net.Path == "/zero-rtt" && ev.Net.HTTPVersion == store.HTTP3 {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Errorf("want 2 HTTP/3 request events for /zero-rtt, got %d\n%s", n, dumpEvents(evs))
+	}
+}
+
+// TestHTTP3MigrationRefused: quic-go's client moves its connection to
+// another local port (active migration, PATH_CHALLENGE from the new port).
+// The netstack follows no flow to a new port, so the path is never
+// validated, the drop is recorded, and the connection goes on where it was.
+func TestHTTP3MigrationRefused(t *testing.T) {
+	e := startH3(t, "", envOptions{})
+	r := e.h3Get(h3get.Request{URL: "https://h3.test/migrate", Migrate: true})
+	t.Logf("the quic-go client migrating: %+v; again: %+v", r, r.Again)
+	if r.Status != 200 || r.PathErr == "" {
+		t.Errorf("want the first request answered and the new path never validated, got %+v", r)
+	}
+	if r.Again == nil || r.Again.Status != 200 {
+		t.Errorf("want the connection still served on its first path, got %+v", r.Again)
+	}
+	if got := e.h3.saw("/migrate"); len(got) != 2 {
+		t.Errorf("the upstream saw %v, want the two requests of the one path", got)
+	}
+	evs := e.stop()
+	n := netEvent(evs, func(n *store.Net) bool {
+		return n.Reason == netstack.ReasonUDPNotAllowed && n.Port == 443 && strings.Contains(n.Detail, "migration")
+	})
+	if n == nil || n.Decision != store.Denied || n.Transport != store.TransportUDP {
+		t.Errorf("want the new path's datagrams dropped as %s, got %+v\n%s", netstack.ReasonUDPNotAllowed, n, dumpEvents(evs))
+	}
+}
+
 // TestHTTP3BlockMode needs no MITM: under [quic] mode = "block" the
 // netstack refuses every Initial with ICMP port unreachable.
 func TestHTTP3BlockMode(t *testing.T) {
 	e := startH3(t, "\n[quic]\nmode = \"block\"\n", envOptions{})
-	r := e.h3Get(h3Request{URL: "https://h3.test/blocked", Timeout: 10 * time.Second})
+	r := e.h3Get(h3get.Request{URL: "https://h3.test/blocked", Timeout: 10 * time.Second})
 	t.Logf("the quic-go client under block mode: %+v", r)
 	if !r.Refused || r.Status != 0 {
 		t.Errorf("QUIC under block mode: want connection refused (ICMP port unreachable), got %+v", r)
@@ -548,7 +490,7 @@ func TestHTTP3Chromium(t *testing.T) {
 func TestHTTP3PCAPShowsUDPBothWays(t *testing.T) {
 	pcapPath := t.TempDir() + "/h3.pcap"
 	e := startH3(t, "", envOptions{extraArgs: []string{"--pcap", pcapPath}})
-	if r := e.h3Get(h3Request{URL: "https://h3.test/pcap"}); r.Status != 200 {
+	if r := e.h3Get(h3get.Request{URL: "https://h3.test/pcap"}); r.Status != 200 {
 		t.Fatalf("GET /pcap: %+v", r)
 	}
 	e.stop()
