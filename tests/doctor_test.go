@@ -42,8 +42,9 @@ func pytestCounts(out string) map[string]int {
 }
 
 // TestDoctorPasses runs the whole in-guest suite: it must pass with at
-// least 120 tests, no sandbox, network or MCP test skipped, and at least
-// 10 MCP tests passed (issue 15's floor; test_mcp.py has 23).
+// least 120 tests, no sandbox, network, MCP or HTTP/3 test skipped, at
+// least 10 MCP tests passed (issue 15's floor; test_mcp.py has 23) and
+// every HTTP/3 test (issue 16: test_http3.py has 8).
 func TestDoctorPasses(t *testing.T) {
 	needGuest(t)
 	out, code := runDoctor(t, "-v")
@@ -55,17 +56,22 @@ func TestDoctorPasses(t *testing.T) {
 	if c["passed"] < 120 {
 		t.Errorf("%d tests passed, want at least 120:\n%s", c["passed"], out)
 	}
-	mcpPassed := 0
+	passed := map[string]int{}
 	for _, line := range strings.Split(out, "\n") {
-		if strings.Contains(line, "SKIPPED") && (strings.Contains(line, "test_sandbox.py") || strings.Contains(line, "test_network.py") || strings.Contains(line, "test_mcp.py")) {
-			t.Errorf("a sandbox, network or MCP diagnostic was skipped: %s", line)
-		}
-		if strings.Contains(line, "test_mcp.py::") && strings.Contains(line, "PASSED") {
-			mcpPassed++
+		for _, f := range []string{"test_sandbox.py", "test_network.py", "test_mcp.py", "test_http3.py"} {
+			if strings.Contains(line, f) && strings.Contains(line, "SKIPPED") {
+				t.Errorf("a diagnostic of %s was skipped: %s", f, line)
+			}
+			if strings.Contains(line, f+"::") && strings.Contains(line, "PASSED") {
+				passed[f]++
+			}
 		}
 	}
-	if mcpPassed < 10 {
-		t.Errorf("%d MCP diagnostics passed, want at least 10", mcpPassed)
+	if passed["test_mcp.py"] < 10 {
+		t.Errorf("%d MCP diagnostics passed, want at least 10", passed["test_mcp.py"])
+	}
+	if passed["test_http3.py"] < 8 {
+		t.Errorf("%d HTTP/3 diagnostics passed, want 8", passed["test_http3.py"])
 	}
 }
 

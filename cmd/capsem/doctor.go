@@ -8,12 +8,14 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/capsem/capsem/guest/bootparam"
 	"github.com/capsem/capsem/guest/diagnostics"
 	"github.com/capsem/capsem/policy"
 )
@@ -112,6 +114,15 @@ func doctorAction(c *cli.Context) error {
 	if err := stageSuite(c.String("suite"), filepath.Join(ws, doctorSuiteDir)); err != nil {
 		return err
 	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("doctor: the path of capsem itself, for the MCP test server and the HTTP/3 client: %w", err)
+	}
+	guestSuite := path.Join(bootparam.WorkspacePath, doctorSuiteDir)
+	h3Env, err := stageH3Get(exe, filepath.Join(ws, doctorSuiteDir), guestSuite)
+	if err != nil {
+		return err
+	}
 	if err := os.WriteFile(filepath.Join(ws, doctorHostFile), []byte(doctorHostContent), 0o644); err != nil {
 		return err
 	}
@@ -126,10 +137,6 @@ func doctorAction(c *cli.Context) error {
 		return fmt.Errorf("doctor upstream: %w", err)
 	}
 	defer up.Close()
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("doctor: the path of capsem itself, for the MCP test server: %w", err)
-	}
 	polText := doctorPolicy(up, exe, c.StringSlice("also-allow"))
 	pol, err := policy.Parse(filepath.Join(work, "doctor-policy.toml"), []byte(polText))
 	if err != nil {
@@ -148,7 +155,7 @@ func doctorAction(c *cli.Context) error {
 	}
 
 	o := &runOptions{
-		argv: pytestArgv(c, "/workspace/"+doctorSuiteDir),
+		argv: pytestArgv(c, guestSuite),
 		env: []string{
 			"CAPSEM_DOCTOR=1",
 			"CAPSEM_DOCTOR_HOST=" + doctorHost,
@@ -165,6 +172,7 @@ func doctorAction(c *cli.Context) error {
 			// line of their header, counted here from the text.
 			fmt.Sprintf("CAPSEM_DOCTOR_MCP_GATEWAY_RULE=mcp.rules[1] (line %d)", mcpRules[0]),
 			fmt.Sprintf("CAPSEM_DOCTOR_MCP_HOST_RULE=mcp.rules[2] (line %d)", mcpRules[1]),
+			h3Env,
 			"PYTHONDONTWRITEBYTECODE=1",
 		},
 		policy:    pol,

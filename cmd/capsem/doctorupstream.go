@@ -41,21 +41,24 @@ type doctorUpstream struct {
 // eventJSON is a recorded event as the doctor's tests read it (/events):
 // the fields they check, by kind.
 type eventJSON struct {
-	Time      time.Time  `json:"time"`                 // the event's time as recorded (the host's)
-	Action    string     `json:"action,omitempty"`     // fs
-	Path      string     `json:"path,omitempty"`       // fs
-	GuestTime *time.Time `json:"guest_time,omitempty"` // fs: the guest's claim
-	Argv      []string   `json:"argv,omitempty"`       // exec
-	QName     string     `json:"qname,omitempty"`      // dns
-	Decision  string     `json:"decision,omitempty"`   // dns, net
-	Reason    string     `json:"reason,omitempty"`     // dns, net
-	Answer    string     `json:"answer,omitempty"`     // dns
-	Count     int64      `json:"count,omitempty"`      // dns, net, agent
-	Method    string     `json:"method,omitempty"`     // net (requests)
-	URLPath   string     `json:"url_path,omitempty"`   // net (requests)
-	Status    int        `json:"status,omitempty"`     // net (requests)
-	Detail    string     `json:"detail,omitempty"`     // net, agent
-	State     string     `json:"state,omitempty"`      // agent
+	Time      time.Time  `json:"time"`                   // the event's time as recorded (the host's)
+	Action    string     `json:"action,omitempty"`       // fs
+	Path      string     `json:"path,omitempty"`         // fs
+	GuestTime *time.Time `json:"guest_time,omitempty"`   // fs: the guest's claim
+	Argv      []string   `json:"argv,omitempty"`         // exec
+	QName     string     `json:"qname,omitempty"`        // dns
+	Decision  string     `json:"decision,omitempty"`     // dns, net
+	Reason    string     `json:"reason,omitempty"`       // dns, net
+	Answer    string     `json:"answer,omitempty"`       // dns
+	Count     int64      `json:"count,omitempty"`        // dns, net, agent
+	Method    string     `json:"method,omitempty"`       // net (requests)
+	URLPath   string     `json:"url_path,omitempty"`     // net (requests)
+	Status    int        `json:"status,omitempty"`       // net (requests)
+	Detail    string     `json:"detail,omitempty"`       // net, agent
+	Transport string     `json:"transport,omitempty"`    // net
+	ConnType  string     `json:"conn_type,omitempty"`    // net
+	HTTPVer   string     `json:"http_version,omitempty"` // net (requests)
+	State     string     `json:"state,omitempty"`        // agent
 	// mcp_call; its decision and reason are Decision and Reason, its
 	// JSON-RPC method is Method.
 	ServerName   string `json:"server_name,omitempty"`
@@ -159,6 +162,7 @@ func (u *doctorUpstream) recordEvent(ev store.Event) {
 		kind = store.KindNet
 		j.Decision, j.Reason, j.Count, j.Detail = string(ev.Net.Decision), ev.Net.Reason, ev.Net.Count, ev.Net.Detail
 		j.Method, j.URLPath, j.Status = ev.Net.Method, ev.Net.Path, ev.Net.StatusCode
+		j.Transport, j.ConnType, j.HTTPVer = string(ev.Net.Transport), string(ev.Net.ConnType), ev.Net.HTTPVersion
 	case ev.Agent != nil:
 		kind = store.KindAgent
 		j.State, j.Count, j.Detail = ev.Agent.State, ev.Agent.Count, ev.Agent.Detail

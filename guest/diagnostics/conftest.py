@@ -160,6 +160,14 @@ def https_get(host, path, timeout=20, context=None):
         return e.code, e.read()
 
 
+def host_events(host, kind):
+    """The events of kind ("net", "dns", "mcp_call", ...) the host's store has
+    recorded so far, as the doctor's upstream serves them (/events)."""
+    status, body = https_get(host, "/events?kind=" + kind)
+    assert status == 200, f"/events?kind={kind}: HTTP {status}: {body[:200]!r}"
+    return json.loads(body)
+
+
 def workspace_file_on_host(host, rel):
     """The host's view of a workspace file: (status, body)."""
     return https_get(host, "/workspace-file?path=" + urllib.parse.quote(rel))

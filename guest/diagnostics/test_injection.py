@@ -18,13 +18,7 @@ import uuid
 import pytest
 
 import hostile_agent
-from conftest import GATEWAY, dns_query, https_get, required_env, run, wait_for
-
-
-def host_events(host, kind):
-    status, body = https_get(host, "/events?kind=" + kind)
-    assert status == 200, f"/events?kind={kind}: HTTP {status}: {body[:200]!r}"
-    return json.loads(body)
+from conftest import GATEWAY, dns_query, host_events, https_get, required_env, run, wait_for
 
 
 def host_stat(host, rel):

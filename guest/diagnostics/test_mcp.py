@@ -19,7 +19,7 @@ import uuid
 
 import pytest
 
-from conftest import FAKE_DNS_PREFIX, dns_query, https_get, required_env, tcp_connect_error, wait_for
+from conftest import FAKE_DNS_PREFIX, dns_query, host_events, required_env, tcp_connect_error, wait_for
 
 GATEWAY_HOST = "mcp.capsem.internal"
 PROTOCOL_VERSION = "2025-06-18"
@@ -153,9 +153,7 @@ def tool_names(session):
 
 
 def mcp_events(doctor_host):
-    status, body = https_get(doctor_host, "/events?kind=mcp_call")
-    assert status == 200, f"/events: HTTP {status}: {body[:200]!r}"
-    return json.loads(body)
+    return host_events(doctor_host, "mcp_call")
 
 
 def matching(doctor_host, **want):
