@@ -13,8 +13,10 @@ import (
 // fakeAnthropic is a stand-in for the Anthropic API, enough for a real
 // agent (claude-code) to run one tool loop against it:
 //
-//   - POST /v1/messages whose last user message carries a tool_result: a
-//     final text message (end_turn) that quotes the tool's output;
+//   - POST /v1/messages whose last user message carries the conversation's
+//     k-th tool_result: a tool_use of then[k-1] if there is one and the
+//     request offers it, else a final text message (end_turn) that quotes
+//     the tool's output;
 //   - POST /v1/messages that offers the tool fakeAnthropic wants run (the
 //     agent loop) and carries no tool_result: a tool_use of that tool;
 //   - any other POST /v1/messages (title generation, quota checks, side
@@ -30,12 +32,21 @@ type fakeAnthropic struct {
 	// tool is the name of the tool to call and input its arguments.
 	tool  string
 	input map[string]any
+	// then are the tools called next, one per turn: the answer to the
+	// conversation's k-th tool_result is then[k-1], until they run out.
+	then []fakeToolUse
 	// final is the text of the final answer; the tool's output is appended.
 	final string
 
 	mu       sync.Mutex
 	requests []fakeRequest
 	nextID   int
+}
+
+// fakeToolUse is one tool call the fake answers with.
+type fakeToolUse struct {
+	tool  string
+	input map[string]any
 }
 
 // fakeRequest is what fakeAnthropic saw of one request and how it answered.
@@ -199,32 +210,49 @@ func fakeAPIError(typ, msg string) jsonObject {
 // answerMessages decides the answer to a Messages request and writes it.
 func (f *fakeAnthropic) answerMessages(w http.ResponseWriter, req *fakeMessagesRequest, rec *fakeRequest) {
 	var result *fakeBlock
-	if n := len(req.Messages); n > 0 && req.Messages[n-1].Role == "user" {
-		for _, b := range fakeBlocks(req.Messages[n-1].Content) {
-			if b.Type == "tool_result" {
-				result = &b
-				break
+	results := 0 // tool_results in the whole conversation
+	for i, m := range req.Messages {
+		if m.Role != "user" {
+			continue
+		}
+		for _, b := range fakeBlocks(m.Content) {
+			if b.Type != "tool_result" {
+				continue
 			}
+			results++
+			if i == len(req.Messages)-1 && result == nil {
+				result = &b
+			}
+		}
+	}
+	next := fakeToolUse{tool: f.tool, input: f.input}
+	if result != nil {
+		next = fakeToolUse{}
+		if results <= len(f.then) {
+			next = f.then[results-1]
 		}
 	}
 	offered := false
 	for _, t := range req.Tools {
-		offered = offered || t.Name == f.tool
+		offered = offered || (next.tool != "" && t.Name == next.tool)
 	}
 	var content []fakeBlock
 	stop := "end_turn"
 	switch {
+	case offered:
+		in, _ := json.Marshal(next.input)
+		rec.Answer, rec.ToolUseID = "tool_use", f.id("toolu")
+		if result != nil {
+			rec.ToolResult = result.resultText()
+		}
+		content = []fakeBlock{
+			{Type: "text", Text: "I will run the tool."},
+			{Type: "tool_use", ID: rec.ToolUseID, Name: next.tool, Input: in},
+		}
+		stop = "tool_use"
 	case result != nil:
 		rec.Answer, rec.ToolUseID, rec.ToolResult = "final", result.ToolUseID, result.resultText()
 		content = []fakeBlock{{Type: "text", Text: f.final + " The tool said: " + strings.TrimSpace(rec.ToolResult)}}
-	case offered:
-		in, _ := json.Marshal(f.input)
-		rec.Answer, rec.ToolUseID = "tool_use", f.id("toolu")
-		content = []fakeBlock{
-			{Type: "text", Text: "I will run the tool."},
-			{Type: "tool_use", ID: rec.ToolUseID, Name: f.tool, Input: in},
-		}
-		stop = "tool_use"
 	default:
 		rec.Answer = "text"
 		content = []fakeBlock{{Type: "text", Text: "Capsem test"}}

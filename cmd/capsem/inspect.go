@@ -21,12 +21,13 @@ func inspectCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "inspect",
 		Usage:     "summarise one session and check its integrity (exit 1 when a check fails)",
-		UsageText: "capsem inspect [ID] [--data DIR] [--json] [-n ROWS]",
+		UsageText: "capsem inspect [ID] [--data DIR] [--json] [-n ROWS]\n   capsem inspect --sqlite FILE [ID] [--json] [-n ROWS]",
 		Description: "Without ID, the newest session. The session is exported (scrubbed) to a temporary SQLite\n" +
 			"file and summarised from it: rows per table, the first rows of each, denied flows, top domains,\n" +
-			"and the integrity checks.",
+			"and the integrity checks. --sqlite reads a file capsem export wrote instead of the store.",
 		Flags: []cli.Flag{
 			dataFlag(),
+			&cli.StringFlag{Name: "sqlite", Usage: "inspect a session of `FILE`, a capsem export, instead of the store"},
 			&cli.BoolFlag{Name: "json", Usage: "the report as JSON"},
 			&cli.IntFlag{Name: "n", Value: 5, Usage: "`ROWS` to show per list"},
 		},
@@ -70,12 +71,15 @@ func runInspect(c *cli.Context) error {
 	if n < 0 {
 		return usageError{errors.New("-n must not be negative")}
 	}
+	id := c.Args().First()
+	if file := c.String("sqlite"); file != "" {
+		return inspectSQLite(c, file, id, n)
+	}
 	v, err := openStoreView(c)
 	if err != nil {
 		return err
 	}
 	defer v.Close()
-	id := c.Args().First()
 	if id == "" {
 		sessions, _, err := v.Sessions()
 		if err != nil {
@@ -108,7 +112,14 @@ func runInspect(c *cli.Context) error {
 		return err
 	}
 	defer db.Close()
-	r, err := buildReport(db, summarize(sess), n)
+	return reportAndCheck(c, db, summarize(sess), n)
+}
+
+// reportAndCheck prints the report of the session sess in db and fails
+// when one of its checks does.
+func reportAndCheck(c *cli.Context, db *sql.DB, sess sessionSummary, n int) error {
+	id := sess.ID
+	r, err := buildReport(db, sess, n)
 	if err != nil {
 		return err
 	}

@@ -112,3 +112,42 @@ func TestInspectMCPLinks(t *testing.T) {
 		}
 	}
 }
+
+// TestInspectSQLite: inspect --sqlite reads an export: the session's
+// summary from its sessions row, the checks on the file; an edit that
+// breaks a check makes it exit 1; a file that is no export, or a session
+// it does not hold, is an error saying so.
+func TestInspectSQLite(t *testing.T) {
+	db := mcpLinkExport(t)
+	var file, id string
+	if err := db.QueryRow(`SELECT file FROM pragma_database_list WHERE name = 'main'`).Scan(&file); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.QueryRow(`SELECT id FROM sessions`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args     []string
+		code     int
+		want     string
+		why      string
+		breakRow bool
+	}{
+		{[]string{"inspect", "--sqlite", file}, 0, id, "the newest session, every check ok", false},
+		{[]string{"inspect", "--sqlite", file, "--json", id}, 0, `"command": [`, "a session by id, as JSON", false},
+		{[]string{"inspect", "--sqlite", file, "nosuch"}, 1, "no session nosuch in it", "an id the file does not hold", false},
+		{[]string{"inspect", "--sqlite", filepath.Join(t.TempDir(), "none.db")}, 1, "--sqlite", "no such file", false},
+		{[]string{"inspect", "--sqlite", file}, 1, "checks failed", "a tool call linked to no MCP call", true},
+	} {
+		if c.breakRow {
+			if _, err := db.Exec(`UPDATE tool_calls SET mcp_call_id = 99 WHERE call_id = 'toolu_02'`); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var out strings.Builder
+		code := run(append([]string{"capsem"}, c.args...), &out, &out)
+		if code != c.code || !strings.Contains(out.String(), c.want) {
+			t.Errorf("%s: capsem %s: exit %d, want %d with %q:\n%s", c.why, strings.Join(c.args, " "), code, c.code, c.want, out.String())
+		}
+	}
+}
