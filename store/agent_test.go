@@ -71,3 +71,29 @@ func TestOldSessionRecord(t *testing.T) {
 		t.Errorf("old record read as %+v", sess.Counts)
 	}
 }
+
+// TestModelCallCounts: the session's counts sum its model calls' tokens
+// and cost, in the record of each batch and across a reopen.
+func TestModelCallCounts(t *testing.T) {
+	dir := t.TempDir()
+	s := openT(t, dir)
+	w := beginT(t, s, Session{ID: "run"})
+	w.Append(Event{ModelCall: &ModelCall{Provider: "anthropic", InputTokens: 100, OutputTokens: 20, CostUSD: 0.25}})
+	w.Append(Event{ModelCall: &ModelCall{Provider: "anthropic", InputTokens: 50, OutputTokens: 5, CostUSD: 0.125}})
+	w.Append(Event{DNS: &DNS{QName: "a.test", Decision: Allowed}})
+	if err := w.End(nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openT(t, dir)
+	sess, err := s.Session("run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := sess.Counts
+	if c.InputTokens != 150 || c.OutputTokens != 25 || c.CostUSD != 0.375 || c.Kinds[KindModelCall] != 2 {
+		t.Errorf("counts %+v, want 150 input and 25 output tokens, $0.375, 2 model calls", c)
+	}
+}

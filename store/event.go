@@ -373,4 +373,10 @@ type Counts struct {
 	// Bytes is what the session's events take as encoded (keys and
 	// values): what Options.MaxSessionBytes limits.
 	Bytes int64
+	// InputTokens, OutputTokens and CostUSD sum the session's model calls
+	// (ModelCall's fields of the same names), so that a list of sessions
+	// needs no scan of their events. Sessions recorded before these
+	// existed have zero here; their exports sum model_calls instead.
+	InputTokens, OutputTokens int64
+	CostUSD                   float64
 }

@@ -31,6 +31,9 @@ type sessionRecord struct {
 	Lost         int64            `json:"lost,omitempty"`
 	Agent        map[string]int64 `json:"agent,omitempty"`
 	Bytes        int64            `json:"bytes,omitempty"`
+	InputTokens  int64            `json:"input_tokens,omitempty"`
+	OutputTokens int64            `json:"output_tokens,omitempty"`
+	CostUSD      float64          `json:"cost_usd,omitempty"`
 }
 
 func encodeSession(s *Session) []byte {
@@ -50,6 +53,9 @@ func encodeSession(s *Session) []byte {
 		Lost:         s.Counts.Lost,
 		Agent:        s.Counts.Agent,
 		Bytes:        s.Counts.Bytes,
+		InputTokens:  s.Counts.InputTokens,
+		OutputTokens: s.Counts.OutputTokens,
+		CostUSD:      s.Counts.CostUSD,
 	}
 	if !s.EndedAt.IsZero() {
 		t := s.EndedAt.UTC()
@@ -84,7 +90,8 @@ func decodeSession(v []byte) (Session, error) {
 		Image:        r.Image,
 		Host:         r.Host,
 		Sandbox:      r.Sandbox,
-		Counts:       Counts{Events: r.Events, Kinds: r.Kinds, Allowed: r.Allowed, Denied: r.Denied, Lost: r.Lost, Agent: r.Agent, Bytes: r.Bytes},
+		Counts: Counts{Events: r.Events, Kinds: r.Kinds, Allowed: r.Allowed, Denied: r.Denied, Lost: r.Lost, Agent: r.Agent, Bytes: r.Bytes,
+			InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, CostUSD: r.CostUSD},
 	}
 	if r.EndedAt != nil {
 		s.EndedAt = *r.EndedAt

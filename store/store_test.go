@@ -545,7 +545,9 @@ func TestModelCallEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Counts{Events: 3, Kinds: map[Kind]int64{KindModelCall: 2, KindDNS: 1}, Allowed: 1}
+	full := fullModelCall()
+	want := Counts{Events: 3, Kinds: map[Kind]int64{KindModelCall: 2, KindDNS: 1}, Allowed: 1,
+		InputTokens: full.InputTokens, OutputTokens: full.OutputTokens, CostUSD: full.CostUSD}
 	sess.Counts.Bytes = 0 // TestBudget checks them
 	if !reflect.DeepEqual(sess.Counts, want) {
 		t.Errorf("counts %+v, want %+v", sess.Counts, want)

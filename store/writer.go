@@ -214,6 +214,10 @@ func (c *Counts) add(ev *Event) {
 		c.Denied += max(ev.Net.Count, 1)
 	case ev.Net != nil && ev.Net.Decision == Allowed:
 		c.Allowed += max(ev.Net.Count, 1)
+	case ev.ModelCall != nil:
+		c.InputTokens += ev.ModelCall.InputTokens
+		c.OutputTokens += ev.ModelCall.OutputTokens
+		c.CostUSD += ev.ModelCall.CostUSD
 	case ev.Agent != nil:
 		if c.Agent == nil {
 			c.Agent = map[string]int64{}

@@ -41,14 +41,16 @@ func sqliteSession(db *sql.DB, id string) (sessionSummary, error) {
 		command, sandbox sql.NullString
 		exit             sql.NullInt64
 	)
-	q := `SELECT id, started_at_ms, ended_at_ms, command, exit_code, events, allowed, denied, lost, sandbox FROM sessions `
+	q := `SELECT id, started_at_ms, ended_at_ms, command, exit_code, events, allowed, denied, lost, sandbox,
+		input_tokens, output_tokens, cost_usd FROM sessions `
 	var row *sql.Row
 	if id != "" {
 		row = db.QueryRow(q+`WHERE id = ?`, id)
 	} else {
 		row = db.QueryRow(q + `ORDER BY started_at_ms DESC LIMIT 1`)
 	}
-	err := row.Scan(&s.ID, &started, &ended, &command, &exit, &s.Events, &s.Allowed, &s.Denied, &s.Lost, &sandbox)
+	err := row.Scan(&s.ID, &started, &ended, &command, &exit, &s.Events, &s.Allowed, &s.Denied, &s.Lost, &sandbox,
+		&s.InputTokens, &s.OutputTokens, &s.CostUSD)
 	if errors.Is(err, sql.ErrNoRows) {
 		if id != "" {
 			return s, fmt.Errorf("no session %s in it", display(id))

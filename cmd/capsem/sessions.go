@@ -49,6 +49,11 @@ type sessionSummary struct {
 	Allowed    int64    `json:"allowed"`
 	Denied     int64    `json:"denied"`
 	Lost       int64    `json:"lost"`
+	// The sums of the session's model calls (zero for sessions recorded
+	// before the store kept them).
+	InputTokens  int64   `json:"input_tokens"`
+	OutputTokens int64   `json:"output_tokens"`
+	CostUSD      float64 `json:"cost_usd"`
 	// What the host saw of the guest agent (store.Agent events): it went
 	// silent, was cut off for a protocol violation, had reports dropped by
 	// the rate limit or fields truncated. A session with no guest agent
@@ -63,6 +68,7 @@ func summarize(s store.Session) sessionSummary {
 	out := sessionSummary{
 		ID: s.ID, StartedAt: s.StartedAt, Command: s.Command, ExitCode: s.ExitCode, Sandbox: s.Sandbox,
 		Events: s.Counts.Events, Allowed: s.Counts.Allowed, Denied: s.Counts.Denied, Lost: s.Counts.Lost,
+		InputTokens: s.Counts.InputTokens, OutputTokens: s.Counts.OutputTokens, CostUSD: s.Counts.CostUSD,
 		AgentSilent:  s.Counts.Agent[store.AgentSilent] > 0,
 		AgentCutOff:  s.Counts.Agent[store.AgentViolation] > 0,
 		AgentDropped: s.Counts.Agent[store.AgentRateLimited],
