@@ -62,7 +62,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		HideHelpCommand: true,
 		OnUsageError:    onUsageError,
 		Commands: []*cli.Command{runCommand(), startCommand(), execCommand(), shellCommand(), lsCommand(), stopCommand(), rmCommand(), policyCommand(),
-			doctorCommand(), imageCommand(), caCommand(), exportCommand(), sessionsCommand(), inspectCommand(), superviseCommand(), mcpTestServerCommand(), h3GetCommand()},
+			doctorCommand(), imageCommand(), caCommand(), exportCommand(), sessionsCommand(), inspectCommand(), superviseCommand(), mcpTestServerCommand(), h3GetCommand(), uiCommand()},
 	}
 	usageErrorsExit2(app.Commands)
 	return app

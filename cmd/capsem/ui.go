@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/capsem/capsem/ui"
+)
+
+func uiCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "ui",
+		Usage:     "serve a read-only web page of the sessions in the event store, on this machine only",
+		UsageText: "capsem ui [--data DIR] [--listen 127.0.0.1:PORT] [--open]",
+		Description: "Prints the page's URL: it holds a random access token, the key to the sessions for as long as\n" +
+			"capsem ui runs — share it with no one. The page lists the sessions; a session shows every event in\n" +
+			"order with filters, a per-host summary, and its model calls with their tool calls. Ctrl-C stops it.",
+		Flags: []cli.Flag{
+			dataFlag(),
+			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:0", Usage: "`ADDR` to serve on: a loopback address and a port (0: any free port)"},
+			&cli.BoolFlag{Name: "open", Usage: "open the page in the desktop's browser"},
+		},
+		Action: runUI,
+	}
+}
+
+func runUI(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return usageError{fmt.Errorf("unexpected argument %q", c.Args().First())}
+	}
+	addr := c.String("listen")
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return usageError{fmt.Errorf("--listen %q: want HOST:PORT, e.g. 127.0.0.1:8080: %v", addr, err)}
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return usageError{fmt.Errorf("--listen %q: capsem ui serves the loopback only (127.0.0.1, ::1 or localhost): the sessions are not for other machines", addr)}
+	}
+	tok := make([]byte, 16)
+	if _, err := rand.Read(tok); err != nil {
+		return err
+	}
+	token := hex.EncodeToString(tok)
+	src := &uiStore{data: c.String("data")}
+	defer src.Close()
+	log := slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	h, err := ui.New(src, token, log)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--listen %s: %w", addr, err)
+	}
+	url := fmt.Sprintf("http://%s%s", ln.Addr(), h.Base())
+	fmt.Fprintf(c.App.Writer, "capsem ui: %s\n(the token in this URL is the key to the sessions: share it with no one; Ctrl-C stops)\n", url)
+	if c.Bool("open") {
+		if err := openBrowser(url); err != nil {
+			fmt.Fprintf(c.App.ErrWriter, "capsem ui: could not open a browser (%v): open the URL above yourself\n", err)
+		}
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shut); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return nil
+}
+
+// openBrowser hands url to the desktop's opener.
+func openBrowser(url string) error {
+	name := "xdg-open"
+	if runtime.GOOS == "darwin" {
+		name = "open"
+	}
+	cmd := exec.Command(name, url)
+	cmd.Stdout, cmd.Stderr = nil, nil
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	go cmd.Wait()
+	return nil
+}

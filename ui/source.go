@@ -1,0 +1,15 @@
+package ui
+
+import "github.com/capsem/capsem/store"
+
+// Source is where the viewer reads sessions. *store.Store is one.
+type Source interface {
+	// Sessions returns every session, newest first.
+	Sessions() ([]store.Session, error)
+	// Session returns one session's record; an unknown id is an error
+	// wrapping store.ErrNotFound.
+	Session(id string) (store.Session, error)
+	// EventsAfter calls fn with the events of session id whose Seq is
+	// above after, in order, until fn returns an error, which it returns.
+	EventsAfter(id string, after uint64, fn func(store.Event) error) error
+}
