@@ -29,6 +29,15 @@
   for (const el of filters.querySelectorAll("input[type=checkbox], select")) {
     el.addEventListener("change", function () { filters.requestSubmit(); });
   }
+  // Empty fields stay out of the address: ?kind=http, not ?kind=http&host=&q=.
+  filters.addEventListener("submit", function () {
+    for (const el of filters.querySelectorAll("input[type=text], input[type=search], select")) {
+      if (el.value === "") el.disabled = true;
+    }
+  });
+  window.addEventListener("pageshow", function () {
+    for (const el of filters.querySelectorAll(":disabled")) el.disabled = false;
+  });
 
   const hosts = document.getElementById("hosts");
   fetch(hosts.dataset.src)
