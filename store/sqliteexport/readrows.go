@@ -1,0 +1,470 @@
+package sqliteexport
+
+import (
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/capsem/capsem/store"
+)
+
+// How the reader turns rows back into events: the inverse of the value
+// functions of schema.go, column by column. What the export loses, so what
+// an event read back differs in from the one stored:
+//
+//   - Text that was not valid UTF-8 has each invalid sequence as U+FFFD;
+//     scrubbed text (Options.Scrub) is the scrubbed text, and a session id
+//     that scrubbing changed is the export's id ("…#N").
+//   - Net.Count, DNS.Count and Agent.Count of 0 read as 1 (both mean one).
+//   - ToolCall's link to its MCP call (tool_calls.mcp_call_id) has no field
+//     in store.ToolCall and is not read.
+//   - Counts.Bytes (the store's encoded size) is not exported: it reads 0.
+//     Counts.InputTokens, OutputTokens and CostUSD are the export's sums
+//     of model_calls (the same numbers, CostUSD up to float rounding).
+//   - A duration is exact up to 2^53 ns (104 days): duration_ms is a REAL.
+//   - A time is exact to the nanosecond, read from the text column; the
+//     *_ms column is used only where the text does not parse.
+
+// cols reads the values of a row in order: each method takes the next
+// column. A value of the wrong type sets err (the first one is kept) and
+// reads as the zero value.
+type cols struct {
+	vals []any
+	i    int
+	err  error
+}
+
+func (c *cols) next() any {
+	v := c.vals[c.i]
+	c.i++
+	return v
+}
+
+func (c *cols) fail(format string, a ...any) {
+	if c.err == nil {
+		c.err = fmt.Errorf(format, a...)
+	}
+}
+
+// str is a TEXT column: NULL reads as "".
+func (c *cols) str() string {
+	switch v := c.next().(type) {
+	case nil:
+		return ""
+	case string:
+		return v
+	case []byte:
+		return string(v)
+	default:
+		c.fail("column %d: %T where text was written", c.i-1, v)
+		return ""
+	}
+}
+
+// int is an INTEGER column: NULL reads as 0.
+func (c *cols) int() int64 {
+	v := c.next()
+	switch v.(type) {
+	case nil, int64, float64:
+		return toInt(v)
+	default:
+		c.fail("column %d: %T where an integer was written", c.i-1, v)
+		return 0
+	}
+}
+
+func toInt(v any) int64 {
+	switch v := v.(type) {
+	case int64:
+		return v
+	case float64:
+		return int64(v)
+	}
+	return 0
+}
+
+// float is a REAL column: NULL reads as 0.
+func (c *cols) float() float64 {
+	switch v := c.next().(type) {
+	case nil:
+		return 0
+	case float64:
+		return v
+	case int64:
+		return float64(v)
+	default:
+		c.fail("column %d: %T where a number was written", c.i-1, v)
+		return 0
+	}
+}
+
+func (c *cols) bool() bool { return c.int() != 0 }
+
+// duration is a duration_ms column.
+func (c *cols) duration() time.Duration {
+	return time.Duration(math.Round(c.float() * float64(time.Millisecond)))
+}
+
+// time reads two columns, a timestamp's text and its *_ms: the text has
+// nanoseconds, the milliseconds are the fallback. NULL in both: the zero
+// time.
+func (c *cols) time() time.Time {
+	text, ms := c.str(), c.next()
+	if text != "" {
+		if t, err := time.Parse(tsLayout, text); err == nil {
+			return t.UTC()
+		}
+		if t, err := time.Parse(time.RFC3339Nano, text); err == nil {
+			return t.UTC()
+		}
+	}
+	if ms != nil {
+		return time.UnixMilli(toInt(ms)).UTC()
+	}
+	if text != "" {
+		c.fail("column %d: timestamp %q does not parse", c.i-2, text)
+	}
+	return time.Time{}
+}
+
+func (c *cols) addr() netip.Addr {
+	s := c.str()
+	if s == "" {
+		return netip.Addr{}
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		c.fail("column %d: address %q: %v", c.i-1, s, err)
+	}
+	return a
+}
+
+// json decodes a JSON column into v; NULL leaves v as it is.
+func (c *cols) json(v any) error {
+	s := c.str()
+	if s == "" {
+		return nil
+	}
+	return json.Unmarshal([]byte(s), v)
+}
+
+func (c *cols) headers() []store.Header {
+	var pairs [][2]string
+	if err := c.json(&pairs); err != nil {
+		c.fail("column %d: headers: %v", c.i-1, err)
+		return nil
+	}
+	if pairs == nil {
+		return nil
+	}
+	out := make([]store.Header, len(pairs))
+	for i, p := range pairs {
+		out[i] = store.Header{Name: p[0], Value: p[1]}
+	}
+	return out
+}
+
+// eventHead are the columns every event table starts with.
+const eventHead = "id, session_id, seq, timestamp, timestamp_ms"
+
+// rowHead reads eventHead into ev and returns the row's id.
+func (c *cols) head(ev *store.Event) int64 {
+	id := c.int()
+	ev.Session = c.str()
+	ev.Seq = uint64(c.int())
+	ev.Time = c.time()
+	return id
+}
+
+// eventTable is how the events of one table are read: its own columns
+// after eventHead, and the payload they make.
+type eventTable struct {
+	name    string
+	columns string
+	decode  func(c *cols, ev *store.Event)
+}
+
+// eventTables are the tables with one row per event (tool_calls and
+// tool_responses are read with their model calls).
+var eventTables = []*eventTable{
+	{name: "net_events", columns: `domain, ip, port, src_ip, src_port, transport, conn_type, decision, reason, matched_rule,
+		http_version, method, path, query, status_code, bytes_sent, bytes_received, duration_ms,
+		request_headers, response_headers, request_body_preview, response_body_preview, count, detail`,
+		decode: func(c *cols, ev *store.Event) {
+			ev.Kind = store.KindNet
+			ev.Net = &store.Net{
+				Domain: c.str(), IP: c.addr(), Port: uint16(c.int()), SrcIP: c.addr(), SrcPort: uint16(c.int()),
+				Transport: store.Transport(c.str()), ConnType: store.ConnType(c.str()),
+				Decision: store.Decision(c.str()), Reason: c.str(), MatchedRule: c.str(),
+				HTTPVersion: c.str(), Method: c.str(), Path: c.str(), Query: c.str(), StatusCode: int(c.int()),
+				BytesSent: c.int(), BytesReceived: c.int(), Duration: c.duration(),
+				RequestHeaders: c.headers(), ResponseHeaders: c.headers(),
+				RequestBodyPreview: c.str(), ResponseBodyPreview: c.str(),
+				Count: c.int(), Detail: c.str(),
+			}
+		}},
+	{name: "dns_events", columns: "qname, qtype, transport, decision, reason, matched_rule, answer, resolver_asked, count",
+		decode: func(c *cols, ev *store.Event) {
+			ev.Kind = store.KindDNS
+			ev.DNS = &store.DNS{
+				QName: c.str(), QType: c.str(), Transport: store.Transport(c.str()), Decision: store.Decision(c.str()),
+				Reason: c.str(), MatchedRule: c.str(), Answer: c.str(), ResolverAsked: c.addr(), Count: c.int(),
+			}
+		}},
+	{name: "model_calls", columns: `provider, domain, model, method, path, stream, system_prompt_preview, messages_count,
+		tools_count, request_bytes, request_body_preview, message_id, status_code, text_content, thinking_content,
+		stop_reason, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, duration_ms,
+		response_bytes, estimated_cost_usd, trace_id, usage_details`,
+		decode: func(c *cols, ev *store.Event) {
+			ev.Kind = store.KindModelCall
+			ev.ModelCall = &store.ModelCall{
+				Provider: c.str(), Domain: c.str(), Model: c.str(), Method: c.str(), Path: c.str(), Stream: c.bool(),
+				SystemPromptPreview: c.str(), MessagesCount: int(c.int()), ToolsCount: int(c.int()),
+				RequestBytes: c.int(), RequestBodyPreview: c.str(), MessageID: c.str(), StatusCode: int(c.int()),
+				TextContent: c.str(), ThinkingContent: c.str(), StopReason: c.str(),
+				InputTokens: c.int(), OutputTokens: c.int(), CacheReadTokens: c.int(), CacheWriteTokens: c.int(),
+				Duration: c.duration(), ResponseBytes: c.int(), CostUSD: c.float(), TraceID: c.str(), UsageDetails: c.str(),
+			}
+		}},
+	{name: "mcp_calls", columns: `server_name, method, tool_name, request_id, request_preview, response_preview, decision,
+		duration_ms, error_message, bytes_sent, bytes_received, reason, matched_rule`,
+		decode: func(c *cols, ev *store.Event) {
+			ev.Kind = store.KindMCPCall
+			ev.MCPCall = &store.MCPCall{
+				ServerName: c.str(), Method: c.str(), ToolName: c.str(), RequestID: c.str(),
+				RequestPreview: c.str(), ResponsePreview: c.str(), Decision: store.Decision(c.str()),
+				Duration: c.duration(), ErrorMessage: c.str(), BytesSent: c.int(), BytesReceived: c.int(),
+				Reason: c.str(), MatchedRule: c.str(),
+			}
+		}},
+	{name: "fs_events", columns: "action, path, size, old_path, is_dir, guest_time, guest_time_ms",
+		decode: func(c *cols, ev *store.Event) {
+			ev.Kind = store.KindFS
+			ev.FS = &store.FS{Action: c.str(), Path: c.str(), Size: c.int(), OldPath: c.str(), Dir: c.bool(), GuestTime: c.time()}
+		}},
+	{name: "exec_events", columns: "argv, dir, tty, pid, exit_code, signal, duration_ms, started_at, started_at_ms",
+		decode: func(c *cols, ev *store.Event) {
+			ev.Kind = store.KindExec
+			x := &store.Exec{}
+			if err := c.json(&x.Argv); err != nil {
+				c.fail("argv: %v", err)
+			}
+			x.Dir, x.TTY, x.PID, x.ExitCode, x.Signal = c.str(), c.bool(), int(c.int()), int(c.int()), c.str()
+			x.Duration, x.Start = c.duration(), c.time()
+			ev.Exec = x
+		}},
+	{name: "agent_events", columns: "state, detail, count",
+		decode: func(c *cols, ev *store.Event) {
+			ev.Kind = store.KindAgent
+			ev.Agent = &store.Agent{State: c.str(), Detail: c.str(), Count: c.int()}
+		}},
+	{name: "recording_events", columns: "state, detail, count",
+		decode: func(c *cols, ev *store.Event) {
+			ev.Kind = store.KindRecording
+			ev.Recording = &store.Recording{State: c.str(), Detail: c.str(), Count: c.int()}
+		}},
+	{name: "other_events", columns: "kind",
+		decode: func(c *cols, ev *store.Event) {
+			// A kind this build could not decode: it has no payload, here
+			// as in the store.
+			ev.Kind = store.Kind(c.str())
+		}},
+}
+
+// Chunks of rows read per table: small at first, since a reader often
+// wants a page and stops, then larger.
+const (
+	firstChunk = 64
+	maxChunk   = 1024
+)
+
+// cursor reads the rows of one event table of a session in seq order, a
+// chunk at a time.
+type cursor struct {
+	t     *eventTable
+	query string
+	buf   []store.Event
+	pos   int
+	after int64 // the seq of the last row read
+	chunk int
+	done  bool // no rows after buf
+}
+
+// merger merges the cursors of every event table by seq.
+type merger struct {
+	db      *sql.DB
+	session string
+	cursors []*cursor
+}
+
+func newMerger(db *sql.DB, session string, after int64) *merger {
+	m := &merger{db: db, session: session}
+	for _, t := range eventTables {
+		m.cursors = append(m.cursors, &cursor{
+			t: t, after: after, chunk: firstChunk,
+			query: "SELECT " + eventHead + ", " + t.columns + " FROM " + t.name +
+				" WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+		})
+	}
+	return m
+}
+
+// next returns the event of lowest seq not yet returned; false when there
+// are none.
+func (m *merger) next() (store.Event, bool, error) {
+	var best *cursor
+	for _, c := range m.cursors {
+		if c.pos == len(c.buf) {
+			if c.done {
+				continue
+			}
+			if err := m.fill(c); err != nil {
+				return store.Event{}, false, err
+			}
+			if c.pos == len(c.buf) {
+				continue
+			}
+		}
+		if best == nil || c.buf[c.pos].Seq < best.buf[best.pos].Seq {
+			best = c
+		}
+	}
+	if best == nil {
+		return store.Event{}, false, nil
+	}
+	ev := best.buf[best.pos]
+	best.buf[best.pos] = store.Event{} // the caller keeps it; the buffer lets go
+	best.pos++
+	return ev, true, nil
+}
+
+// fill reads the next chunk of c's rows.
+func (m *merger) fill(c *cursor) error {
+	c.buf, c.pos = c.buf[:0], 0
+	ids, err := m.readChunk(c)
+	if err != nil {
+		return fmt.Errorf("%s: %w", c.t.name, err)
+	}
+	if len(c.buf) < c.chunk {
+		c.done = true
+	}
+	c.chunk = min(c.chunk*2, maxChunk)
+	if len(c.buf) == 0 {
+		return nil
+	}
+	c.after = int64(c.buf[len(c.buf)-1].Seq)
+	if c.t.name == "model_calls" {
+		return m.attachTools(c.buf, ids)
+	}
+	return nil
+}
+
+// readChunk reads up to c.chunk rows of c's table after c.after into c.buf
+// and returns their ids.
+func (m *merger) readChunk(c *cursor) ([]int64, error) {
+	rows, err := m.db.Query(c.query, m.session, c.after, c.chunk)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	n := 5 + strings.Count(c.t.columns, ",") + 1
+	vals := make([]any, n)
+	ptrs := make([]any, n)
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	var ids []int64
+	for rows.Next() {
+		clear(vals)
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, err
+		}
+		cs := &cols{vals: vals}
+		var ev store.Event
+		id := cs.head(&ev)
+		c.t.decode(cs, &ev)
+		if cs.err != nil {
+			return nil, fmt.Errorf("row %d (seq %d): %w", id, ev.Seq, cs.err)
+		}
+		c.buf = append(c.buf, ev)
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
+// attachTools reads the tool_calls and tool_responses rows of the model
+// calls in evs (rows ids) and adds them to their model call, in row order
+// (the order of the store's slices). Those rows share their model call's
+// seq, so they are read by the (session_id, seq) index over the chunk's
+// span, in (seq, id) order, the order of that index, and attached by
+// model_call_id.
+func (m *merger) attachTools(evs []store.Event, ids []int64) error {
+	byID := make(map[int64]*store.ModelCall, len(ids))
+	bySeq := make(map[int64]*store.ModelCall, len(ids))
+	for i, id := range ids {
+		byID[id] = evs[i].ModelCall
+		bySeq[int64(evs[i].Seq)] = evs[i].ModelCall
+	}
+	lo, hi := int64(evs[0].Seq), int64(evs[len(evs)-1].Seq)
+	read := func(query string, add func(mc *store.ModelCall, c *cols)) error {
+		rows, err := m.db.Query(query, m.session, lo, hi)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		var vals []any
+		var ptrs []any
+		for rows.Next() {
+			if vals == nil {
+				names, err := rows.Columns()
+				if err != nil {
+					return err
+				}
+				vals, ptrs = make([]any, len(names)), make([]any, len(names))
+				for i := range vals {
+					ptrs[i] = &vals[i]
+				}
+			}
+			clear(vals)
+			if err := rows.Scan(ptrs...); err != nil {
+				return err
+			}
+			c := &cols{vals: vals}
+			id, seq, mcID := c.int(), c.int(), c.next()
+			mc := byID[toInt(mcID)]
+			if mcID == nil {
+				mc = bySeq[seq] // not written so, but its seq says whose it is
+			}
+			if mc == nil {
+				return fmt.Errorf("row %d: model_call_id %v is not a model call of this session in seq %d to %d", id, mcID, lo, hi)
+			}
+			add(mc, c)
+			if c.err != nil {
+				return fmt.Errorf("row %d: %w", id, c.err)
+			}
+		}
+		return rows.Err()
+	}
+	err := read(`SELECT id, seq, model_call_id, call_index, call_id, tool_name, arguments, origin FROM tool_calls
+		WHERE session_id = ? AND seq BETWEEN ? AND ? ORDER BY seq, id`,
+		func(mc *store.ModelCall, c *cols) {
+			mc.ToolCalls = append(mc.ToolCalls, store.ToolCall{
+				Index: int(c.int()), CallID: c.str(), Name: c.str(), Arguments: c.str(), Origin: c.str()})
+		})
+	if err != nil {
+		return fmt.Errorf("tool_calls: %w", err)
+	}
+	err = read(`SELECT id, seq, model_call_id, call_id, content_preview, is_error FROM tool_responses
+		WHERE session_id = ? AND seq BETWEEN ? AND ? ORDER BY seq, id`,
+		func(mc *store.ModelCall, c *cols) {
+			mc.ToolResults = append(mc.ToolResults, store.ToolResult{CallID: c.str(), ContentPreview: c.str(), IsError: c.bool()})
+		})
+	if err != nil {
+		return fmt.Errorf("tool_responses: %w", err)
+	}
+	return nil
+}
