@@ -18,6 +18,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/capsem/capsem/store/sqliteexport"
 	"github.com/capsem/capsem/ui"
 )
 
@@ -25,12 +26,14 @@ func uiCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "ui",
 		Usage:     "serve a read-only web page of the sessions in the event store, on this machine only",
-		UsageText: "capsem ui [--data DIR] [--listen 127.0.0.1:PORT] [--open]",
+		UsageText: "capsem ui [--data DIR | --sqlite FILE] [--listen 127.0.0.1:PORT] [--open]",
 		Description: "Prints the page's URL: it holds a random access token, the key to the sessions for as long as\n" +
 			"capsem ui runs — share it with no one. The page lists the sessions; a session shows every event in\n" +
-			"order with filters, a per-host summary, and its model calls with their tool calls. Ctrl-C stops it.",
+			"order with filters, a per-host summary, and its model calls with their tool calls. --sqlite shows a\n" +
+			"file capsem export wrote (one someone sent) instead of the store. Ctrl-C stops it.",
 		Flags: []cli.Flag{
 			dataFlag(),
+			&cli.StringFlag{Name: "sqlite", Usage: "show the sessions of `FILE`, a capsem export, instead of the store"},
 			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:0", Usage: "`ADDR` to serve on: a loopback address and a port (0: any free port)"},
 			&cli.BoolFlag{Name: "open", Usage: "open the page in the desktop's browser"},
 		},
@@ -55,8 +58,22 @@ func runUI(c *cli.Context) error {
 		return err
 	}
 	token := hex.EncodeToString(tok)
-	src := &uiStore{data: c.String("data")}
-	defer src.Close()
+	if c.IsSet("data") && c.IsSet("sqlite") {
+		return usageError{errors.New("--data or --sqlite, not both")}
+	}
+	var src ui.Source
+	if file := c.String("sqlite"); file != "" {
+		r, err := sqliteexport.OpenReader(file)
+		if err != nil {
+			return fmt.Errorf("--sqlite: %w", err)
+		}
+		defer r.Close()
+		src = r
+	} else {
+		st := &uiStore{data: c.String("data")}
+		defer st.Close()
+		src = st
+	}
 	log := slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	h, err := ui.New(src, token, log)
 	if err != nil {
