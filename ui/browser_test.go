@@ -90,13 +90,21 @@ func eval[T any](b *browser, expr string) T {
 	return v
 }
 
-// waitFor polls expr until it is true.
+// waitFor polls expr until it is true. An evaluation that fails is tried
+// again: the page may be navigating ("Inspected target navigated or
+// closed").
 func (b *browser) waitFor(what, expr string) {
 	b.t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
-	for !eval[bool](b, expr) {
+	for {
+		ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expr))
+		cancel()
+		if err == nil && ok {
+			return
+		}
 		if time.Now().After(deadline) {
-			b.t.Fatalf("waiting for %s (%s)", what, expr)
+			b.t.Fatalf("waiting for %s (%s): last %v, %v", what, expr, ok, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -30,7 +30,7 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	s.render(w, "session.html", sessionPage{Base: s.Base(), Session: viewOf(sess), Filter: f, Query: f.query().Encode(), Page: p})
+	s.render(w, "session.html", sessionPage{Base: s.Base(), Session: s.view(sess), Filter: f, Query: f.query().Encode(), Page: p})
 }
 
 // rows answers the next page of a timeline as table rows, and where the
@@ -88,5 +88,5 @@ func (s *Server) modelCall(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	s.render(w, "model.html", map[string]any{"Base": s.Base(), "Session": viewOf(sess), "M": v})
+	s.render(w, "model.html", map[string]any{"Base": s.Base(), "Session": s.view(sess), "M": v})
 }

@@ -15,6 +15,7 @@ type sessionView struct {
 	Started    time.Time
 	Duration   time.Duration
 	Running    bool // no end recorded: running, or its writer died
+	Live       bool // being written now: the page follows it
 	Name       string
 	Exit       string // the exit code, or "" without one
 	Events     int64
@@ -50,6 +51,15 @@ func (v sessionView) Text() string {
 	return strings.ToLower(v.ID + " " + v.Name + " " + v.Exit)
 }
 
+// view is viewOf with Live from the source.
+func (s *Server) view(sess store.Session) sessionView {
+	v := viewOf(sess)
+	if ls, ok := s.src.(LiveSource); ok {
+		v.Live = ls.Live(sess.ID)
+	}
+	return v
+}
+
 func (s *Server) sessions(w http.ResponseWriter, r *http.Request) {
 	list, err := s.src.Sessions()
 	if err != nil {
@@ -59,7 +69,7 @@ func (s *Server) sessions(w http.ResponseWriter, r *http.Request) {
 	q := strings.ToLower(strings.TrimSpace(r.URL.Query().Get("q")))
 	views := make([]sessionView, 0, len(list))
 	for _, sess := range list {
-		v := viewOf(sess)
+		v := s.view(sess)
 		if q == "" || strings.Contains(v.Text(), q) {
 			views = append(views, v)
 		}

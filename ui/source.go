@@ -13,3 +13,11 @@ type Source interface {
 	// above after, in order, until fn returns an error, which it returns.
 	EventsAfter(id string, after uint64, fn func(store.Event) error) error
 }
+
+// LiveSource is a Source that knows which sessions are still being
+// written: their pages follow them as events arrive. A Source without
+// it has none (an exported file).
+type LiveSource interface {
+	Source
+	Live(id string) bool
+}

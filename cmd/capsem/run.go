@@ -252,6 +252,11 @@ func runRecorded(c *cli.Context, o *runOptions) error {
 	}
 	id := rs.w.ID()
 	phase("session store open")
+	ra, err := serveRunAPI(o.data, rs)
+	if err != nil {
+		// The run goes on; only reading its session before it ends fails.
+		fmt.Fprintf(c.App.ErrWriter, "capsem: warning: the session cannot be read while it runs: %v\n", err)
+	}
 
 	stdin := c.App.Reader
 	if o.noStdin {
@@ -273,6 +278,9 @@ func runRecorded(c *cli.Context, o *runOptions) error {
 	}, stdin, c.App.Writer, c.App.ErrWriter)
 
 	phase("guest powered off")
+	if ra != nil {
+		ra.Close() // before the store closes: no snapshot of a closed store
+	}
 	var endCode *int
 	if runErr == nil {
 		endCode = &code

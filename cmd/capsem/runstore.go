@@ -145,6 +145,20 @@ func openStoreForReading(c *cli.Context) (*store.Store, int, error) {
 	if err != nil {
 		fmt.Fprintf(c.App.ErrWriter, "capsem: warning: %v\n", err)
 	}
-	st, err := store.OpenReadOnly(data)
+	st, err := openReadOnlyWait(data, 2*time.Second)
 	return st, pending, err
+}
+
+// openReadOnlyWait opens the store at data read-only, retrying while
+// another process holds it (a run moving its session in, capsem ui
+// reading it) for up to wait.
+func openReadOnlyWait(data string, wait time.Duration) (*store.Store, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		st, err := store.OpenReadOnly(data)
+		if err == nil || !errors.Is(err, store.ErrInUse) || time.Now().After(deadline) {
+			return st, err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

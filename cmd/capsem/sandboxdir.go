@@ -1,8 +1,6 @@
 package main
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -82,26 +80,8 @@ func (d sandboxDir) runPath() string      { return filepath.Join(d.Dir, "run.jso
 func (d sandboxDir) crashPath() string    { return filepath.Join(d.Dir, "crash") }
 func (d sandboxDir) snapshotsDir() string { return filepath.Join(d.Dir, "snapshots") }
 
-// maxSocketPath is the longest unix socket path this code binds: sun_path
-// holds 108 bytes on Linux and 104 on macOS, with the terminating NUL.
-const maxSocketPath = 103
-
-// socketPath is where the API listens: in the sandbox directory when the
-// path fits a unix socket address, else under $XDG_RUNTIME_DIR/capsem (or
-// the temporary directory) by a hash of the directory.
-func (d sandboxDir) socketPath() string {
-	p := filepath.Join(d.Dir, "api.sock")
-	if len(p) <= maxSocketPath {
-		return p
-	}
-	base := os.Getenv("XDG_RUNTIME_DIR")
-	if base == "" {
-		base = os.TempDir()
-	}
-	abs, _ := filepath.Abs(d.Dir)
-	sum := sha256.Sum256([]byte(abs))
-	return filepath.Join(base, "capsem", d.Name[:min(len(d.Name), 40)]+"-"+hex.EncodeToString(sum[:8])+".sock")
-}
+// socketPath is where the API listens (socketPathIn).
+func (d sandboxDir) socketPath() string { return socketPathIn(d.Dir, d.Name) }
 
 func (d sandboxDir) exists() bool {
 	_, err := os.Stat(d.settingsPath())

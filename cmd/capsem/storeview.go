@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"time"
 
@@ -34,47 +35,85 @@ type liveStore struct {
 }
 
 // openStoreView opens the main store of --data for reading, after moving
-// finished sessions into it, and snapshots the running sandboxes'
-// sessions.
+// finished sessions into it, and snapshots the sessions of running
+// sandboxes and runs.
 func openStoreView(c *cli.Context) (*storeView, error) {
 	main, pending, err := openStoreForReading(c)
 	if err != nil {
 		return nil, err
 	}
 	v := &storeView{main: main}
-	dirs, _ := listSandboxes(c.String("data"))
-	for _, d := range dirs {
-		if !d.locked() {
-			continue
-		}
-		client := api.NewClient(d.socketPath())
-		ctx, cancel := context.WithTimeout(c.Context, 10*time.Second)
-		snap, err := client.Snapshot(ctx)
-		cancel()
-		client.Close()
+	for _, l := range liveSockets(c.String("data")) {
+		ls, err := openSnapshot(c.Context, l.sock, l.what)
 		if err != nil {
-			fmt.Fprintf(c.App.ErrWriter, "capsem: sandbox %s's running session is not included: %v\n", d.Name, err)
+			fmt.Fprintf(c.App.ErrWriter, "capsem: %s's running session is not included: %v\n", l.what, err)
 			continue
 		}
-		st, err := store.OpenReadOnly(snap.Dir)
-		if err != nil {
-			os.RemoveAll(snap.Dir)
-			fmt.Fprintf(c.App.ErrWriter, "capsem: sandbox %s's running session is not included: %v\n", d.Name, err)
-			continue
-		}
-		v.live = append(v.live, liveStore{sandbox: d.Name, session: snap.SessionID, dir: snap.Dir, st: st})
+		ls.sandbox = l.sandbox
+		v.live = append(v.live, ls)
 	}
 	if n := pending - len(v.live); n > 0 {
-		fmt.Fprintf(c.App.ErrWriter, "capsem: %d session(s) still running (capsem run) or not yet moved into %s are not included\n", n, c.String("data"))
+		fmt.Fprintf(c.App.ErrWriter, "capsem: %d session(s) still running or not yet moved into %s are not included\n", n, c.String("data"))
 	}
 	return v, nil
 }
 
+// liveSocket is the API socket of a running sandbox or capsem run.
+type liveSocket struct {
+	sock    string
+	what    string // "sandbox NAME" or "capsem run ID", for messages
+	sandbox string
+}
+
+// liveSockets are the sockets of data's running sandboxes (those whose
+// lock is held) and running capsem runs (those whose session directory
+// still has its events and its socket).
+func liveSockets(data string) []liveSocket {
+	var out []liveSocket
+	dirs, _ := listSandboxes(data)
+	for _, d := range dirs {
+		if d.locked() {
+			out = append(out, liveSocket{sock: d.socketPath(), what: "sandbox " + d.Name, sandbox: d.Name})
+		}
+	}
+	runs, _ := filepath.Glob(filepath.Join(data, "sessions", "*", "events"))
+	for _, r := range runs {
+		id := filepath.Base(filepath.Dir(r))
+		if sock := runSocketPath(data, id); fileExists(sock) {
+			out = append(out, liveSocket{sock: sock, what: "capsem run " + id})
+		}
+	}
+	return out
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// openSnapshot asks the API on sock for a snapshot of its session's store
+// and opens it read-only; Close of the storeView removes it.
+func openSnapshot(ctx context.Context, sock, what string) (liveStore, error) {
+	client := api.NewClient(sock)
+	defer client.Close()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	snap, err := client.Snapshot(ctx)
+	if err != nil {
+		return liveStore{}, err
+	}
+	st, err := store.OpenReadOnly(snap.Dir)
+	if err != nil {
+		os.RemoveAll(snap.Dir)
+		return liveStore{}, err
+	}
+	return liveStore{session: snap.SessionID, dir: snap.Dir, st: st}, nil
+}
+
 func (v *storeView) Close() {
 	v.main.Close()
-	for _, l := range v.live {
-		l.st.Close()
-		os.RemoveAll(l.dir)
+	for i := range v.live {
+		v.live[i].close()
 	}
 }
 

@@ -70,7 +70,7 @@ func runUI(c *cli.Context) error {
 		defer r.Close()
 		src = r
 	} else {
-		st := &uiStore{data: c.String("data")}
+		st := &uiStore{data: c.String("data"), live: uiLive{data: c.String("data")}}
 		defer st.Close()
 		src = st
 	}

@@ -2,6 +2,9 @@ package main
 
 import (
 	"errors"
+	"fmt"
+	"io/fs"
+	"slices"
 	"sync"
 	"time"
 
@@ -22,6 +25,7 @@ const uiIdleClose = time.Second
 // uiIdleClose.
 type uiStore struct {
 	data string
+	live uiLive // the running sessions, read from snapshots
 
 	mu    sync.Mutex
 	st    *store.Store
@@ -40,18 +44,14 @@ func (u *uiStore) acquire() (*store.Store, error) {
 		// Another capsem may hold the store for a moment (a run moving
 		// its session in, capsem sessions reading it): wait as long as
 		// they wait for it.
-		deadline := time.Now().Add(2 * time.Second)
-		for {
-			st, err := store.OpenReadOnly(u.data)
-			if err == nil {
-				u.st = st
-				break
-			}
-			if !errors.Is(err, store.ErrInUse) || time.Now().After(deadline) {
-				return nil, err
-			}
-			time.Sleep(50 * time.Millisecond)
+		st, err := openReadOnlyWait(u.data, 2*time.Second)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("no session has ended in %s yet: %w", u.data, store.ErrNotFound)
 		}
+		if err != nil {
+			return nil, err
+		}
+		u.st = st
 	}
 	u.refs++
 	return u.st, nil
@@ -86,6 +86,7 @@ func (u *uiStore) Close() {
 		u.st.Close()
 		u.st = nil
 	}
+	u.live.Close()
 }
 
 func (u *uiStore) Sessions() ([]store.Session, error) {
@@ -97,15 +98,41 @@ func (u *uiStore) Sessions() ([]store.Session, error) {
 		mergeRuns(u.data, 0)
 	}
 	u.mu.Unlock()
+	var all []store.Session
 	st, err := u.acquire()
-	if err != nil {
+	switch {
+	case errors.Is(err, store.ErrNotFound): // no main store yet: only running sessions
+	case err != nil:
 		return nil, err
+	default:
+		all, err = st.Sessions()
+		u.release()
+		if err != nil {
+			return nil, err
+		}
 	}
-	defer u.release()
-	return st.Sessions()
+	u.live.refresh()
+	inMain := map[string]bool{}
+	for _, s := range all {
+		inMain[s.ID] = true
+	}
+	for _, s := range u.live.all() {
+		if !inMain[s.ID] { // moved in since its run ended
+			all = append(all, s)
+		}
+	}
+	slices.SortStableFunc(all, func(a, b store.Session) int { return b.StartedAt.Compare(a.StartedAt) })
+	return all, nil
 }
 
+// Live says whether id is a running session's: the page follows it.
+func (u *uiStore) Live(id string) bool { return u.live.has(id) }
+
 func (u *uiStore) Session(id string) (store.Session, error) {
+	if s := u.live.get(id); s != nil {
+		defer s.mu.RUnlock()
+		return s.snap.st.Session(id)
+	}
 	st, err := u.acquire()
 	if err != nil {
 		return store.Session{}, err
@@ -115,6 +142,10 @@ func (u *uiStore) Session(id string) (store.Session, error) {
 }
 
 func (u *uiStore) EventsAfter(id string, after uint64, fn func(store.Event) error) error {
+	if s := u.live.get(id); s != nil {
+		defer s.mu.RUnlock()
+		return s.snap.st.EventsAfter(id, after, fn)
+	}
 	st, err := u.acquire()
 	if err != nil {
 		return err

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/capsem/capsem/sandbox/api"
+)
+
+// A running capsem run holds its session's store, which no other process
+// can open. So that capsem sessions, inspect, export and ui can read the
+// session while it runs, as they read a running sandbox's, the run serves
+// the sandbox API's POST /v1/snapshot — and only that — on a socket in its
+// session directory: a checkpoint of its store (hard links, taken after a
+// sync so that every event appended so far is in it) that the reader opens
+// read-only and removes.
+
+func runSocketPath(data, id string) string { return socketPathIn(sessionDir(data, id), id) }
+
+func runSnapshotsDir(data, id string) string { return filepath.Join(sessionDir(data, id), "snapshots") }
+
+// runAPI is a running capsem run's snapshot socket.
+type runAPI struct {
+	srv        *http.Server
+	sock, snap string
+}
+
+// serveRunAPI serves rs's snapshots until Close.
+func serveRunAPI(data string, rs *runStore) (*runAPI, error) {
+	id := rs.w.ID()
+	a := &runAPI{sock: runSocketPath(data, id), snap: runSnapshotsDir(data, id)}
+	ln, err := listenUnix(a.sock)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST "+api.PathSnapshot, func(w http.ResponseWriter, r *http.Request) {
+		if err := rs.w.Sync(); err != nil {
+			api.WriteError(w, http.StatusInternalServerError, "the run's store could not sync: "+err.Error())
+			return
+		}
+		if err := os.MkdirAll(a.snap, 0o700); err != nil {
+			api.WriteError(w, http.StatusInternalServerError, err.Error())
+			return
+		}
+		dir := filepath.Join(a.snap, fmt.Sprintf("%d", time.Now().UnixNano()))
+		if err := rs.st.Checkpoint(dir); err != nil {
+			api.WriteError(w, http.StatusInternalServerError, "checkpoint of the run's store: "+err.Error())
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(api.Snapshot{Dir: dir, SessionID: id})
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		api.WriteError(w, http.StatusNotFound, fmt.Sprintf("a capsem run serves only POST %s (%s %s is a sandbox's: capsem start)", api.PathSnapshot, r.Method, r.URL.Path))
+	})
+	a.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go a.srv.Serve(ln)
+	return a, nil
+}
+
+// Close stops serving and removes the socket and what readers left of
+// their snapshots.
+func (a *runAPI) Close() {
+	a.srv.Close()
+	os.Remove(a.sock)
+	os.RemoveAll(a.snap)
+}
