@@ -77,6 +77,19 @@ func TestFixtureInChromium(t *testing.T) {
 	b.screenshot("fixture-session-denied")
 	b.noConsoleErrors("fixture session")
 
+	// A search: the scratch file the agent made and then deleted.
+	var scratch int
+	if err := db.QueryRow(`SELECT count(*) FROM fs_events WHERE path = 'scratch.txt'`).Scan(&scratch); err != nil {
+		t.Fatal(err)
+	}
+	b.do("searching the fixture", chromedp.Navigate(base+"s/"+id), chromedp.WaitVisible(chromedp.CSS("#q")),
+		chromedp.SendKeys(chromedp.CSS("#q"), "scratch.txt\n"))
+	b.waitFor("the search's rows", fmt.Sprintf(`location.search.includes("q=scratch.txt") && document.querySelectorAll("#rows tr.ev.k-fs").length === %d`, scratch))
+	if got := eval[[]string](b, `Array.from(document.querySelectorAll("#rows tr.ev.k-fs .what span")).map(e => e.textContent)`); len(got) != 2 || got[0] != "created scratch.txt" || got[1] != "deleted scratch.txt" {
+		t.Errorf("searching scratch.txt shows the file rows %q, want it created then deleted", got)
+	}
+	b.noConsoleErrors("fixture search")
+
 	b.do("the model call page", chromedp.Navigate(fmt.Sprintf("%ss/%s/m/%d", base, id, toolSeq)), chromedp.WaitVisible(chromedp.CSS(".tool")))
 	if got := eval[string](b, `document.querySelector(".tool pre.args").textContent`); got != toolArgs {
 		t.Errorf("the %s call's arguments show %q, the fixture has %q", toolName, got, toolArgs)
