@@ -91,16 +91,8 @@ mkdir -p "$HOME"
 cd /workspace
 claude mcp add --transport http tools https://mcp.capsem.internal/tools
 claude -p "Set up the project, check the endpoints, then echo through the tools server." --allowedTools Bash,mcp__tools__echo`
-	// As in TestMCPRunClaudeInTheGuest: without these two, claude 2.1.330
-	// does not offer the gateway's tools in its first request.
-	var flags []string
-	for _, kv := range []string{"ANTHROPIC_API_KEY=sk-ant-api03-capsem-test-key-not-a-secret", "DISABLE_TELEMETRY=1",
-		"DISABLE_ERROR_REPORTING=1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_AUTOUPDATER=1",
-		"ENABLE_TOOL_SEARCH=false", "MCP_CONNECTION_NONBLOCKING=0"} {
-		flags = append(flags, "--env", kv)
-	}
 	start := time.Now()
-	r := capsemRun(t, runOpts{policy: pol, data: data}, flags, "sh", "-c", script)
+	r := capsemRun(t, runOpts{policy: pol, data: data}, claudeGuestMCPFlags(), "sh", "-c", script)
 	t.Logf("capsem run took %v\nstdout:\n%s\nthe fake API saw:\n%s", time.Since(start).Round(time.Millisecond), r.stdout, fake.log())
 	if r.code != 0 || !strings.Contains(r.stdout, fake.final) {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)

@@ -28,6 +28,25 @@ const (
 	mcpEnvCase  = "[capsem-case:env]"
 )
 
+// claudeGuestMCPFlags are capsem run's --env flags for claude in the guest
+// against the fake API with a gateway MCP server. The fake API calls only
+// a tool the request offers, and claude 2.1.330 offers MCP tools in its
+// first request only with ENABLE_TOOL_SEARCH=false (else they are deferred
+// behind its ToolSearch tool: the first run of TestMCPRunClaudeInTheGuest
+// saw 12 tools, none mcp__tools__*) and MCP_CONNECTION_NONBLOCKING=0 (else
+// -p sends the first request before the server is connected and offers
+// WaitForMcpServers instead: the second run saw 22 tools, none
+// mcp__tools__*; with both, 30 tools, the six of the server among them).
+func claudeGuestMCPFlags() []string {
+	var flags []string
+	for _, kv := range []string{"ANTHROPIC_API_KEY=sk-ant-api03-capsem-test-key-not-a-secret", "DISABLE_TELEMETRY=1",
+		"DISABLE_ERROR_REPORTING=1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_AUTOUPDATER=1",
+		"ENABLE_TOOL_SEARCH=false", "MCP_CONNECTION_NONBLOCKING=0"} {
+		flags = append(flags, "--env", kv)
+	}
+	return flags
+}
+
 // mcpCaseFakes is the fake api.anthropic.com of TestMCPRunClaudeInTheGuest:
 // each Messages request goes to the fakeAnthropic scripted for the case
 // its prompt names (any other request to echo's), and the names of the
@@ -159,21 +178,8 @@ claude -p "Call the echo tool of the tools server. ` + mcpEchoCase + `" --allowe
 echo "--- env"
 claude -p "Call the env tool of the tools server. ` + mcpEnvCase + `" --allowedTools mcp__tools__env
 echo "--- done"`
-	// The fake API calls only a tool the request offers, and claude 2.1.330
-	// offers MCP tools in its first request only with ENABLE_TOOL_SEARCH=false
-	// (else they are deferred behind its ToolSearch tool: the first run of
-	// this test saw 12 tools, none mcp__tools__*) and MCP_CONNECTION_NONBLOCKING=0
-	// (else -p sends the first request before the server is connected and
-	// offers WaitForMcpServers instead: the second run saw 22 tools, none
-	// mcp__tools__*; with both, 30 tools, the six of the server among them).
-	var flags []string
-	for _, kv := range []string{"ANTHROPIC_API_KEY=sk-ant-api03-capsem-test-key-not-a-secret", "DISABLE_TELEMETRY=1",
-		"DISABLE_ERROR_REPORTING=1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_AUTOUPDATER=1",
-		"ENABLE_TOOL_SEARCH=false", "MCP_CONNECTION_NONBLOCKING=0"} {
-		flags = append(flags, "--env", kv)
-	}
 	start := time.Now()
-	r := capsemRun(t, runOpts{policy: pol, data: data}, flags, "sh", "-c", script)
+	r := capsemRun(t, runOpts{policy: pol, data: data}, claudeGuestMCPFlags(), "sh", "-c", script)
 	t.Logf("capsem run took %v\nstdout:\n%s\nthe fake API saw (echo):\n%sthe fake API saw (env):\n%s",
 		time.Since(start).Round(time.Millisecond), r.stdout, fakes.echo.log(), fakes.env.log())
 	if r.code != 0 || !strings.Contains(r.stdout, "--- done") {

@@ -126,9 +126,15 @@ func mergeRuns(data string, wait time.Duration) (pending int, err error) {
 // openMainStore opens the store at data for writing, retrying while
 // another process holds it, for up to wait.
 func openMainStore(data string, wait time.Duration) (*store.Store, error) {
+	return whileInUse(wait, func() (*store.Store, error) { return store.Open(data) })
+}
+
+// whileInUse calls open until it does not fail with store.ErrInUse, for up
+// to wait: another capsem holds a store for moments at a time.
+func whileInUse(wait time.Duration, open func() (*store.Store, error)) (*store.Store, error) {
 	deadline := time.Now().Add(wait)
 	for {
-		st, err := store.Open(data)
+		st, err := open()
 		if err == nil || !errors.Is(err, store.ErrInUse) || time.Now().After(deadline) {
 			return st, err
 		}
@@ -153,12 +159,5 @@ func openStoreForReading(c *cli.Context) (*store.Store, int, error) {
 // another process holds it (a run moving its session in, capsem ui
 // reading it) for up to wait.
 func openReadOnlyWait(data string, wait time.Duration) (*store.Store, error) {
-	deadline := time.Now().Add(wait)
-	for {
-		st, err := store.OpenReadOnly(data)
-		if err == nil || !errors.Is(err, store.ErrInUse) || time.Now().After(deadline) {
-			return st, err
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return whileInUse(wait, func() (*store.Store, error) { return store.OpenReadOnly(data) })
 }
