@@ -44,7 +44,7 @@ func openStoreView(c *cli.Context) (*storeView, error) {
 	}
 	v := &storeView{main: main}
 	for _, l := range liveSockets(c.String("data")) {
-		ls, err := openSnapshot(c.Context, l.sock, l.what)
+		ls, err := openSnapshot(c.Context, l.sock)
 		if err != nil {
 			fmt.Fprintf(c.App.ErrWriter, "capsem: %s's running session is not included: %v\n", l.what, err)
 			continue
@@ -93,7 +93,7 @@ func fileExists(p string) bool {
 
 // openSnapshot asks the API on sock for a snapshot of its session's store
 // and opens it read-only; Close of the storeView removes it.
-func openSnapshot(ctx context.Context, sock, what string) (liveStore, error) {
+func openSnapshot(ctx context.Context, sock string) (liveStore, error) {
 	client := api.NewClient(sock)
 	defer client.Close()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)

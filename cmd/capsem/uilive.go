@@ -54,7 +54,7 @@ func (u *uiLive) refresh() {
 		if known {
 			continue
 		}
-		snap, err := openSnapshot(context.Background(), l.sock, l.what)
+		snap, err := openSnapshot(context.Background(), l.sock)
 		if err != nil {
 			continue
 		}
@@ -84,7 +84,7 @@ func (u *uiLive) get(id string) *liveSession {
 	}
 	s.mu.Lock()
 	if time.Since(s.at) >= uiLiveRefresh {
-		snap, err := openSnapshot(context.Background(), s.sock, id)
+		snap, err := openSnapshot(context.Background(), s.sock)
 		switch {
 		case err == nil:
 			snap.sandbox = s.snap.sandbox
