@@ -8,6 +8,7 @@ import (
 
 	"github.com/capsem/capsem/bench/internal/cpu"
 	"github.com/capsem/capsem/bench/internal/guestns"
+	"github.com/capsem/capsem/bench/internal/upstream"
 )
 
 // cpuUse is how many cores each party used during one measurement.
@@ -24,14 +25,14 @@ func (c cpuUse) String() string {
 
 // measureCPU runs cmd and returns the cores each party used meanwhile:
 // the client (cmd itself: ip netns exec execs it in place), e's
-// capsem-net, this process (the frame pump), the upstream, and the whole
-// machine.
-func (b *bench) measureCPU(cmd *exec.Cmd, e *guestns.Env) (cpuUse, error) {
+// capsem-net, this process (the frame pump), the upstream up, and the
+// whole machine.
+func (b *bench) measureCPU(cmd *exec.Cmd, e *guestns.Env, up *upstream.Process) (cpuUse, error) {
 	capsemPID := 0
 	if e != nil {
 		capsemPID = e.PID()
 	}
-	upPID, self := b.upstream.PID(), os.Getpid()
+	upPID, self := up.PID(), os.Getpid()
 	c0, u0, s0 := cpu.ProcSeconds(capsemPID), cpu.ProcSeconds(upPID), cpu.ProcSeconds(self)
 	j0 := cpu.Machine()
 	t0 := time.Now()

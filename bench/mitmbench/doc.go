@@ -1,8 +1,9 @@
 // Command mitmbench measures what capsem's TLS interception (package mitm)
 // costs, side by side in one run over the namespace harness of
 // tests/harness: a guest namespace whose TAP is pumped to capsem-net, and an
-// HTTPS upstream (HTTP/2 and HTTP/1.1, a CA of the benchmark's own) on host
-// loopback, reached three ways, or four:
+// HTTPS upstream (HTTP/2 and HTTP/1.1, a CA of the benchmark's own; HTTP/3
+// too for the HTTP/3 comparison below) on host loopback, reached three
+// ways, or four:
 //
 //   - direct: from the host straight to the upstream's loopback port;
 //   - pass: from the guest through capsem-net, name listed under
@@ -34,6 +35,19 @@
 // party used during each run. The upstream runs as a process of its own
 // (this program re-executed as "upstream") so that its CPU is counted
 // apart from the frame pump's.
+//
+// The HTTP/3 comparison (issue 16; -skip h3 leaves it out, -skip
+// dl,ul,rps,lat runs it alone) measures HTTP/3 beside HTTP/2 with the same
+// Go client (the "fetch" and "loadgen" sub-modes: net/http's HTTP/2,
+// quic-go's http3.Transport), one connection each: a -h3-bytes download,
+// requests/s of -h3-streams concurrent GET /ping, and the latency at
+// concurrency 1, on the paths of -h3-paths: direct (host to upstream), mitm
+// (the upstream serves HTTP/3 on the UDP port of its TCP port's number, so
+// the MITM forwards HTTP/3 over HTTP/3) and mitm-h2up (h2up.test, a second
+// upstream process without HTTP/3: the MITM forwards HTTP/3 over HTTP/2).
+// Every download checks which protocol the upstream was reached over.
+// The guest's quic-go sizes its UDP buffers with SO_RCVBUFFORCE (the
+// benchmark runs as root), so net.core.rmem_max needs no change.
 //
 // Run as root from the repository root: go tool task bench:mitm (or
 // go run ./bench/mitmbench -h).

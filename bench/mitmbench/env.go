@@ -8,13 +8,15 @@ import (
 
 // policyTemplate is the policy of the direct, pass and mitm paths. DLP is
 // off (it defaults to log) and there is no secret, so that the mitm path
-// is interception alone: the baseline of mitm-secrets.
+// is interception alone: the baseline of mitm-secrets. With the mitm-h2up
+// path of the HTTP/3 comparison, h2up.test (an upstream without HTTP/3) is
+// allowed too; [quic] mode is left at its default, "intercept".
 const policyTemplate = `[network]
 default = "deny"
-allow = ["mitm.test:443", "pass.test:443"]
+allow = ["mitm.test:443", "pass.test:443"%[3]s]
 
 [upstream]
-resolve = { "mitm.test" = "127.0.0.1:%[1]d", "pass.test" = "127.0.0.1:%[1]d" }
+resolve = { "mitm.test" = "127.0.0.1:%[1]d", "pass.test" = "127.0.0.1:%[1]d"%[4]s }
 ca_files = [%[2]q]
 
 [tls]
@@ -58,7 +60,11 @@ hosts = ["api.other.test"]
 // the mitm-secrets path when secrets is set, else with policyTemplate.
 func (b *bench) startEnv(rep int, secrets bool) (*guestns.Env, error) {
 	name := fmt.Sprintf("rep%d", rep)
-	pol := fmt.Sprintf(policyTemplate, b.upstream.Port, b.upstreamCA)
+	allowH2, resolveH2 := "", ""
+	if b.upstreamH2 != nil {
+		allowH2, resolveH2 = `, "h2up.test:443"`, fmt.Sprintf(`, "h2up.test" = "127.0.0.1:%d"`, b.upstreamH2.Port)
+	}
+	pol := fmt.Sprintf(policyTemplate, b.upstream.Port, b.upstreamCA, allowH2, resolveH2)
 	if secrets {
 		name += "-secrets"
 		pol = fmt.Sprintf(secretsPolicyTemplate, b.upstream.Port, b.upstreamCA, b.tokens.realFile, b.tokens.placeholder, b.tokens.otherFile)

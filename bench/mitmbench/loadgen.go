@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -38,7 +37,7 @@ type loadConfig struct {
 	sni      string // TLS server name and Host header
 	path     string
 	auth     string // the Authorization header's value, or ""
-	proto    string // h1 or h2
+	proto    string // h1, h2 or h3
 	conns    int    // concurrent requests in flight
 	h2conns  int    // HTTP/2 connections the streams are spread over
 	duration time.Duration
@@ -47,7 +46,8 @@ type loadConfig struct {
 
 // loadgenMain is the "loadgen" sub-mode: conns workers each send one
 // request after another over a keep-alive connection (h1: one TLS
-// connection per worker; h2: the workers share h2conns connections) for
+// connection per worker; h2: the workers share h2conns connections; h3:
+// the workers share one QUIC connection) for
 // the given duration, after one warm-up request each; it prints a
 // loadResult. It runs inside the guest namespace (through capsem-net) or
 // on the host (direct to the upstream).
@@ -58,7 +58,7 @@ func loadgenMain(args []string) {
 	fs.StringVar(&c.sni, "sni", "", "TLS server name and Host header")
 	fs.StringVar(&c.path, "path", "/ping", "request path")
 	fs.StringVar(&c.auth, "auth", "", "Authorization header to send with every request")
-	fs.StringVar(&c.proto, "proto", "h1", "h1 (HTTP/1.1) or h2")
+	fs.StringVar(&c.proto, "proto", "h1", "h1 (HTTP/1.1), h2 or h3 (one QUIC connection)")
 	fs.IntVar(&c.conns, "conns", 16, "concurrent requests (h1: connections)")
 	fs.IntVar(&c.h2conns, "h2-conns", 1, "HTTP/2 connections the concurrent requests share")
 	fs.DurationVar(&c.duration, "t", 5*time.Second, "how long to send requests")
@@ -170,31 +170,35 @@ func makeWorkers(c loadConfig) ([]worker, func(), error) {
 			ws = append(ws, h1Worker(tc, c.sni, c.path, c.auth))
 		}
 		return ws, closeAll, nil
-	case "h2":
-		var trs []*http.Transport
+	case "h2", "h3":
+		// h2: the workers share h2conns connections; h3: one connection.
+		n := max(c.h2conns, 1)
+		if c.proto == "h3" {
+			n = 1
+		}
+		var closers []func()
 		closeAll := func() {
-			for _, tr := range trs {
-				tr.CloseIdleConnections()
+			for _, f := range closers {
+				f()
 			}
 		}
-		var protos http.Protocols
-		protos.SetHTTP2(true)
-		for range max(c.h2conns, 1) {
-			trs = append(trs, &http.Transport{
-				DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-					return dialer.DialContext(ctx, "tcp", c.addr)
-				},
-				TLSClientConfig:    tlsConf,
-				Protocols:          &protos,
-				DisableCompression: true,
-			})
+		var rts []http.RoundTripper
+		for range n {
+			rt, closeRT, err := roundTripper(c.proto, c.addr, c.sni, c.roots)
+			if err != nil {
+				closeAll()
+				return nil, nil, err
+			}
+			rts, closers = append(rts, rt), append(closers, closeRT)
 		}
 		url := "https://" + c.sni + c.path
+		major := wantMajor(c.proto)
 		var ws []worker
 		for i := range c.conns {
-			client := &http.Client{Transport: trs[i%len(trs)]}
+			client := &http.Client{Transport: rts[i%len(rts)]}
 			req, err := http.NewRequest(http.MethodGet, url, nil)
 			if err != nil {
+				closeAll()
 				return nil, nil, err
 			}
 			if c.auth != "" {
@@ -210,8 +214,8 @@ func makeWorkers(c loadConfig) ([]worker, func(), error) {
 				if resp.StatusCode != http.StatusOK {
 					return fmt.Errorf("status %d", resp.StatusCode)
 				}
-				if resp.ProtoMajor != 2 {
-					return fmt.Errorf("got %s, want HTTP/2", resp.Proto)
+				if resp.ProtoMajor != major {
+					return fmt.Errorf("got %s, want HTTP/%d", resp.Proto, major)
 				}
 				return err
 			})

@@ -27,7 +27,10 @@ var (
 	flagULBody    = flag.String("ul-body", "bytes", "what the upload sends: bytes (what the download receives: every byte value in turn) or text (JSON lines of English words, like an agent's prompts)")
 	flagRPSProtos = flag.String("rps-protos", "h1,h2", "protocols of the requests/s runs: any of h1,h2")
 	flagPaths     = flag.String("paths", "direct,pass,mitm", "paths to measure: direct (host to upstream), pass (guest, passthrough), mitm (guest, intercepted; no secret, DLP off), mitm-secrets (guest, intercepted by a capsem-net with two secrets and DLP log)")
-	flagSkip      = flag.String("skip", "", "measurements to skip: any of dl,ul,rps,lat")
+	flagSkip      = flag.String("skip", "", "measurements to skip: any of dl,ul,rps,lat,h3 (-skip dl,ul,rps,lat runs the HTTP/3 comparison alone)")
+	flagH3Paths   = flag.String("h3-paths", "direct,mitm,mitm-h2up", "paths of the HTTP/3 comparison (HTTP/3 beside HTTP/2, the same Go client): direct (host to upstream), mitm (its upstream serves HTTP/3 too), mitm-h2up (an upstream without HTTP/3: the MITM forwards HTTP/3 over HTTP/2)")
+	flagH3Bytes   = flag.Int64("h3-bytes", 1<<30, "size of the HTTP/3 comparison's download")
+	flagH3Streams = flag.Int("h3-streams", 16, "concurrent requests on the one connection of the HTTP/3 comparison's requests/s runs")
 	flagProfile   = flag.String("profile", "", "write a capsem-net CPU profile per repetition into DIR")
 	flagVerbose   = flag.Bool("v", false, "print capsem-net's output when it stops")
 )
@@ -40,6 +43,9 @@ func main() {
 			return
 		case "upstream":
 			upstreamMain(os.Args[2:])
+			return
+		case "fetch":
+			fetchMain(os.Args[2:])
 			return
 		}
 	}
@@ -78,6 +84,9 @@ type bench struct {
 	capsemCA   string // <ca-dir>/ca.pem, the CA the intercepted guest trusts
 	caDir      string
 	upstream   *upstream.Process
+	// upstreamH2 serves h2up.test: HTTPS over TCP alone, for the mitm-h2up
+	// path of the HTTP/3 comparison; nil when that is not measured.
+	upstreamH2 *upstream.Process
 
 	env     *guestns.Env // the current repetition's guest
 	senv    *guestns.Env // the current repetition's guest of the mitm-secrets path, or nil
@@ -124,9 +133,26 @@ func setup() (*bench, error) {
 			return nil, err
 		}
 	}
-	b.upstream, err = upstream.Start(exec.Command(b.exe, "upstream", "-cert", certPath, "-key", keyPath,
-		"-auth", "Bearer "+b.tokens.real, "-auth", "Bearer "+b.tokens.plain))
-	if err != nil {
+	args := []string{"upstream", "-cert", certPath, "-key", keyPath,
+		"-auth", "Bearer " + b.tokens.real, "-auth", "Bearer " + b.tokens.plain}
+	h3 := !listflag.Has(*flagSkip, "h3")
+	if h3 {
+		for _, where := range listflag.Split(*flagH3Paths) {
+			if _, ok := pathNames[where]; !ok || where == "pass" || where == "mitm-secrets" {
+				return nil, fmt.Errorf("-h3-paths: %q is not one of direct, mitm, mitm-h2up", where)
+			}
+		}
+		if listflag.Has(*flagH3Paths, "mitm-h2up") {
+			if b.upstreamH2, err = upstream.Start(exec.Command(b.exe, args...)); err != nil {
+				return nil, err
+			}
+		}
+		// The TCP rows are unchanged by it: the MITM forwards over
+		// HTTP/3 only a guest's HTTP/3 requests.
+		args = append(args, "-h3")
+	}
+	if b.upstream, err = upstream.Start(exec.Command(b.exe, args...)); err != nil {
+		b.close()
 		return nil, err
 	}
 	return b, nil
@@ -134,9 +160,11 @@ func setup() (*bench, error) {
 
 func (b *bench) close() {
 	b.stopEnvs()
-	if b.upstream != nil {
-		b.upstream.Stop()
-		b.upstream = nil
+	for _, u := range []**upstream.Process{&b.upstream, &b.upstreamH2} {
+		if *u != nil {
+			(*u).Stop()
+			*u = nil
+		}
 	}
 	os.RemoveAll(b.dir)
 }

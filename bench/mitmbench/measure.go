@@ -15,6 +15,7 @@ import (
 	"github.com/capsem/capsem/bench/internal/cpu"
 	"github.com/capsem/capsem/bench/internal/guestns"
 	"github.com/capsem/capsem/bench/internal/listflag"
+	"github.com/capsem/capsem/bench/internal/upstream"
 )
 
 // rep runs every measurement once, with a fresh capsem-net and namespace.
@@ -59,7 +60,7 @@ func (b *bench) rep(rep int) error {
 		for _, conns := range connsList() {
 			for _, proto := range listflag.Split(*flagRPSProtos) {
 				for _, where := range paths {
-					s, err := b.retry(func() (sample, error) { return b.load(where, proto, conns, *flagDuration, false) })
+					s, err := b.retry(func() (sample, error) { return b.load(where, proto, conns, *flagH2Conns, *flagDuration, false) })
 					if err != nil {
 						return err
 					}
@@ -71,13 +72,16 @@ func (b *bench) rep(rep int) error {
 	}
 	if !listflag.Has(*flagSkip, "lat") {
 		for _, where := range paths {
-			s, err := b.retry(func() (sample, error) { return b.load(where, "h1", 1, *flagLatDur, true) })
+			s, err := b.retry(func() (sample, error) { return b.load(where, "h1", 1, 1, *flagLatDur, true) })
 			if err != nil {
 				return err
 			}
 			b.add("lat/h1/"+where, s)
 			fmt.Fprintf(os.Stderr, "rep %d  latency  h1 %-12s p50 %6.0f µs  p99 %6.0f µs  %s\n", rep, where, s.v, s.p99, s.cpu)
 		}
+	}
+	if !listflag.Has(*flagSkip, "h3") {
+		return b.h3Rep(rep)
 	}
 	return nil
 }
@@ -162,6 +166,7 @@ var pathNames = map[string]string{
 	"pass":         "passthrough (TCP forwarding)",
 	"mitm":         "MITM",
 	"mitm-secrets": "MITM, 2 secrets + DLP log",
+	"mitm-h2up":    "MITM, upstream without HTTP/3",
 }
 
 // target is where a path's client connects and what it trusts.
@@ -169,6 +174,8 @@ func (b *bench) target(where string) (addr, sni, ca string, inGuest bool) {
 	switch where {
 	case "mitm", "mitm-secrets":
 		return "mitm.test:443", "mitm.test", b.capsemCA, true
+	case "mitm-h2up":
+		return "h2up.test:443", "h2up.test", b.capsemCA, true
 	case "pass":
 		return "pass.test:443", "pass.test", b.upstreamCA, true
 	default: // direct: the host to the upstream's loopback port
@@ -183,6 +190,14 @@ func (b *bench) envFor(where string) *guestns.Env {
 		return b.senv
 	}
 	return b.env
+}
+
+// upstreamFor is the upstream a path reaches.
+func (b *bench) upstreamFor(where string) *upstream.Process {
+	if where == "mitm-h2up" {
+		return b.upstreamH2
+	}
+	return b.upstream
 }
 
 func (b *bench) command(ctx context.Context, where string, name string, args ...string) *exec.Cmd {
@@ -234,7 +249,7 @@ func (b *bench) transfer(kind, where, proto string) (sample, error) {
 	cmd := b.command(context.Background(), where, "curl", args...)
 	cmd.Stdout, cmd.Stderr = &out, &out
 	var s sample
-	cpu, err := b.measureCPU(cmd, b.envFor(where))
+	cpu, err := b.measureCPU(cmd, b.envFor(where), b.upstreamFor(where))
 	if err != nil {
 		return s, fmt.Errorf("curl %s: %v: %s", strings.Join(args, " "), err, out.String())
 	}
@@ -263,17 +278,17 @@ func (b *bench) transfer(kind, where, proto string) (sample, error) {
 
 // load runs the loadgen sub-mode: in the guest for pass, mitm and
 // mitm-secrets, on the host for direct.
-func (b *bench) load(where, proto string, conns int, d time.Duration, latency bool) (sample, error) {
+func (b *bench) load(where, proto string, conns, h2conns int, d time.Duration, latency bool) (sample, error) {
 	addr, sni, ca, _ := b.target(where)
 	args := []string{"loadgen", "-addr", addr, "-sni", sni, "-ca", ca, "-proto", proto, "-auth", b.authFor(where),
-		"-conns", strconv.Itoa(conns), "-h2-conns", strconv.Itoa(*flagH2Conns), "-t", d.String()}
+		"-conns", strconv.Itoa(conns), "-h2-conns", strconv.Itoa(h2conns), "-t", d.String()}
 	ctx, cancel := context.WithTimeout(context.Background(), d+time.Minute)
 	defer cancel()
 	var out, errOut bytes.Buffer
 	cmd := b.command(ctx, where, b.exe, args...)
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	var s sample
-	cpu, err := b.measureCPU(cmd, b.envFor(where))
+	cpu, err := b.measureCPU(cmd, b.envFor(where), b.upstreamFor(where))
 	if err != nil {
 		return s, fmt.Errorf("loadgen %s: %v: %s", strings.Join(args, " "), err, errOut.String())
 	}

@@ -36,7 +36,7 @@ func (b *bench) med(key string) (v, p99 float64, cpu cpuUse, ok bool) {
 	return pick(func(s sample) float64 { return s.v }), pick(func(s sample) float64 { return s.p99 }), cpu, true
 }
 
-var protoName = map[string]string{"h1": "HTTP/1.1", "h2": "HTTP/2"}
+var protoName = map[string]string{"h1": "HTTP/1.1", "h2": "HTTP/2", "h3": "HTTP/3"}
 
 func (b *bench) print(w io.Writer) {
 	cell := func(key string, format string) string {
@@ -74,6 +74,19 @@ func (b *bench) print(w io.Writer) {
 			}
 		}
 		return fmt.Sprintf(" %s | %s |", cell(key+"mitm-secrets", format), r)
+	}
+	b.printTCP(w, secrets, head, rule, cell, ratio, sec)
+	if !listflag.Has(*flagSkip, "h3") {
+		b.printH3(w)
+	}
+	b.printCPU(w)
+}
+
+// printTCP writes the table of the curl and load generator runs (HTTP/1.1
+// and HTTP/2), unless all of them were skipped.
+func (b *bench) printTCP(w io.Writer, secrets bool, head, rule string, cell func(key, format string) string, ratio func(a, base string) string, sec func(key, format string) string) {
+	if listflag.Has(*flagSkip, "dl") && listflag.Has(*flagSkip, "ul") && listflag.Has(*flagSkip, "rps") && listflag.Has(*flagSkip, "lat") {
+		return
 	}
 	fmt.Fprintf(w, "| measurement | direct (host → upstream) | passthrough (TCP forwarding) | MITM | MITM vs passthrough | MITM vs direct | target |%s\n", head)
 	fmt.Fprintf(w, "|---|---:|---:|---:|---:|---:|---|%s\n", rule)
@@ -157,12 +170,17 @@ func (b *bench) print(w io.Writer) {
 				c("direct"), c("pass"), c("mitm"), a, d, pct, d, extra)
 		}
 	}
+}
+
+// printCPU writes the CPU each party used in each run.
+func (b *bench) printCPU(w io.Writer) {
 	fmt.Fprintf(w, "\nCPU during each run, in cores of %d (median of the repetitions): the client (curl or the load generator), capsem-net, the frame pump (the benchmark process), the upstream server, interrupts and softirqs (network processing not charged to a process), other processes, and the whole machine.\n\n", runtime.NumCPU())
 	fmt.Fprintf(w, "| run | path | client | capsem-net | pump | upstream | softirq | other | machine |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, k := range b.order {
 		_, _, cpu, _ := b.med(k)
 		p := strings.Split(k, "/")
-		run := map[string]string{"dl": "download", "ul": "upload", "rps": "requests/s", "lat": "latency"}[p[0]] + " " + protoName[p[1]]
+		run := map[string]string{"dl": "download", "ul": "upload", "rps": "requests/s", "lat": "latency",
+			"h3dl": "download (Go client)", "h3rps": "requests/s one connection", "h3lat": "latency (Go client)"}[p[0]] + " " + protoName[p[1]]
 		if p[0] == "rps" {
 			run += ", " + p[2] + " conns"
 		}

@@ -17,7 +17,7 @@ import (
 )
 
 // upstreamNames are the names the upstream's leaf certificate carries.
-var upstreamNames = []string{"mitm.test", "pass.test"}
+var upstreamNames = []string{"mitm.test", "pass.test", "h2up.test"}
 
 // pattern is what /bytes streams, 256 KiB at a time.
 var pattern = func() []byte {
@@ -116,16 +116,19 @@ func upstreamMain(args []string) {
 	keyFile := fs.String("key", "", "leaf key PEM")
 	var auth multiFlag
 	fs.Var(&auth, "auth", "an Authorization value to accept (repeatable; the first is counted as the real value); any other is refused")
+	h3 := fs.Bool("h3", false, "also serve HTTP/3 on the UDP port of the TCP port's number")
 	fs.Parse(args)
 	cert, err := tls.LoadX509KeyPair(*certFile, *keyFile)
 	if err != nil {
 		log.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	check := &authCheck{next: protoEcho{upstreamHandler()}, allowed: auth}
+	var ln net.Listener
+	if *h3 {
+		ln = serveH3(cert, check)
+	} else if ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
 		log.Fatal(err)
 	}
-	check := &authCheck{next: upstreamHandler(), allowed: auth}
 	srv := &http.Server{
 		Handler:   check,
 		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}},
