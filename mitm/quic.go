@@ -138,6 +138,7 @@ func (p *Proxy) HandleQUIC(ctx context.Context, pc net.PacketConn, f *netstack.F
 		MaxConnectionReceiveWindow:     quicConnWindow,
 		InitialStreamReceiveWindow:     512 << 10,
 		InitialConnectionReceiveWindow: 1 << 20,
+		InitialPacketSize:              quicPacketSize(f.MaxDatagram),
 		Allow0RTT:                      false,
 	})
 	if err != nil {
@@ -271,3 +272,17 @@ func (c *replayConn) WriteTo(b []byte, addr net.Addr) (int, error) {
 // to the standard logger when a PacketConn lacks them.
 func (c *replayConn) SetReadBuffer(int) error  { return nil }
 func (c *replayConn) SetWriteBuffer(int) error { return nil }
+
+// quicPacketSize is the size of the MITM's QUIC packets to the guest: as
+// large as its link carries. quic-go grows packets from 1,280 bytes only
+// by path MTU discovery, which needs a socket to set Don't Fragment on,
+// and a flow's PacketConn is not one: every packet stayed at 1,280 bytes
+// (~1.25 KB of data) where a TCP segment on the same link carries 1,448.
+// quic-go caps it at 1,452; below 1,200 (a link too small for QUIC) it is
+// left to quic-go.
+func quicPacketSize(maxDatagram int) uint16 {
+	if maxDatagram < 1200 {
+		return 0
+	}
+	return uint16(min(maxDatagram, 1452))
+}

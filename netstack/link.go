@@ -252,7 +252,8 @@ func tcpHeadersLen(frame []byte) int {
 	return header.EthernetMinimumSize + ihl + off
 }
 
-// writeFrame queues one frame built outside gVisor (DHCP and DNS answers).
+// writeFrame queues one frame built outside gVisor: DHCP and DNS answers,
+// and QUIC flows' datagrams to the guest.
 func (l *link) writeFrame(frame []byte) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -264,8 +265,23 @@ func (l *link) writeFrame(frame []byte) error {
 		return net.ErrClosed
 	}
 	copy(dst, frame)
-	l.flushLocked()
+	l.kickLocked()
 	return nil
+}
+
+// kickLocked has queued frames written: a small queue (control segments, a
+// DNS answer) by the producer itself, without a goroutine hand-off; data
+// by the writer goroutine, where it batches with whatever else is produced
+// during a write. QUIC datagrams were written one syscall each while every
+// writeFrame flushed itself: an HTTP/3 download through the MITM spent
+// 2.1 s of capsem-net's CPU per GiB on it, against ~0.3 s for TCP's
+// batched frames.
+func (l *link) kickLocked() {
+	if len(l.pending) <= syncWriteMax {
+		l.flushLocked()
+	} else {
+		l.work.Signal()
+	}
 }
 
 // WritePackets implements stack.LinkWriter: the packets are copied into the
@@ -296,11 +312,7 @@ func (l *link) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) {
 		n++
 	}
 	if n > 0 {
-		if len(l.pending) <= syncWriteMax {
-			l.flushLocked()
-		} else {
-			l.work.Signal()
-		}
+		l.kickLocked()
 	}
 	if n < pkts.Len() {
 		return n, &tcpip.ErrClosedForSend{}

@@ -225,10 +225,11 @@ func (s *Stack) runQUIC(key quicKey, c *udpFlowConn, entry *poolEntry, ev store.
 	defer idle.stop()
 
 	flow := &Flow{Name: entry.name, Port: portHTTPS, Guest: c.guest, Dst: c.local, Transport: store.TransportUDP,
-		Current:  s.policy.Load,
-		Local:    local,
-		Redial:   s.redial(entry.name, portHTTPS, local),
-		Upstream: s.upstreamAddrs(entry.name, portHTTPS, local),
+		MaxDatagram: int(s.link.MTU()) - header.IPv4MinimumSize - header.UDPMinimumSize,
+		Current:     s.policy.Load,
+		Local:       local,
+		Redial:      s.redial(entry.name, portHTTPS, local),
+		Upstream:    s.upstreamAddrs(entry.name, portHTTPS, local),
 		established: func() {
 			handshakeTimer.Stop()
 			endHandshake()

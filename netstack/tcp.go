@@ -54,6 +54,11 @@ type Flow struct {
 	// the handler gets is nil and Redial refuses. A handler that cannot
 	// serve it must refuse the flow.
 	Local bool
+	// MaxDatagram, for a QUIC flow, is the largest UDP payload the guest's
+	// link carries (its MTU less the IPv4 and UDP headers): a QUIC server
+	// on the flow's PacketConn cannot discover it, having no socket to set
+	// Don't Fragment on. Zero for a TCP flow.
+	MaxDatagram int
 
 	// established, for a QUIC flow, gives back its handshake slot.
 	established func()
