@@ -19,7 +19,7 @@ import (
 
 // probeTimeout bounds a Migrate probe: the guest is a hop from capsem, so
 // a path not validated in 2 s (quic-go probes again after 200 ms,
-// doubling: five probes) counts as refused.
+// doubling: four probes) counts as refused.
 const probeTimeout = 2 * time.Second
 
 // Fetch does req and returns what happened; it never panics on a failure
