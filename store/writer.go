@@ -57,6 +57,12 @@ type Writer struct {
 	inFlight int  // events in the batch the committer is writing
 	stalled  bool // that batch has taken longer than stallAfter
 
+	// linger is Options.CommitLinger; kick cuts a linger short (Sync,
+	// stop, a full batch) and lingerTimer ends it.
+	linger      time.Duration
+	kick        chan struct{}
+	lingerTimer *time.Timer
+
 	// The byte budget (budget.go) and the events held as counts
 	// (unstored.go).
 	budget     int64 // Options.MaxSessionBytes; 0: no limit
@@ -80,6 +86,9 @@ func newWriter(s *Store, meta Session) *Writer {
 		counts:  Counts{Kinds: map[Kind]int64{}},
 	}
 	w.budget, w.allowance = budgetOf(s.opts.MaxSessionBytes)
+	w.linger, w.kick = s.opts.commitLinger(), make(chan struct{}, 1)
+	w.lingerTimer = time.NewTimer(time.Hour)
+	w.lingerTimer.Stop()
 	w.room.L = &w.mu
 	w.work.L = &w.mu
 	w.synced.L = &w.mu
@@ -184,6 +193,9 @@ func (w *Writer) putLocked(v []byte, ev *Event) {
 	if w.curN == 1 {
 		w.work.Signal()
 	}
+	if w.batchFullLocked() {
+		w.kickLocked()
+	}
 }
 
 // putRecordingLocked adds an event of the store's own (KindRecording) to
@@ -254,6 +266,7 @@ func (w *Writer) commitLoop() {
 		if w.curN == 0 { // stopping, and everything is committed
 			break
 		}
+		w.lingerLocked()
 		b, n, last := w.cur, w.curN, w.seq
 		w.cur, w.spare, w.curN = w.spare, nil, 0
 		w.inFlight = n
@@ -285,6 +298,31 @@ func (w *Writer) commitLoop() {
 	w.spare.Close()
 	w.cur, w.spare = nil, nil
 	w.mu.Unlock()
+}
+
+// lingerLocked waits up to w.linger for more events to join the batch,
+// unless something wants it committed now: a Sync or stop (kick), or a
+// batch already full. w.mu is held on entry and exit, not while waiting.
+func (w *Writer) lingerLocked() {
+	if w.linger <= 0 || w.stopping || w.batchFullLocked() {
+		return
+	}
+	w.mu.Unlock()
+	w.lingerTimer.Reset(w.linger)
+	select {
+	case <-w.lingerTimer.C:
+	case <-w.kick:
+		w.lingerTimer.Stop()
+	}
+	w.mu.Lock()
+}
+
+// kickLocked ends the committer's linger, if it is lingering.
+func (w *Writer) kickLocked() {
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
 }
 
 // markStalled runs when a commit has taken stallAfter: from then until it
@@ -354,6 +392,9 @@ func (w *Writer) Sync() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	target := w.seq
+	if w.durable < target {
+		w.kickLocked()
+	}
 	for w.durable < target && w.err == nil {
 		w.synced.Wait()
 	}
@@ -370,6 +411,7 @@ func (w *Writer) stop() error {
 		w.flushGapAtEndLocked(time.Now())
 	}
 	w.stopping = true
+	w.kickLocked()
 	w.work.Broadcast()
 	w.room.Broadcast()
 	w.mu.Unlock()

@@ -22,6 +22,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/capsem/capsem/cmd/internal/storeflags"
 	"github.com/capsem/capsem/mcpgate"
 	"github.com/capsem/capsem/mitm"
 	"github.com/capsem/capsem/mitm/ca"
@@ -87,11 +88,9 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		Writer:          stdout,
 		ErrWriter:       stderr,
 		HideHelpCommand: true,
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "policy", Usage: "policy `FILE` (TOML); without it everything is denied"},
 			&cli.StringFlag{Name: "data", Value: store.DefaultDir(), Usage: "event store `DIR`"},
-			&cli.StringFlag{Name: "max-session-bytes", Value: "1GiB", Usage: "the most the session may store (`SIZE`, e.g. 512MiB; off: no limit); past it new flows are refused"},
-			&cli.StringFlag{Name: "min-free-disk", Value: "256MiB", Usage: "free space kept on the store's disk (`SIZE`; off: not watched); below it new flows are refused, below a quarter of it events are counted, not written"},
 			&cli.StringFlag{Name: "listen-qemu", Usage: "QEMU stream socket: unix:///`PATH` (-netdev stream)"},
 			&cli.StringFlag{Name: "listen-vfkit", Usage: "vfkit datagram socket: unixgram:///`PATH`"},
 			&cli.StringFlag{Name: "listen-bess", Usage: "bess packet socket: unixpacket:///`PATH`"},
@@ -106,7 +105,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			&cli.StringFlag{Name: "ca-dir", Value: defaultCADir(), Usage: "the capsem CA's `DIR` (created on first use; the guest must trust its ca.pem)"},
 			&cli.StringFlag{Name: "cpu-profile", Usage: "write a Go CPU profile to `FILE` until exit (for performance work)"},
 			&cli.StringFlag{Name: "debug-addr", Hidden: true, Usage: "serve net/http/pprof on loopback `ADDR` (host:port; for bench/soakbench)"},
-		},
+		}, storeflags.Flags()...),
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
 			return usageError{err}
 		},
@@ -119,15 +118,11 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 	}
 }
 
-// storeOptions reads --max-session-bytes and --min-free-disk.
+// storeOptions reads the store's flags (storeflags).
 func storeOptions(c *cli.Context) (store.Options, error) {
-	var o store.Options
-	var err error
-	if o.MaxSessionBytes, err = store.ParseSize(c.String("max-session-bytes")); err != nil {
-		return o, usagef("--max-session-bytes: %v", err)
-	}
-	if o.MinFreeDisk, err = store.ParseSize(c.String("min-free-disk")); err != nil {
-		return o, usagef("--min-free-disk: %v", err)
+	o, err := storeflags.Options(c)
+	if err != nil {
+		return o, usageError{err}
 	}
 	return o, nil
 }

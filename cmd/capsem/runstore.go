@@ -9,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/capsem/capsem/cmd/internal/storeflags"
 	"github.com/capsem/capsem/store"
 )
 
@@ -35,25 +36,14 @@ type runStore struct {
 	w    *store.Writer
 }
 
-// storeFlags are the event store's limits, for `capsem run`'s flags.
-func storeFlags() []cli.Flag {
-	return []cli.Flag{
-		&cli.StringFlag{Name: "max-session-bytes", Value: "1GiB",
-			Usage: "the most the session may store (`SIZE`, e.g. 512MiB; off: no limit); past it new flows are refused"},
-		&cli.StringFlag{Name: "min-free-disk", Value: "256MiB",
-			Usage: "free space kept on the store's disk (`SIZE`; off: not watched); below it new flows are refused, below a quarter of it events are counted, not written"},
-	}
-}
+// storeFlags are the event store's flags, as capsem-net has them.
+func storeFlags() []cli.Flag { return storeflags.Flags() }
 
 // storeOptions reads the flags of storeFlags.
 func storeOptions(c *cli.Context) (store.Options, error) {
-	var o store.Options
-	var err error
-	if o.MaxSessionBytes, err = store.ParseSize(c.String("max-session-bytes")); err != nil {
-		return o, usageError{fmt.Errorf("--max-session-bytes: %w", err)}
-	}
-	if o.MinFreeDisk, err = store.ParseSize(c.String("min-free-disk")); err != nil {
-		return o, usageError{fmt.Errorf("--min-free-disk: %w", err)}
+	o, err := storeflags.Options(c)
+	if err != nil {
+		return o, usageError{err}
 	}
 	return o, nil
 }
