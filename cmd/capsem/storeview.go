@@ -44,7 +44,7 @@ func openStoreView(c *cli.Context) (*storeView, error) {
 	}
 	v := &storeView{main: main}
 	for _, l := range liveSockets(c.String("data")) {
-		ls, err := openSnapshot(c.Context, l.sock)
+		ls, err := openSnapshot(c.Context, l)
 		if err != nil {
 			fmt.Fprintf(c.App.ErrWriter, "capsem: %s's running session is not included: %v\n", l.what, err)
 			continue
@@ -61,6 +61,7 @@ func openStoreView(c *cli.Context) (*storeView, error) {
 // liveSocket is the API socket of a running sandbox or capsem run.
 type liveSocket struct {
 	sock    string
+	snaps   string // the directory its snapshots must be made in
 	what    string // "sandbox NAME" or "capsem run ID", for messages
 	sandbox string
 }
@@ -73,14 +74,14 @@ func liveSockets(data string) []liveSocket {
 	dirs, _ := listSandboxes(data)
 	for _, d := range dirs {
 		if d.locked() {
-			out = append(out, liveSocket{sock: d.socketPath(), what: "sandbox " + d.Name, sandbox: d.Name})
+			out = append(out, liveSocket{sock: d.socketPath(), snaps: d.snapshotsDir(), what: "sandbox " + d.Name, sandbox: d.Name})
 		}
 	}
 	runs, _ := filepath.Glob(filepath.Join(data, "sessions", "*", "events"))
 	for _, r := range runs {
 		id := filepath.Base(filepath.Dir(r))
 		if sock := runSocketPath(data, id); fileExists(sock) {
-			out = append(out, liveSocket{sock: sock, what: "capsem run " + id})
+			out = append(out, liveSocket{sock: sock, snaps: runSnapshotsDir(data, id), what: "capsem run " + id})
 		}
 	}
 	return out
@@ -91,16 +92,23 @@ func fileExists(p string) bool {
 	return err == nil
 }
 
-// openSnapshot asks the API on sock for a snapshot of its session's store
-// and opens it read-only; Close of the storeView removes it.
-func openSnapshot(ctx context.Context, sock string) (liveStore, error) {
-	client := api.NewClient(sock)
+// openSnapshot asks the API on l.sock for a snapshot of its session's
+// store and opens it read-only; Close of the storeView removes it. The
+// snapshot must be a new directory right under l.snaps: the reader removes
+// it afterwards, and a socket that fell back to a shared directory
+// ($XDG_RUNTIME_DIR or /tmp, for a long path) could be answered by another
+// user naming any directory of ours.
+func openSnapshot(ctx context.Context, l liveSocket) (liveStore, error) {
+	client := api.NewClient(l.sock)
 	defer client.Close()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	snap, err := client.Snapshot(ctx)
 	if err != nil {
 		return liveStore{}, err
+	}
+	if filepath.Dir(filepath.Clean(snap.Dir)) != filepath.Clean(l.snaps) || filepath.Base(snap.Dir) == ".." {
+		return liveStore{}, fmt.Errorf("%s answered with a snapshot at %s, not in %s: not read, not removed", l.what, snap.Dir, l.snaps)
 	}
 	st, err := store.OpenReadOnly(snap.Dir)
 	if err != nil {

@@ -28,7 +28,7 @@ type uiLive struct {
 // liveSession is one running session's newest snapshot. Readers hold mu
 // for reading while they use st; a refresh swaps it under the write lock.
 type liveSession struct {
-	sock string
+	sock liveSocket
 	mu   sync.RWMutex
 	snap liveStore
 	at   time.Time
@@ -49,12 +49,12 @@ func (u *uiLive) refresh() {
 		seen[l.sock] = true
 		known := false
 		for _, s := range u.sessions {
-			known = known || s.sock == l.sock
+			known = known || s.sock.sock == l.sock
 		}
 		if known {
 			continue
 		}
-		snap, err := openSnapshot(context.Background(), l.sock)
+		snap, err := openSnapshot(context.Background(), l)
 		if err != nil {
 			continue
 		}
@@ -62,10 +62,10 @@ func (u *uiLive) refresh() {
 		if u.sessions == nil {
 			u.sessions = map[string]*liveSession{}
 		}
-		u.sessions[snap.session] = &liveSession{sock: l.sock, snap: snap, at: time.Now()}
+		u.sessions[snap.session] = &liveSession{sock: l, snap: snap, at: time.Now()}
 	}
 	for id, s := range u.sessions {
-		if !seen[s.sock] {
+		if !seen[s.sock.sock] {
 			s.close()
 			delete(u.sessions, id)
 		}
@@ -90,7 +90,7 @@ func (u *uiLive) get(id string) *liveSession {
 			snap.sandbox = s.snap.sandbox
 			s.snap.close()
 			s.snap, s.at = snap, time.Now()
-		case !fileExists(s.sock):
+		case !fileExists(s.sock.sock):
 			// It ended: its session is read from the main store once
 			// moved there.
 			s.snap.close()
@@ -101,8 +101,12 @@ func (u *uiLive) get(id string) *liveSession {
 			}
 			u.mu.Unlock()
 			return nil
+		default:
+			// Another error keeps the last snapshot, and the next try
+			// is a second away: a run's API that hangs does not hold
+			// every request for openSnapshot's 10 s.
+			s.at = time.Now()
 		}
-		// Another error keeps the last snapshot, a second old.
 	}
 	s.mu.Unlock()
 	s.mu.RLock()
