@@ -49,5 +49,5 @@ func (w *Writer) checkBudgetLocked() {
 
 func (w *Writer) budgetMessage() string {
 	return fmt.Sprintf("session %s has stored %s, its limit (--max-session-bytes): new flows and requests are refused; "+
-		"end the session and start a new one, or raise the limit", w.id, bytesIEC(uint64(w.bytes)))
+		"end the session and start a new one, or raise the limit", w.id, FormatSize(w.bytes))
 }

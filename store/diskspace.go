@@ -163,7 +163,7 @@ func (d *diskWatch) setLocked(s diskState) {
 // lowMessage and fullMessage say what is wrong and what to do.
 func (d *diskWatch) lowMessage() string {
 	return fmt.Sprintf("the disk holding %s has %s free, less than the %s kept in reserve (--min-free-disk): "+
-		"new flows and requests are refused until space is freed on that disk", d.dir, bytesIEC(d.avail), bytesIEC(d.reserve))
+		"new flows and requests are refused until space is freed on that disk", d.dir, FormatSize(int64(d.avail)), FormatSize(int64(d.reserve)))
 }
 
 func (d *diskWatch) fullMessage() string {
@@ -172,7 +172,7 @@ func (d *diskWatch) fullMessage() string {
 			"until space is freed on that disk", d.dir)
 	}
 	return fmt.Sprintf("the disk holding %s has %s free, less than %s (a quarter of the --min-free-disk reserve): events are "+
-		"counted, not written, and new flows and requests are refused until space is freed on that disk", d.dir, bytesIEC(d.avail), bytesIEC(d.floor))
+		"counted, not written, and new flows and requests are refused until space is freed on that disk", d.dir, FormatSize(int64(d.avail)), FormatSize(int64(d.floor)))
 }
 
 // message is the reason Admit gives in state s.
@@ -196,7 +196,7 @@ func (d *diskWatch) room(n uint64) error {
 		return nil
 	}
 	return fmt.Errorf("the disk holding %s has %s free; %s more would leave less than the %s kept in reserve (--min-free-disk): free space on that disk",
-		d.dir, bytesIEC(d.avail), bytesIEC(n), bytesIEC(d.reserve))
+		d.dir, FormatSize(int64(d.avail)), FormatSize(int64(n)), FormatSize(int64(d.reserve)))
 }
 
 // writable reports whether the store may be opened to write: pebble's Open
@@ -212,9 +212,9 @@ func (d *diskWatch) writable() error {
 	}
 	floor := "the 1.0 MiB a store needs to open for writing"
 	if !d.off {
-		floor = fmt.Sprintf("%s (a quarter of the --min-free-disk reserve)", bytesIEC(d.floor))
+		floor = fmt.Sprintf("%s (a quarter of the --min-free-disk reserve)", FormatSize(int64(d.floor)))
 	}
-	return fmt.Errorf("the disk holding %s has %s free, less than %s: free space on that disk", d.dir, bytesIEC(d.avail), floor)
+	return fmt.Errorf("the disk holding %s has %s free, less than %s: free space on that disk", d.dir, FormatSize(int64(d.avail)), floor)
 }
 
 // enospc is pebble's disk-full callback (vfs.OnDiskFull): a write met
@@ -252,18 +252,4 @@ func (d *diskWatch) enospc(giveUp func() bool, grace time.Duration, wake func())
 			}
 		}
 	}
-}
-
-// bytesIEC formats n as 12.3 MiB.
-func bytesIEC(n uint64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := uint64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

@@ -109,3 +109,18 @@ func ParseSize(s string) (int64, error) {
 	}
 	return n << shift, nil
 }
+
+// FormatSize writes n bytes for people, in ParseSize's units (powers of
+// 1024) to a tenth: 512 B, 64.0 KiB, 1.5 GiB.
+func FormatSize(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}

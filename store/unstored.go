@@ -138,12 +138,12 @@ func (w *Writer) flushGapAtEndLocked(now time.Time) {
 func (w *Writer) whyText(why string) string {
 	switch why {
 	case whyDisk:
-		return fmt.Sprintf("the disk holding %s was full (less than %s free)", w.s.dir, bytesIEC(w.s.disk.floor))
+		return fmt.Sprintf("the disk holding %s was full (less than %s free)", w.s.dir, FormatSize(int64(w.s.disk.floor)))
 	case whyStalled:
 		return fmt.Sprintf("writing to %s had stalled for more than %s", w.s.dir, stallAfter)
 	case whyBudget:
 		return fmt.Sprintf("the session had stored its limit of %s (--max-session-bytes) and %s more",
-			bytesIEC(uint64(w.budget)), bytesIEC(uint64(w.allowance)))
+			FormatSize(w.budget), FormatSize(w.allowance))
 	}
 	return why
 }

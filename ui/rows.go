@@ -156,19 +156,7 @@ func bytesText(sent, received int64) string {
 	if sent == 0 && received == 0 {
 		return ""
 	}
-	return fmt.Sprintf("↑%s ↓%s", sizeText(sent), sizeText(received))
-}
-
-func sizeText(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
+	return fmt.Sprintf("↑%s ↓%s", store.FormatSize(sent), store.FormatSize(received))
 }
 
 func costText(usd float64) string {

@@ -133,7 +133,7 @@ var templateFuncs = template.FuncMap{
 	},
 	"clock": func(t time.Time) string { return t.Local().Format("15:04:05.000") },
 	"cost":  costText,
-	"size":  sizeText,
+	"size":  store.FormatSize,
 	"dur": func(d time.Duration) string {
 		if d >= time.Second {
 			return d.Round(100 * time.Millisecond).String()

@@ -15,6 +15,7 @@ import (
 	"github.com/capsem/capsem/hypervisor/qemu"
 	"github.com/capsem/capsem/mitm/ca"
 	"github.com/capsem/capsem/sandbox"
+	"github.com/capsem/capsem/store"
 )
 
 // hostFinding is one line of `capsem doctor --host`.
@@ -74,7 +75,7 @@ func hostCheck(c *cli.Context) error {
 			case !ok:
 				add(false, "image", "the default guest is not built (in "+cache.Root+")", "capsem image build   (or go tool task image; the first capsem run builds it too)")
 			default:
-				add(true, "image", fmt.Sprintf("default guest %s, kernel %s, %s", g.ID, g.KernelRelease, humanBytes(g.Size)), "")
+				add(true, "image", fmt.Sprintf("default guest %s, kernel %s, %s", g.ID, g.KernelRelease, store.FormatSize(g.Size)), "")
 			}
 		}
 	}

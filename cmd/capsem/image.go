@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/capsem/capsem/guest/image"
+	"github.com/capsem/capsem/store"
 )
 
 // agentName is the guest agent's executable, installed next to capsem.
@@ -101,7 +102,7 @@ func imageCommand() *cli.Command {
 						return err
 					}
 					fmt.Fprintf(c.App.Writer, "default guest %s (kernel %s, %s) ready in %v\n  kernel    %s\n  initramfs %s\n  rootfs    %s\n",
-						g.ID, g.KernelRelease, humanBytes(g.Size), time.Since(start).Round(time.Second), g.Kernel, g.Initramfs, g.Rootfs)
+						g.ID, g.KernelRelease, store.FormatSize(g.Size), time.Since(start).Round(time.Second), g.Kernel, g.Initramfs, g.Rootfs)
 					return nil
 				},
 			},
@@ -125,7 +126,7 @@ func imageCommand() *cli.Command {
 					tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
 					fmt.Fprintln(tw, "KIND\tKEY\tSIZE\tMODIFIED\tPATH")
 					for _, e := range entries {
-						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Kind, e.Key, humanBytes(e.Size), e.Modified.Local().Format("2006-01-02 15:04"), e.Path)
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Kind, e.Key, store.FormatSize(e.Size), e.Modified.Local().Format("2006-01-02 15:04"), e.Path)
 					}
 					return tw.Flush()
 				},
@@ -155,17 +156,4 @@ func imageCommand() *cli.Command {
 			},
 		},
 	}
-}
-
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
