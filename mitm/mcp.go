@@ -100,7 +100,15 @@ func (ex *exchange) newMCPView(r *http.Request, host string) *mcpView {
 	case sid != "":
 		v.sess = v.t.session(sessionKey(host, sid))
 	default:
-		if s := v.t.lookup(endpointKey(host, r.URL.RequestURI())); s != nil && r.Method == http.MethodPost {
+		// A POST to an HTTP+SSE endpoint joins the GET stream's session.
+		// It takes the session like any exchange: release ends every
+		// exchange's use, and a use not taken had the session forgotten
+		// after the first POST, every later response unmatched.
+		var s *mcpSession
+		if r.Method == http.MethodPost {
+			s = v.t.existing(endpointKey(host, r.URL.RequestURI()))
+		}
+		if s != nil {
 			v.sess = s
 		} else {
 			v.own = true
@@ -246,12 +254,32 @@ func (v *mcpView) response(resp *http.Response) io.Writer {
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	switch mt {
 	case "text/event-stream":
+		stream := v.ex.ev.Method == http.MethodGet
+		var rw *sseRewriter
+		// endpoint is the HTTP+SSE transport: a GET stream's session is
+		// the endpoint it announces, where the guest reads the responses
+		// to its POSTs.
+		endpoint := func(uri string) {
+			if !stream {
+				return
+			}
+			v.t.release(v.sess)
+			v.sess = v.t.session(endpointKey(v.host, resolveEndpoint(v.ex.ev.Path, uri)))
+			v.own = false
+			if rw != nil {
+				v.stream = rw
+				v.t.setStream(v.sess, rw)
+			}
+			v.ex.note("MCP HTTP+SSE stream; endpoint " + uri)
+		}
 		if isCoded(contentEncoding(resp.Header)) {
 			// Coded events cannot be cut, rewritten or joined by one of
 			// capsem's: the stream goes on as it is, parsed decoded by
 			// its tap, and a refusal for its session is answered on the
-			// POST instead.
-			return mcpscan.NewStream(v.previewBytes(), v.fromServer, nil)
+			// POST instead. Its endpoint is still the session of the
+			// POSTs to it (a guest asking for gzip must not make their
+			// responses unmatched).
+			return mcpscan.NewStream(v.previewBytes(), v.fromServer, endpoint)
 		}
 		var rewrite func([]byte) []byte
 		if v.hiding() {
@@ -266,31 +294,14 @@ func (v *mcpView) response(resp *http.Response) io.Writer {
 				return nil
 			}
 		}
-		stream := v.ex.ev.Method == http.MethodGet
 		// The stream is cut into events only where capsem may change it:
 		// to hide tools, or to inject refusals into a GET stream of a
 		// host with deny rules (the HTTP+SSE transport reads them there).
-		var rw *sseRewriter
 		if rewrite != nil || stream && v.ex.pol.MCPMayDeny(v.host) {
 			rw = newSSERewriter(resp.Body, rewrite)
 			resp.Body = rw
 		}
-		return mcpscan.NewStream(v.previewBytes(), v.fromServer, func(uri string) {
-			if !stream {
-				return
-			}
-			// The HTTP+SSE transport: this GET stream's session is the
-			// endpoint it announced, and the guest reads the responses to
-			// its POSTs there.
-			v.t.release(v.sess)
-			v.sess = v.t.session(endpointKey(v.host, resolveEndpoint(v.ex.ev.Path, uri)))
-			v.own = false
-			if rw != nil {
-				v.stream = rw
-				v.t.setStream(v.sess, rw)
-			}
-			v.ex.note("MCP HTTP+SSE stream; endpoint " + uri)
-		})
+		return mcpscan.NewStream(v.previewBytes(), v.fromServer, endpoint)
 	case "application/json":
 		if !v.isRPC() {
 			return nil

@@ -400,3 +400,55 @@ func TestMCPWebSocketRefusedToAHostWithDenyRules(t *testing.T) {
 		t.Errorf("a WebSocket upgrade to a host with MCP deny rules: %d %q %.200s, want 403 %s", resp.StatusCode, resp.Header.Get("X-Capsem-Blocked"), body, ReasonMCPToolDenied)
 	}
 }
+
+// TestMCPHTTPSSEWithoutRules: on a host without [[mcp.rules]] (no stream
+// is rewritten) the older transport's POSTs keep joining the GET stream's
+// session, so every response there is matched to its call — the endpoint
+// session was forgotten after the first POST, and each later call recorded
+// "no response seen".
+func TestMCPHTTPSSEWithoutRules(t *testing.T) {
+	rec := &memRecorder{}
+	var reached atomic.Int64
+	tp := startTestProxy(t, rec, mcpUpstream(false, &reached))
+	pol, err := policy.Parse("mcp.toml", []byte("[network]\ndefault = \"deny\"\nallow = [\"api.test:443\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp.pol.Store(pol)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cl := mcp.NewClient(&mcp.Implementation{Name: "guest", Version: "1"}, nil)
+	cs, err := cl.Connect(ctx, &mcp.SSEClientTransport{Endpoint: "https://api.test/sse", HTTPClient: tp.guestClient()}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 3
+	for i := 0; i < n; i++ {
+		text := fmt.Sprintf("call %d", i)
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": text}})
+		if err != nil || res.IsError || res.Content[0].(*mcp.TextContent).Text != text {
+			t.Fatalf("echo %d = %+v, %v", i, res, err)
+		}
+	}
+	cs.Close()
+	var echoes []store.MCPCall
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		echoes = echoes[:0]
+		for _, c := range rec.mcpCalls() {
+			if c.Method == "tools/call" && c.ToolName == "echo" {
+				echoes = append(echoes, c)
+			}
+		}
+		if len(echoes) == n {
+			break
+		}
+	}
+	if len(echoes) != n {
+		t.Fatalf("%d echo calls recorded, want %d: %+v", len(echoes), n, echoes)
+	}
+	for i, c := range echoes {
+		if c.ErrorMessage != "" || !strings.Contains(c.ResponsePreview, "call ") {
+			t.Errorf("echo %d's record: error %q, response %q: want its response matched", i, c.ErrorMessage, c.ResponsePreview)
+		}
+	}
+}

@@ -219,11 +219,17 @@ func (t *mcpTracker) release(s *mcpSession) {
 	t.mu.Unlock()
 }
 
-// lookup returns the session of key if it exists.
-func (t *mcpTracker) lookup(key string) *mcpSession {
+// existing returns the session of key, taken for an exchange (release
+// ends it) as session does, if it exists; it makes none.
+func (t *mcpTracker) existing(key string) *mcpSession {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.sessions[key]
+	s := t.sessions[key]
+	if s != nil {
+		s.refs++
+		s.used = time.Now()
+	}
+	return s
 }
 
 // close records every call still waiting: the proxy is stopping.
