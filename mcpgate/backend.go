@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/capsem/capsem/store"
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -116,14 +115,17 @@ func (b *backend) session(ctx context.Context) (*mcp.ClientSession, error) {
 		b.restarted()
 	}
 	if now := time.Now(); now.Before(b.retryAt) {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf(
-			"mcpgate: MCP server %q keeps dying (%d times in a row within %v of its start; last: %s); capsem starts it again at %s (in %v) and answers calls with this error until then; check its command, url and env in [mcp.servers.%s]",
-			b.cfg.Name, b.fails, backoffReset, b.lastEnd, b.retryAt.UTC().Format(time.RFC3339), b.retryAt.Sub(now).Round(time.Second), b.cfg.Name)}
+		why := fmt.Sprintf("mcpgate: MCP server %q keeps dying (%d times in a row within %v of its start); capsem starts it again at %s (in %v) and answers calls with this error until then",
+			b.cfg.Name, b.fails, backoffReset, b.retryAt.UTC().Format(time.RFC3339), b.retryAt.Sub(now).Round(time.Second))
+		return nil, &hostDetailError{
+			host:  fmt.Errorf("%s; last: %s; check its command, url and env in [mcp.servers.%s]", why, b.lastEnd, b.cfg.Name),
+			guest: why + "; capsem's record on the host says why",
+		}
 	}
 	cs, err := b.start()
 	if err != nil {
 		b.failed(err.Error())
-		return nil, err
+		return nil, &hostDetailError{host: err, guest: fmt.Sprintf("mcpgate: MCP server %q failed to start; capsem's record on the host says why", b.cfg.Name)}
 	}
 	b.cs, b.started = cs, time.Now()
 	b.done = make(chan struct{})

@@ -103,8 +103,13 @@ func TestRestartBackoff(t *testing.T) {
 	if n := len(h.rec.calls(MethodServerRestarted)); n != 2 {
 		t.Errorf("%d restart events, want 2 (one per death, not per call)", n)
 	}
-	if ev := h.rec.calls("tools/call"); !strings.Contains(ev[len(ev)-1].ErrorMessage, "keeps dying") {
-		t.Errorf("the refused call's event %+v does not record the backoff", ev[len(ev)-1])
+	if ev := h.rec.calls("tools/call"); !strings.Contains(ev[len(ev)-1].ErrorMessage, "keeps dying") || !strings.Contains(ev[len(ev)-1].ErrorMessage, "last: ") {
+		t.Errorf("the refused call's event %+v does not record the backoff and how the server last ended", ev[len(ev)-1])
+	}
+	// How the server ended (its exit, its stderr tail) is the host's: a
+	// guest crashing a server on purpose must not read what it said.
+	if strings.Contains(err.Error(), "last: ") || strings.Contains(err.Error(), "exit status") {
+		t.Errorf("the guest's error carries the host's detail: %v", err)
 	}
 	time.Sleep(time.Until(start.Add(backoffFirst + 100*time.Millisecond)))
 	if got, err := callText(t, cs, "echo", map[string]any{"text": "x"}); err != nil || got != "x" {

@@ -58,6 +58,10 @@ func (g *Gateway) finish(c *store.MCPCall, start time.Time, res mcp.Result, err 
 		c.ResponsePreview = preview(b, n)
 		c.BytesReceived = int64(len(b))
 		c.ErrorMessage = werr.Message
+		var h *hostDetailError
+		if errors.As(err, &h) { // the record is the host's: all of it
+			c.ErrorMessage = capText(h.Error(), n)
+		}
 		return
 	}
 	if res == nil {
@@ -91,6 +95,10 @@ func (g *Gateway) finish(c *store.MCPCall, start time.Time, res mcp.Result, err 
 // when it answered one, capsem's refusal, or an internal error naming what
 // failed.
 func wireError(err error) *jsonrpc.Error {
+	var h *hostDetailError
+	if errors.As(err, &h) {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: h.guest}
+	}
 	var w *jsonrpc.Error
 	if errors.As(err, &w) {
 		// The SDK client wraps the server's error ("calling ...: <msg>");
@@ -99,3 +107,16 @@ func wireError(err error) *jsonrpc.Error {
 	}
 	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
 }
+
+// hostDetailError is an error whose whole text is for the host (the log,
+// the record) and whose guest text leaves the host's out: a server's
+// stderr tail, its exit, a remote URL (which may hold a token) stay on the
+// host side, where the guest could otherwise crash a server on purpose and
+// read the secrets it complains about.
+type hostDetailError struct {
+	host  error
+	guest string
+}
+
+func (e *hostDetailError) Error() string { return e.host.Error() }
+func (e *hostDetailError) Unwrap() error { return e.host }
