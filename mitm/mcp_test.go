@@ -327,6 +327,10 @@ func TestMCPAmbiguousRequestsRefused(t *testing.T) {
 			http.StatusBadRequest, `could not read as JSON to its end`, "nesting past the scanner's limit: the Go SDK still runs it"},
 		{"\xef\xbb\xbf" + `{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"env"}}`, http.StatusBadRequest, `could not read as JSON to its end`,
 			"a byte-order mark: Python's json.loads reads past it"},
+		{")]}'\n" + `{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"env"}}`, http.StatusBadRequest, `could not read as JSON to its end`,
+			"an anti-hijacking prefix: lenient parsers skip it"},
+		{`/* */{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"env"}}`, http.StatusBadRequest, `could not read as JSON to its end`,
+			"a comment first: JSON5 and Jackson with comments allowed read past it"},
 	} {
 		status, body := rawMCPPost(t, tp, "/mcp", tc.body)
 		if status != tc.wantStatus || !strings.Contains(body, tc.want) {

@@ -85,18 +85,20 @@ func (v *mcpView) decide(w http.ResponseWriter, r *http.Request) bool {
 }
 
 // mayBeJSON reports whether a body may be read as JSON by some server's
-// parser: its first byte past whitespace opens a value (an object or a
-// batch), or starts a byte-order mark or UTF-16 (0xEF, 0xFE, 0xFF, NUL).
+// parser: it opens an object or a batch anywhere (lenient parsers skip a
+// comment, a "#" line or an anti-hijacking prefix such as )]}' before the
+// value: Gson, JSON5, Jackson with comments allowed), or it starts a
+// byte-order mark or UTF-16 (0xEF, 0xFE, 0xFF, NUL).
 func mayBeJSON(body []byte) bool {
 	b := bytes.TrimLeft(body, " \t\r\n")
 	if len(b) == 0 {
 		return false
 	}
 	switch b[0] {
-	case '{', '[', 0xEF, 0xFE, 0xFF, 0:
+	case 0xEF, 0xFE, 0xFF, 0:
 		return true
 	}
-	return false
+	return bytes.ContainsAny(b, "{[")
 }
 
 // refuse answers every request of the body with a JSON-RPC error, in the
