@@ -87,6 +87,12 @@ type h3First struct {
 }
 
 func (u *h3First) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http3.MethodGet0RTT || r.Method == http3.MethodHead0RTT {
+		// quic-go's client sends these as GET and HEAD, where the policy
+		// decided (and the record says) the method the guest wrote: over
+		// TCP it goes upstream as it was decided.
+		return u.tcp.RoundTrip(r)
+	}
 	if cc := u.clientConn(r.Context()); cc != nil {
 		resp, err := cc.RoundTrip(r)
 		if err != nil && cc.Context().Err() != nil {
@@ -110,9 +116,12 @@ func (u *h3First) clientConn(ctx context.Context) *http3.ClientConn {
 	if u.closed {
 		return nil
 	}
-	if u.cc != nil {
+	if u.cc != nil && u.conn.Context().Err() == nil {
 		return u.cc
 	}
+	// None yet, or the upstream ended the last one (its idle timeout):
+	// a request on it would fail without reaching the upstream.
+	u.cc, u.conn = nil, nil
 	timeout := h3Probe
 	if quicOK {
 		timeout = HelloTimeout // it answered before: give it the time a handshake may need

@@ -117,7 +117,7 @@ func (p *Proxy) HandleQUIC(ctx context.Context, pc net.PacketConn, f *netstack.F
 		MinVersion: tls.VersionTLS13,
 		NextProtos: []string{http3.NextProtoH3},
 		GetConfigForClient: func(chi *tls.ClientHelloInfo) (*tls.Config, error) {
-			if chi.ServerName != sni {
+			if !strings.EqualFold(chi.ServerName, sni) {
 				sniDiffers.Store(true)
 				return nil, fmt.Errorf("mitm: the QUIC handshake names %q, the peek read %q", chi.ServerName, sni)
 			}

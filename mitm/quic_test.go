@@ -195,3 +195,28 @@ func TestHTTP3OneConnectionPerFlow(t *testing.T) {
 		t.Fatal("a second QUIC connection was served on one flow")
 	}
 }
+
+type recordingRT struct{ methods []string }
+
+func (rt *recordingRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	rt.methods = append(rt.methods, r.Method)
+	return &http.Response{StatusCode: 200, Body: http.NoBody, Request: r}, nil
+}
+
+// TestHTTP3ZeroRTTMethodsGoOverTCP: quic-go's HTTP/3 client sends the
+// methods GET_0RTT and HEAD_0RTT as GET and HEAD, so a guest writing one
+// had a request decided as GET_0RTT (past a GET rule) reach the upstream
+// as GET. They go over TCP, as decided.
+func TestHTTP3ZeroRTTMethodsGoOverTCP(t *testing.T) {
+	tcp := &recordingRT{}
+	u := &h3First{tcp: tcp} // no Proxy: trying QUIC would panic
+	for _, m := range []string{http3.MethodGet0RTT, http3.MethodHead0RTT} {
+		r, _ := http.NewRequest(m, "https://api.test/admin", nil)
+		if _, err := u.RoundTrip(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if strings.Join(tcp.methods, ",") != "GET_0RTT,HEAD_0RTT" {
+		t.Errorf("over TCP went %v, want both methods as written", tcp.methods)
+	}
+}
