@@ -224,6 +224,7 @@ func (s *Stack) runQUIC(key quicKey, c *udpFlowConn, entry *poolEntry, ev store.
 	})
 	defer idle.stop()
 
+	var established atomic.Bool
 	flow := &Flow{Name: entry.name, Port: portHTTPS, Guest: c.guest, Dst: c.local, Transport: store.TransportUDP,
 		MaxDatagram: int(s.link.MTU()) - header.IPv4MinimumSize - header.UDPMinimumSize,
 		Current:     s.policy.Load,
@@ -232,6 +233,7 @@ func (s *Stack) runQUIC(key quicKey, c *udpFlowConn, entry *poolEntry, ev store.
 		Upstream:    s.upstreamAddrs(entry.name, portHTTPS, local),
 		established: func() {
 			handshakeTimer.Stop()
+			established.Store(true)
 			endHandshake()
 		},
 	}
@@ -268,6 +270,15 @@ func (s *Stack) runQUIC(key quicKey, c *udpFlowConn, entry *poolEntry, ev store.
 	}
 	if res.Err != nil {
 		ev.Detail += ": " + res.Err.Error()
+	}
+	if res.Refused != "" && !established.Load() {
+		// Refused before its handshake (a hello that does not parse, a
+		// name that is not the resolved one): an Initial of junk costs
+		// the guest a datagram and the handler microseconds, so these
+		// are rate-limited as refused SYNs are, where one event each let
+		// a guest fill the session's budget (2,000 Initials, 2,000 events).
+		s.drops.event("udp", &ev)
+		return
 	}
 	s.cfg.Recorder.Append(store.Event{Kind: store.KindNet, Net: &ev})
 }

@@ -499,3 +499,38 @@ func TestUDPFlowConnQueueDropsNewWhenFull(t *testing.T) {
 		t.Fatal("the first datagram (the Initial) was not kept: the queue must drop the new ones")
 	}
 }
+
+// TestQUICRefusedBeforeHandshakeIsRateLimited: Initials the handler
+// refuses at once (junk hellos) are recorded under the drop log's rate
+// limit, as refused SYNs are, not one event each.
+func TestQUICRefusedBeforeHandshakeIsRateLimited(t *testing.T) {
+	var handled atomic.Int64
+	g := newGuestSide(t, `[network]
+allow = ["a.test"]`, func(c *Config) {
+		c.QUICFlows = func(ctx context.Context, pc net.PacketConn, f *Flow) FlowResult {
+			handled.Add(1)
+			return FlowResult{Refused: "tls-bad-client-hello"}
+		}
+	})
+	_, addr := g.resolve("a.test.")
+	const n = 600
+	for i := 0; i < n; i++ {
+		g.send(quicFrame(uint16(2000+i), addr, quicInitial(0xc3, quicV1, byte(i))))
+		if i%100 == 99 {
+			waitCount(t, &handled, int64(i+1), "refused flows")
+		}
+	}
+	waitCount(t, &handled, n, "refused flows")
+	time.Sleep(50 * time.Millisecond)
+	events := 0
+	g.rec.mu.Lock()
+	for _, ev := range g.rec.evs {
+		if ev.Net != nil && ev.Net.Reason == "tls-bad-client-hello" {
+			events++
+		}
+	}
+	g.rec.mu.Unlock()
+	if events == 0 || events > 100 {
+		t.Errorf("%d events for %d refused Initials: want them recorded, under the rate limit", events, n)
+	}
+}
