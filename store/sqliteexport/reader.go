@@ -38,7 +38,7 @@ func OpenReader(path string) (*Reader, error) {
 	if path == "" {
 		return nil, errors.New("sqliteexport: no file given")
 	}
-	db, err := sql.Open("sqlite", fileURI(path)+"?mode=ro&_query_only=1")
+	db, err := sql.Open("sqlite", fileURI(path)+"?mode=ro&_query_only=1&_pragma=trusted_schema(0)")
 	if err != nil {
 		return nil, fmt.Errorf("sqliteexport: open %s: %w", path, err)
 	}
@@ -61,6 +61,16 @@ func (r *Reader) check() error {
 	}
 	if app != ApplicationID {
 		return fmt.Errorf("sqliteexport: %s is not a capsem export (application_id %#x, want %#x)", r.path, app, ApplicationID)
+	}
+	// A file someone sent is not trusted: a view, trigger or virtual
+	// table in place of a table could compute rows without end (a
+	// recursive query) or huge ones, where Export writes plain tables.
+	var odd int64
+	if err := r.db.QueryRow(`SELECT count(*) FROM sqlite_schema WHERE type IN ('view', 'trigger') OR (type = 'table' AND sql LIKE 'CREATE VIRTUAL%')`).Scan(&odd); err != nil {
+		return fmt.Errorf("sqliteexport: open %s: %w", r.path, err)
+	}
+	if odd > 0 {
+		return fmt.Errorf("sqliteexport: %s has views, triggers or virtual tables, which capsem export never writes: not read", r.path)
 	}
 	if version != SchemaVersion {
 		newer := "an older"

@@ -661,3 +661,63 @@ func TestReaderFixture(t *testing.T) {
 		t.Error("reading changed the fixture")
 	}
 }
+
+// TestReaderHostileFile: a file someone sent is not trusted. Seqs that are
+// not increasing integers (a REAL between two integers, a repeat) are an
+// error, not a read that starts over forever; a view in place of a table
+// (which could compute rows without end) is refused at open.
+func TestReaderHostileFile(t *testing.T) {
+	var evs []store.Event
+	for i := 0; i < 3000; i++ {
+		evs = append(evs, store.Event{Time: t0.Add(time.Duration(i) * time.Millisecond), Agent: &store.Agent{State: store.AgentSilent}})
+	}
+	for _, tc := range []struct {
+		edit, want, why string
+		atOpen          bool
+	}{
+		{`UPDATE agent_events SET seq = 1 + seq / 10000.0`, "is not an integer above 0", "seqs between 1 and 2: cut to 1, every chunk would start over", false},
+		{`DROP INDEX IF EXISTS agent_events_session_seq; UPDATE agent_events SET seq = 5`, "a session's seqs are unique", "every row the same seq", false},
+		{`UPDATE agent_events SET seq = seq * 1e300`, "is not an integer above 0", "seqs past int64: a conversion made them MinInt64 and the table was read again", false},
+		{`ALTER TABLE net_events RENAME TO net_events_old; CREATE VIEW net_events AS SELECT * FROM net_events_old`, "views, triggers or virtual tables", "a view in place of a table", true},
+	} {
+		st := newReaderStore(t)
+		addSession(t, st, fullSession("s1", t0), evs, true, nil)
+		path := filepath.Join(t.TempDir(), "export.db")
+		if _, err := Export(context.Background(), st, path, Options{}); err != nil {
+			t.Fatal(err)
+		}
+		db := openRW(t, path)
+		if _, err := db.Exec(tc.edit); err != nil {
+			t.Fatalf("%s: %v", tc.why, err)
+		}
+		var file string // openRW's copy
+		if err := db.QueryRow("SELECT file FROM pragma_database_list WHERE name = 'main'").Scan(&file); err != nil {
+			t.Fatal(err)
+		}
+		db.Close()
+		r, err := OpenReader(file)
+		if tc.atOpen {
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%s: OpenReader: %v, want an error saying %q", tc.why, err, tc.want)
+			}
+			if r != nil {
+				r.Close()
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		err = r.EventsAfter("s1", 0, func(store.Event) error {
+			if n++; n > len(evs) {
+				return errors.New("read more events than the file holds")
+			}
+			return nil
+		})
+		r.Close()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: EventsAfter after %d events: %v, want an error saying %q", tc.why, n, err, tc.want)
+		}
+	}
+}

@@ -173,11 +173,24 @@ const eventHead = "id, session_id, seq, timestamp, timestamp_ms"
 
 // rowHead reads eventHead into ev and returns the row's id.
 func (c *cols) head(ev *store.Event) int64 {
-	id := c.int()
+	id := c.key("id")
 	ev.Session = c.str()
-	ev.Seq = uint64(c.int())
+	ev.Seq = uint64(c.key("seq"))
 	ev.Time = c.time()
 	return id
+}
+
+// key is an id or seq column: an INTEGER above zero, as Export writes
+// them. A file that has another there (a REAL between two integers, which
+// int would cut, or a negative) would make the merger read the same rows
+// again and again.
+func (c *cols) key(name string) int64 {
+	v, ok := c.next().(int64)
+	if !ok || v <= 0 {
+		c.fail("%s %v is not an integer above 0", name, c.vals[c.i-1])
+		return 0
+	}
+	return v
 }
 
 // eventTable is how the events of one table are read: its own columns
@@ -389,6 +402,15 @@ func (m *merger) readChunk(c *cursor) ([]int64, error) {
 		c.t.decode(cs, &ev)
 		if cs.err != nil {
 			return nil, fmt.Errorf("row %d (seq %d): %w", id, ev.Seq, cs.err)
+		}
+		// Seqs are unique per session: each row's is above the last one
+		// read, or the next chunk could start where this one did.
+		last := c.after
+		if n := len(c.buf); n > 0 {
+			last = int64(c.buf[n-1].Seq)
+		}
+		if int64(ev.Seq) <= last {
+			return nil, fmt.Errorf("row %d: seq %d after seq %d: a session's seqs are unique; the file was not written by capsem export", id, ev.Seq, last)
 		}
 		c.buf = append(c.buf, ev)
 		ids = append(ids, id)
