@@ -76,17 +76,23 @@ func (s *stderrLog) Write(p []byte) (int, error) {
 }
 
 func (s *stderrLog) emit() {
-	line := string(s.line)
-	s.line = s.line[:0]
+	n := len(s.line)
 	b := s.budget
 	b.mu.Lock()
 	over, warn := b.logged >= stderrLogBudget, false
 	if over {
 		warn, b.dropped = !b.dropped, true
 	} else {
-		b.logged += len(line)
+		b.logged += n
 	}
 	b.mu.Unlock()
+	// The line becomes a string only when it is logged: a chatty server
+	// past its budget costs no allocation per line.
+	var line string
+	if !over {
+		line = string(s.line)
+	}
+	s.line = s.line[:0]
 	if over {
 		if warn {
 			s.log.Warn("mcpgate: MCP server's stderr is over its log budget; the rest is not logged", "server", s.name, "budget", stderrLogBudget)

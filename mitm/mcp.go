@@ -50,7 +50,7 @@ type mcpView struct {
 
 // mcpAmbiguousRule is the matched_rule of a message refused because it is
 // ambiguous (mcpscan.Message.Ambiguous) on a host with deny rules.
-const mcpAmbiguousRule = "(an ambiguous message: a deciding member twice, or a name too long to decide)"
+const mcpAmbiguousRule = "(an ambiguous message: a deciding member twice or in another case, or a name too long to decide)"
 
 // mcpSessionHeader is streamable HTTP's session header.
 const mcpSessionHeader = "Mcp-Session-Id"
