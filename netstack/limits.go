@@ -24,7 +24,9 @@ const DefaultMaxFlows = 4096
 // 256): a flow gives its slot back when its handler says the handshake is
 // done, or after the window. It is a cap on the rate of new flows more
 // than on how many run at once — a handler must bound its own wait (the
-// MITM gives the ClientHello the same 3 s). Each flow holds a handler
+// MITM gives the ClientHello the same 3 s, then the rest of the handshake
+// up to its HelloTimeout, 15 s: at most about five windows' worth, ~1,300
+// flows, are in their handshake at once). Each flow holds a handler
 // goroutine with the QUIC server's handshake state, and up to
 // maxQueuedDatagramBytes of queued datagrams; a browser opens a handful
 // at once, while a flood of Initials — each costing the guest only a
