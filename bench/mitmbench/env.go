@@ -64,10 +64,10 @@ func (b *bench) startEnv(rep int, secrets bool) (*guestns.Env, error) {
 	if b.upstreamH2 != nil {
 		allowH2, resolveH2 = `, "h2up.test:443"`, fmt.Sprintf(`, "h2up.test" = "127.0.0.1:%d"`, b.upstreamH2.Port)
 	}
-	pol := fmt.Sprintf(policyTemplate, b.upstream.Port, b.upstreamCA, allowH2, resolveH2)
+	pol := fmt.Sprintf(policyTemplate, b.upPort, b.upstreamCA, allowH2, resolveH2)
 	if secrets {
 		name += "-secrets"
-		pol = fmt.Sprintf(secretsPolicyTemplate, b.upstream.Port, b.upstreamCA, b.tokens.realFile, b.tokens.placeholder, b.tokens.otherFile)
+		pol = fmt.Sprintf(secretsPolicyTemplate, b.upPort, b.upstreamCA, b.tokens.realFile, b.tokens.placeholder, b.tokens.otherFile)
 	}
 	return guestns.Start(guestns.Config{
 		CapsemNet: b.capsemNet, Root: b.dir, Name: name, Policy: pol,

@@ -58,7 +58,7 @@ func loadgenMain(args []string) {
 	fs.StringVar(&c.sni, "sni", "", "TLS server name and Host header")
 	fs.StringVar(&c.path, "path", "/ping", "request path")
 	fs.StringVar(&c.auth, "auth", "", "Authorization header to send with every request")
-	fs.StringVar(&c.proto, "proto", "h1", "h1 (HTTP/1.1), h2 or h3 (one QUIC connection)")
+	fs.StringVar(&c.proto, "proto", "h1", "h1 (HTTP/1.1), h1-new (HTTP/1.1, a new connection per request), h2 or h3 (one QUIC connection)")
 	fs.IntVar(&c.conns, "conns", 16, "concurrent requests (h1: connections)")
 	fs.IntVar(&c.h2conns, "h2-conns", 1, "HTTP/2 connections the concurrent requests share")
 	fs.DurationVar(&c.duration, "t", 5*time.Second, "how long to send requests")
@@ -170,6 +170,24 @@ func makeWorkers(c loadConfig) ([]worker, func(), error) {
 			ws = append(ws, h1Worker(tc, c.sni, c.path, c.auth))
 		}
 		return ws, closeAll, nil
+	case "h1-new":
+		// A new TCP connection and TLS handshake for every request, no
+		// session resumption, closed by the client once the response is
+		// read: what curl in a loop, or a client that pools nothing,
+		// costs the path.
+		tlsConf.NextProtos = []string{"http/1.1"}
+		var ws []worker
+		for range c.conns {
+			ws = append(ws, func() error {
+				tc, err := tls.DialWithDialer(dialer, "tcp", c.addr, tlsConf)
+				if err != nil {
+					return err
+				}
+				defer tc.Close()
+				return h1Worker(tc, c.sni, c.path, c.auth)()
+			})
+		}
+		return ws, func() {}, nil
 	case "h2", "h3":
 		// h2: the workers share h2conns connections; h3: one connection.
 		n := max(c.h2conns, 1)

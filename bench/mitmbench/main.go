@@ -25,12 +25,13 @@ var (
 	flagMTU       = flag.Int("mtu", 1500, "guest link MTU")
 	flagDLProtos  = flag.String("dl-protos", "h1,h2", "protocols of the download and upload runs: any of h1,h2")
 	flagULBody    = flag.String("ul-body", "bytes", "what the upload sends: bytes (what the download receives: every byte value in turn) or text (JSON lines of English words, like an agent's prompts)")
-	flagRPSProtos = flag.String("rps-protos", "h1,h2", "protocols of the requests/s runs: any of h1,h2")
+	flagRPSProtos = flag.String("rps-protos", "h1,h2", "protocols of the requests/s runs: any of h1,h2,h1-new (HTTP/1.1, a new TCP connection and TLS handshake per request, like curl in a loop)")
 	flagPaths     = flag.String("paths", "direct,pass,mitm", "paths to measure: direct (host to upstream), pass (guest, passthrough), mitm (guest, intercepted; no secret, DLP off), mitm-secrets (guest, intercepted by a capsem-net with two secrets and DLP log)")
 	flagSkip      = flag.String("skip", "", "measurements to skip: any of dl,ul,rps,lat,h3 (-skip dl,ul,rps,lat runs the HTTP/3 comparison alone)")
 	flagH3Paths   = flag.String("h3-paths", "direct,mitm,mitm-h2up", "paths of the HTTP/3 comparison (HTTP/3 beside HTTP/2, the same Go client): direct (host to upstream), mitm (its upstream serves HTTP/3 too), mitm-h2up (an upstream without HTTP/3: the MITM forwards HTTP/3 over HTTP/2)")
 	flagH3Bytes   = flag.Int64("h3-bytes", 1<<30, "size of the HTTP/3 comparison's download")
 	flagH3Streams = flag.Int("h3-streams", 16, "concurrent requests on the one connection of the HTTP/3 comparison's requests/s runs")
+	flagRTT       = flag.Duration("upstream-rtt", 0, "put the upstream this round trip away from every path (a relay that holds each chunk half of it each way): a remote API's distance, which a client opening a connection per request pays in handshakes")
 	flagProfile   = flag.String("profile", "", "write a capsem-net CPU profile per repetition into DIR")
 	flagVerbose   = flag.Bool("v", false, "print capsem-net's output when it stops")
 )
@@ -84,6 +85,8 @@ type bench struct {
 	capsemCA   string // <ca-dir>/ca.pem, the CA the intercepted guest trusts
 	caDir      string
 	upstream   *upstream.Process
+	upPort     int         // where the paths reach the upstream: its port, or the delay relay's (-upstream-rtt)
+	relay      *delayRelay // nil without -upstream-rtt
 	// upstreamH2 serves h2up.test: HTTPS over TCP alone, for the mitm-h2up
 	// path of the HTTP/3 comparison; nil when that is not measured.
 	upstreamH2 *upstream.Process
@@ -155,11 +158,22 @@ func setup() (*bench, error) {
 		b.close()
 		return nil, err
 	}
+	b.upPort = b.upstream.Port
+	if *flagRTT > 0 {
+		if b.relay, err = startDelayRelay(fmt.Sprintf("127.0.0.1:%d", b.upstream.Port), *flagRTT); err != nil {
+			b.close()
+			return nil, err
+		}
+		b.upPort = b.relay.port()
+	}
 	return b, nil
 }
 
 func (b *bench) close() {
 	b.stopEnvs()
+	if b.relay != nil {
+		b.relay.close()
+	}
 	for _, u := range []**upstream.Process{&b.upstream, &b.upstreamH2} {
 		if *u != nil {
 			(*u).Stop()

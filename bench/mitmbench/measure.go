@@ -179,7 +179,7 @@ func (b *bench) target(where string) (addr, sni, ca string, inGuest bool) {
 	case "pass":
 		return "pass.test:443", "pass.test", b.upstreamCA, true
 	default: // direct: the host to the upstream's loopback port
-		return "127.0.0.1:" + strconv.Itoa(b.upstream.Port), "mitm.test", b.upstreamCA, false
+		return "127.0.0.1:" + strconv.Itoa(b.upPort), "mitm.test", b.upstreamCA, false
 	}
 }
 
@@ -231,8 +231,8 @@ func (b *bench) transfer(kind, where, proto string) (sample, error) {
 	}
 	url := "https://" + sni + path
 	if !inGuest {
-		url = fmt.Sprintf("https://%s:%d%s", sni, b.upstream.Port, path)
-		args = append(args, "--resolve", fmt.Sprintf("%s:%d:127.0.0.1", sni, b.upstream.Port))
+		url = fmt.Sprintf("https://%s:%d%s", sni, b.upPort, path)
+		args = append(args, "--resolve", fmt.Sprintf("%s:%d:127.0.0.1", sni, b.upPort))
 	}
 	want := "1.1"
 	switch proto {

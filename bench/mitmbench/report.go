@@ -36,7 +36,7 @@ func (b *bench) med(key string) (v, p99 float64, cpu cpuUse, ok bool) {
 	return pick(func(s sample) float64 { return s.v }), pick(func(s sample) float64 { return s.p99 }), cpu, true
 }
 
-var protoName = map[string]string{"h1": "HTTP/1.1", "h2": "HTTP/2", "h3": "HTTP/3"}
+var protoName = map[string]string{"h1": "HTTP/1.1", "h1-new": "HTTP/1.1 (a connection per request)", "h2": "HTTP/2", "h3": "HTTP/3"}
 
 func (b *bench) print(w io.Writer) {
 	cell := func(key string, format string) string {
@@ -74,6 +74,9 @@ func (b *bench) print(w io.Writer) {
 			}
 		}
 		return fmt.Sprintf(" %s | %s |", cell(key+"mitm-secrets", format), r)
+	}
+	if *flagRTT > 0 {
+		fmt.Fprintf(w, "The upstream is %s of round trip away from every path (-upstream-rtt: a relay on loopback holds each chunk half of it each way, and a connection's first bytes a round trip more).\n\n", *flagRTT)
 	}
 	b.printTCP(w, secrets, head, rule, cell, ratio, sec)
 	if !listflag.Has(*flagSkip, "h3") {
@@ -119,8 +122,12 @@ func (b *bench) printTCP(w io.Writer, secrets bool, head, rule string, cell func
 					verdict = metOrNot(m >= 10000) + " (≥ 10,000)"
 				}
 				what := fmt.Sprintf("%d keep-alive connections", conns)
-				if proto == "h2" {
+				switch proto {
+				case "h2":
 					what = fmt.Sprintf("%d concurrent streams on %d connection(s)", conns, *flagH2Conns)
+				case "h1-new":
+					what = fmt.Sprintf("%d at a time", conns)
+					verdict = "–"
 				}
 				fmt.Fprintf(w, "| requests/s, %s, %s, GET /ping | %s | %s | %s | %s | %s | %s |%s\n", protoName[proto], what,
 					cell(k+"direct", "%.0f"), cell(k+"pass", "%.0f"), cell(k+"mitm", "%.0f"), ratio(k+"mitm", k+"pass"), ratio(k+"mitm", k+"direct"), verdict, sec(k, "%.0f"))
