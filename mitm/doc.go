@@ -9,8 +9,12 @@
 //     with a leaf minted by the installation's CA (package ca), serves
 //     HTTP/1.1 or HTTP/2 to the guest, decides every request against the
 //     policy in force at that moment (Host must match the SNI; [[http]]
-//     rules), and forwards allowed requests upstream over verified TLS with
-//     connection reuse, streaming bodies both ways without holding them;
+//     rules), and forwards allowed requests upstream over verified TLS,
+//     streaming bodies both ways without holding them, on connections kept
+//     alive across guest connections (pool.go: per policy, name and port; a
+//     request takes the pool of the policy that decided it, so a
+//     connection is only transport and never carries a request decided
+//     under another policy than the one it was opened under);
 //   - keeps the policy's secrets out of the guest (secrets.go, guard.go,
 //     bodyguard.go): in a request to a secret's host its placeholder
 //     becomes the real value (header, Basic credentials, URL, streamed

@@ -62,6 +62,7 @@ type Proxy struct {
 	quicMu sync.Mutex
 	quicUp *quic.Transport // upstream QUIC of every flow, on one UDP socket (nil until used)
 	roots  rootsCache
+	pools  pools         // upstream connections, shared by the flows to each upstream (pool.go)
 	h2     *http2.Server // the guest's HTTP/2 (serveH2)
 
 	views    views    // the secrets per policy and host (secrets.go)
@@ -133,6 +134,7 @@ func New(cfg Config) (*Proxy, error) {
 func (p *Proxy) Close() error {
 	err := p.srv.Close()
 	<-p.serveDone
+	p.pools.close()
 	p.mcp.close()
 	p.quicMu.Lock()
 	if p.quicUp != nil {
@@ -162,8 +164,22 @@ func (p *Proxy) HandleFlow(ctx context.Context, guest, upstream net.Conn, f *net
 		}
 		upstream = noUpstream()
 	}
+	if upstream == nil && f.Pooled && !p.intercepts(f.Port) {
+		// Pooled says yes for intercepted ports only; dial all the same.
+		var err error
+		if upstream, err = f.Redial(ctx); err != nil {
+			return netstack.FlowResult{ConnType: store.ConnTCP, Err: err}
+		}
+	}
 	if !p.intercepts(f.Port) {
 		return netstack.Splice(ctx, guest, upstream, f)
+	}
+	// upstream is nil for a pooled flow (netstack.Config.Pooled): the
+	// intercepted requests take the pool's connections.
+	closeUp := func() {
+		if upstream != nil {
+			upstream.Close()
+		}
 	}
 	res := netstack.FlowResult{ConnType: store.ConnTLS}
 	guest.SetReadDeadline(time.Now().Add(HelloTimeout))
@@ -172,20 +188,26 @@ func (p *Proxy) HandleFlow(ctx context.Context, guest, upstream net.Conn, f *net
 	res.BytesSent = int64(len(raw))
 	switch {
 	case err != nil:
-		upstream.Close()
+		closeUp()
 		res.Refused, res.Err = ReasonBadHello, fmt.Errorf("no TLS ClientHello from the guest on port %d: %w", f.Port, err)
 		return res
 	case hello.ServerName == "":
-		upstream.Close()
+		closeUp()
 		res.Refused, res.Err = ReasonNoSNI, errors.New("the ClientHello names no server (SNI); capsem needs it to check the name the guest resolved")
 		return res
 	case hello.ServerName != strings.ToLower(f.Name):
-		upstream.Close()
+		closeUp()
 		res.Refused, res.Err = ReasonSNIMismatch, fmt.Errorf("the ClientHello names %q but the guest connected to the address of %q", hello.ServerName, f.Name)
 		return res
 	}
 	pol := f.Current()
 	if rule, ok := pol.Passthrough(hello.ServerName); ok {
+		if upstream == nil {
+			if upstream, err = f.Redial(ctx); err != nil {
+				res.Err = fmt.Errorf("passthrough (%s): %w", rule, err)
+				return res
+			}
+		}
 		if _, err := upstream.Write(raw); err != nil {
 			upstream.Close()
 			res.Err = fmt.Errorf("passthrough (%s): replaying the ClientHello upstream: %w", rule, err)
@@ -201,15 +223,17 @@ func (p *Proxy) HandleFlow(ctx context.Context, guest, upstream net.Conn, f *net
 
 // flowState is one intercepted flow, shared by its requests.
 type flowState struct {
-	flow      *netstack.Flow
-	sni       string
-	proxy     *httputil.ReverseProxy
-	transport *http.Transport
-	forward   http.RoundTripper // what the reverse proxy forwards with: transport, or h1 in front of it
-	h1        *h1Upstream       // guest connections that speak HTTP/1.1
-	tap       *h1Tap            // the request heads of a guest HTTP/1.1 connection, in wire order
-	h2tap     *h2Tap            // those of a guest HTTP/2 connection
+	flow    *netstack.Flow
+	sni     string
+	proxy   *httputil.ReverseProxy
+	forward http.RoundTripper // what the reverse proxy forwards with: an h1Upstream, a pooledTransport or an h3First (pool.go)
+	tap     *h1Tap            // the request heads of a guest HTTP/1.1 connection, in wire order
+	h2tap   *h2Tap            // those of a guest HTTP/2 connection
+	// preDialed is the upstream connection the stack dialled for the flow
+	// under dialPol, until a request of the flow takes it (nil when the
+	// stack dialled none: a pool had a connection).
 	preDialed atomic.Pointer[net.Conn]
+	dialPol   *policy.Policy
 	hello     *tlshello.Hello
 	scan      atomic.Pointer[flowScan] // what this flow's requests are checked for (secrets.go)
 	active    sync.WaitGroup           // requests being served
@@ -219,22 +243,19 @@ type flowKey struct{}
 
 func (p *Proxy) intercept(ctx context.Context, guest, upstream net.Conn, f *netstack.Flow, hello *tlshello.Hello, raw []byte, pol *policy.Policy) netstack.FlowResult {
 	res := netstack.FlowResult{ConnType: store.ConnHTTPS}
-	roots, err := p.roots.get(pol)
-	if err != nil {
-		upstream.Close()
+	if _, err := p.roots.get(pol); err != nil { // the pools need them: fail the flow now
+		if upstream != nil {
+			upstream.Close()
+		}
 		res.Err = err
 		return res
 	}
-	fs := &flowState{flow: f, sni: hello.ServerName, hello: hello}
-	fs.preDialed.Store(&upstream)
+	fs := &flowState{flow: f, sni: hello.ServerName, hello: hello, dialPol: pol}
+	if upstream != nil {
+		fs.preDialed.Store(&upstream)
+	}
 	defer func() {
 		fs.active.Wait() // HTTP/2 handlers may outlive the connection briefly
-		if fs.h1 != nil {
-			fs.h1.closeIdle()
-		}
-		if fs.transport != nil {
-			fs.transport.CloseIdleConnections()
-		}
 		if c := fs.preDialed.Swap(nil); c != nil {
 			(*c).Close()
 		}
@@ -249,7 +270,7 @@ func (p *Proxy) intercept(ctx context.Context, guest, upstream net.Conn, f *nets
 		},
 	})
 	hctx, cancel := context.WithTimeout(ctx, HelloTimeout)
-	err = tc.HandshakeContext(hctx)
+	err := tc.HandshakeContext(hctx)
 	cancel()
 	if err != nil {
 		res.BytesSent, res.BytesReceived = gc.read.Load(), gc.written.Load()
@@ -257,11 +278,9 @@ func (p *Proxy) intercept(ctx context.Context, guest, upstream net.Conn, f *nets
 		return res
 	}
 	guestH2 := tc.ConnectionState().NegotiatedProtocol == "h2"
-	fs.transport = p.upstreamTransport(fs, roots, guestH2)
-	fs.forward = fs.transport
+	fs.forward = &pooledTransport{p: p, fs: fs}
 	if !guestH2 {
-		fs.h1 = newH1Upstream(fs, roots)
-		fs.forward = fs.h1
+		fs.forward = &h1Upstream{p: p, fs: fs}
 	}
 	fs.proxy = p.reverseProxy(fs)
 	var served net.Conn = tc

@@ -71,6 +71,8 @@ type testProxy struct {
 	upstreamCert tls.Certificate
 	pol          atomic.Pointer[policy.Policy] // what the flow's Current returns
 	hits         atomic.Int64                  // requests the upstream served
+	handshakes   atomic.Int64                  // TLS handshakes the upstream completed
+	srv          *httptest.Server
 }
 
 func startTestProxy(t *testing.T, rec netstack.Recorder, h http.Handler) *testProxy {
@@ -105,8 +107,10 @@ func startTestProxy(t *testing.T, rec netstack.Recorder, h http.Handler) *testPr
 	srv.EnableHTTP2 = true
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
 	tp.upstreamCert = tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-	srv.TLS = &tls.Config{Certificates: []tls.Certificate{tp.upstreamCert}}
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{tp.upstreamCert},
+		VerifyConnection: func(tls.ConnectionState) error { tp.handshakes.Add(1); return nil }}
 	srv.StartTLS()
+	tp.srv = srv
 	t.Cleanup(srv.Close)
 	tp.upstream = srv.Listener.Addr().String()
 

@@ -163,17 +163,15 @@ func (p *Proxy) HandleQUIC(ctx context.Context, pc net.PacketConn, f *netstack.F
 	// Upstream over TCP, HTTP/2 when the upstream speaks it: the guest's
 	// concurrent HTTP/3 streams share one upstream connection, as an
 	// HTTP/2 guest's do.
-	fs.transport = p.upstreamTransport(fs, roots, true)
-	fs.forward = fs.transport
+	fs.forward = &pooledTransport{p: p, fs: fs}
 	var up *h3First
 	if !f.Local { // the gateway is served here, never dialled
-		up = &h3First{p: p, fs: fs, roots: roots, tcp: fs.transport}
+		up = &h3First{p: p, fs: fs, roots: roots, tcp: fs.forward}
 		fs.forward = up
 	}
 	fs.proxy = p.reverseProxy(fs)
 	defer func() {
 		fs.active.Wait()
-		fs.transport.CloseIdleConnections()
 		if up != nil {
 			up.close()
 		}

@@ -4,77 +4,42 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptrace"
 	"net/textproto"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/capsem/capsem/store"
 )
 
-// upstreamTransport is the flow's connection pool to its upstream. It
-// speaks the protocol the guest chose: HTTP/2 when the guest negotiated h2
-// (its concurrent streams share one upstream connection), HTTP/1.1
-// otherwise, so that a guest's keep-alive connection maps onto one upstream
-// keep-alive connection.
-func (p *Proxy) upstreamTransport(fs *flowState, roots *x509.CertPool, h2 bool) *http.Transport {
-	t := &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			if c := fs.preDialed.Swap(nil); c != nil {
-				return *c, nil
-			}
-			return fs.flow.Redial(ctx)
-		},
-		TLSClientConfig:       &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
-		DisableCompression:    true,
-		MaxIdleConnsPerHost:   8,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   HelloTimeout,
-		ExpectContinueTimeout: time.Second,
-	}
-	if h2 {
-		t.ForceAttemptHTTP2 = true
-	} else {
-		t.TLSClientConfig.NextProtos = []string{"http/1.1"}
-		t.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{} // no HTTP/2
-	}
-	return t
-}
-
-// h1Upstream forwards the requests of one guest HTTP/1.1 connection over
-// one upstream HTTP/1.1 keep-alive connection, in the handler's own
-// goroutine: the request is written and the response read right there,
-// where http.Transport would hand each request to a writer goroutine and
-// each response over from a reader goroutine (four goroutine switches per
-// request, about a tenth of the MITM's cost per small request).
+// h1Upstream forwards the requests of a guest HTTP/1.1 connection over
+// upstream HTTP/1.1 keep-alive connections of the pool (pool.go), in the
+// handler's own goroutine: the request is written and the response read
+// right there, where http.Transport would hand each request to a writer
+// goroutine and each response over from a reader goroutine (four
+// goroutine switches per request, about a tenth of the MITM's cost per
+// small request).
 //
-// A guest's HTTP/1.1 requests come one at a time, so one connection is
-// enough. What this path does not handle goes to fallback (the flow's
-// http.Transport): upgrades (WebSocket), Expect: 100-continue, and a
-// request that arrives while the connection is busy.
+// What this path does not handle goes to the pool's HTTP/1.1
+// http.Transport: upgrades (WebSocket) and Expect: 100-continue.
 type h1Upstream struct {
-	fs       *flowState
-	tlsConf  *tls.Config
-	fallback http.RoundTripper
-
-	mu     sync.Mutex
-	busy   bool
-	idle   *h1Conn // the kept-alive connection, when not busy
-	closed bool
+	p    *Proxy
+	fs   *flowState
+	last atomic.Pointer[upstreamPool]
 }
 
 type h1Conn struct {
-	tc   *tls.Conn
-	br   *bufio.Reader
-	bw   *bufio.Writer
-	used bool // a response was read on it: a failure may mean the server closed it while idle
+	tc        *tls.Conn
+	br        *bufio.Reader
+	bw        *bufio.Writer
+	used      bool      // a response was read on it: a failure may mean the server closed it while idle
+	idleSince time.Time // when it was last put in its pool
 }
 
 // close closes the TCP connection under TLS: it aborts blocked reads and
@@ -105,55 +70,15 @@ func (c *h1Conn) alive() bool {
 	return alive
 }
 
-func newH1Upstream(fs *flowState, roots *x509.CertPool) *h1Upstream {
-	return &h1Upstream{
-		fs:       fs,
-		fallback: fs.transport,
-		tlsConf: &tls.Config{
-			RootCAs:    roots,
-			MinVersion: tls.VersionTLS12,
-			ServerName: fs.flow.Name,
-			NextProtos: []string{"http/1.1"},
-		},
+// dialH1 opens an upstream HTTP/1.1 connection for the pool.
+func (up *upstreamPool) dialH1(ctx context.Context) (*h1Conn, error) {
+	raw, err := up.dial(ctx)
+	if err != nil {
+		return nil, err
 	}
-}
-
-func (u *h1Upstream) closeIdle() {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	u.closed = true
-	if u.idle != nil {
-		u.idle.close()
-		u.idle = nil
-	}
-}
-
-// release ends a request: c (nil when it was closed) becomes the idle
-// connection.
-func (u *h1Upstream) release(c *h1Conn) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	u.busy = false
-	if c != nil && u.closed {
-		c.close()
-		c = nil
-	}
-	u.idle = c
-}
-
-func (u *h1Upstream) dial(ctx context.Context) (*h1Conn, error) {
-	var raw net.Conn
-	if c := u.fs.preDialed.Swap(nil); c != nil {
-		raw = *c
-	} else {
-		var err error
-		if raw, err = u.fs.flow.Redial(ctx); err != nil {
-			return nil, err
-		}
-	}
-	tc := tls.Client(raw, u.tlsConf)
+	tc := tls.Client(raw, up.tlsH1)
 	hctx, cancel := context.WithTimeout(ctx, HelloTimeout)
-	err := tc.HandshakeContext(hctx)
+	err = tc.HandshakeContext(hctx)
 	cancel()
 	if err != nil {
 		raw.Close()
@@ -182,40 +107,29 @@ func replayable(r *http.Request) bool {
 }
 
 func (u *h1Upstream) RoundTrip(r *http.Request) (*http.Response, error) {
+	up, err := u.p.pools.get(u.p, u.fs, requestPolicy(r, u.fs), &u.last)
+	if err != nil {
+		return nil, err
+	}
 	_, expect := r.Header["Expect"]
 	if expect || r.Header.Get("Upgrade") != "" || r.Method == http.MethodConnect {
-		return u.fallback.RoundTrip(r)
+		up.touch()
+		return up.h1t.RoundTrip(r)
 	}
-	u.mu.Lock()
-	if u.busy || u.closed {
-		u.mu.Unlock()
-		return u.fallback.RoundTrip(r)
-	}
-	u.busy = true
-	c := u.idle
-	u.idle = nil
-	u.mu.Unlock()
-
+	c := up.take()
 	for retried := false; ; {
-		if c != nil && !c.alive() {
-			c.close()
-			c = nil
-		}
 		if c == nil {
-			var err error
-			if c, err = u.dial(r.Context()); err != nil {
-				u.release(nil)
+			if c, err = up.dialH1(r.Context()); err != nil {
 				return nil, err
 			}
 		}
-		resp, err := u.send(c, r)
+		resp, err := u.send(up, c, r)
 		if err == nil {
 			return resp, nil
 		}
 		c.close()
 		var sw *switchRefused
 		if !c.used || retried || !replayable(r) || r.Context().Err() != nil || errors.As(err, &sw) {
-			u.release(nil)
 			return nil, err
 		}
 		c, retried = nil, true // the server closed a kept-alive connection: once more on a new one
@@ -223,9 +137,9 @@ func (u *h1Upstream) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // send writes r on c and reads the response head. The response body
-// releases c when it ends: for reuse when read to the end, closed
+// releases c when it ends: back to up when read to the end, closed
 // otherwise.
-func (u *h1Upstream) send(c *h1Conn, r *http.Request) (*http.Response, error) {
+func (u *h1Upstream) send(up *upstreamPool, c *h1Conn, r *http.Request) (*http.Response, error) {
 	stop := context.AfterFunc(r.Context(), c.close)
 	var wrote chan error // the request body is written while the response is read
 	if r.Body == nil || r.Body == http.NoBody {
@@ -295,11 +209,11 @@ func (u *h1Upstream) send(c *h1Conn, r *http.Request) (*http.Response, error) {
 			}
 			t.Stop()
 		}
-		if !ok {
+		if ok {
+			up.put(c)
+		} else {
 			c.close()
-			c = nil
 		}
-		u.release(c)
 	}
 	if resp.Body == http.NoBody {
 		done(true)

@@ -93,6 +93,14 @@ type Config struct {
 	Tap FrameTap
 	// Flows handles allowed TCP flows. Nil means Splice.
 	Flows FlowHandler
+	// Pooled, when set, says whether the Flows handler holds an open
+	// connection to name:port made under pol (the MITM's pool of
+	// kept-alive upstream connections). For such a flow the stack dials
+	// nothing before the guest's handshake completes — the guest's
+	// connection costs no upstream round trip — and hands it over with a
+	// nil upstream and Flow.Pooled set; the handler dials with Redial if
+	// it needs to. Nil: every flow's upstream is dialled first.
+	Pooled func(pol *policy.Policy, name string, port uint16) bool
 	// QUICFlows handles allowed QUIC flows: UDP to port 443 of an allowed
 	// name that starts with a QUIC Initial (quic.go). Nil means none is
 	// served: such an Initial gets ICMP port unreachable and a

@@ -54,6 +54,10 @@ type Flow struct {
 	// the handler gets is nil and Redial refuses. A handler that cannot
 	// serve it must refuse the flow.
 	Local bool
+	// Pooled is true when nothing was dialled because Config.Pooled said
+	// the handler holds a connection to the upstream already: the
+	// upstream the handler gets is nil, and Redial dials when needed.
+	Pooled bool
 	// MaxDatagram, for a QUIC flow, is the largest UDP payload the guest's
 	// link carries (its MTU less the IPv4 and UDP headers): a QUIC server
 	// on the flow's PacketConn cannot discover it, having no socket to set
@@ -342,7 +346,8 @@ func (s *Stack) handleTCP(r *tcp.ForwarderRequest) {
 	local := pol.MCPGateway(name)
 	var upstream net.Conn
 	var upAddr netip.AddrPort
-	if !local {
+	pooled := !local && s.cfg.Pooled != nil && s.cfg.Pooled(pol, name, dst.Port())
+	if !local && !pooled {
 		var reason string
 		var err error
 		upstream, upAddr, reason, err = s.dialUpstream(s.ctx, pol, name, dst.Port())
@@ -368,6 +373,7 @@ func (s *Stack) handleTCP(r *tcp.ForwarderRequest) {
 	flow := &Flow{Name: name, Port: dst.Port(), Guest: src, Dst: dst, Transport: store.TransportTCP,
 		Current:  s.policy.Load,
 		Local:    local,
+		Pooled:   pooled,
 		Redial:   s.redial(name, dst.Port(), local),
 		Upstream: s.upstreamAddrs(name, dst.Port(), local),
 	}
@@ -384,9 +390,13 @@ func (s *Stack) handleTCP(r *tcp.ForwarderRequest) {
 	}
 	ev.BytesSent, ev.BytesReceived = res.BytesSent, res.BytesReceived
 	ev.Duration = time.Since(start)
-	ev.Detail = "upstream " + upAddr.String()
-	if local {
+	switch {
+	case local:
 		ev.Detail = "served by capsem (the MCP gateway)"
+	case pooled:
+		ev.Detail = "upstream connections kept alive by the handler (none dialled for this flow)"
+	default:
+		ev.Detail = "upstream " + upAddr.String()
 	}
 	if res.ConnType != "" {
 		ev.ConnType = res.ConnType

@@ -126,6 +126,7 @@ func Start(ctx context.Context, cfg Config) (sb *Sandbox, err error) {
 		Recorder:  cfg.Recorder,
 		Logger:    log,
 		Flows:     sb.proxy.HandleFlow,
+		Pooled:    sb.proxy.Pooled,
 		QUICFlows: sb.proxy.HandleQUIC,
 	})
 	if err != nil {

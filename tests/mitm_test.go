@@ -303,6 +303,45 @@ print("echo:", got.decode())
 	}
 }
 
+// TestMITMPoolsUpstreamConnections: curl run once per request, a new
+// guest connection and TLS handshake each time, is forwarded over one
+// upstream connection kept alive across the guest's connections, and from
+// the second on the stack dials nothing for the guest's connection.
+func TestMITMPoolsUpstreamConnections(t *testing.T) {
+	m := startMITM(t, "")
+	remotes := map[string]int{}
+	const n = 4
+	for i := range n {
+		out := m.mustCurl("--http1.1", "https://api.test/remote")
+		r, ok := strings.CutPrefix(out, "remote=")
+		if !ok {
+			t.Fatalf("curl %d: %q", i, out)
+		}
+		remotes[r]++
+	}
+	if len(remotes) != 1 {
+		t.Errorf("%d curl runs reached the upstream over %d connections, want 1 (pooled): %v", n, len(remotes), remotes)
+	}
+	evs := m.stop()
+	var dialled, pooled int
+	for _, ev := range evs {
+		if ev.Net == nil || ev.Net.Domain != "api.test" || ev.Net.ConnType != store.ConnHTTPS || ev.Net.Method != "" {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(ev.Net.Detail, "upstream 127.0.0.1:"):
+			dialled++
+		case strings.HasPrefix(ev.Net.Detail, "upstream connections kept alive"):
+			pooled++
+		default:
+			t.Errorf("flow event detail %q", ev.Net.Detail)
+		}
+	}
+	if dialled != 1 || pooled != n-1 {
+		t.Errorf("flow events: %d dialled an upstream, %d took the pool's; want 1 and %d\n%s", dialled, pooled, n-1, dumpEvents(evs))
+	}
+}
+
 func TestMITMPolicyReloadAppliesToNextRequestOnKeepAlive(t *testing.T) {
 	m := startMITM(t, "")
 	// One connection: a request, a pause in which the policy changes, a

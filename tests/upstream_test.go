@@ -65,6 +65,11 @@ func upstreamHandler() http.Handler {
 	mux.HandleFunc("/hello", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "hello from %s via %s path=%s", r.Host, r.Proto, r.URL.Path)
 	})
+	// /remote says which of the upstream's connections the request came
+	// over.
+	mux.HandleFunc("/remote", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "remote=%s", r.RemoteAddr)
+	})
 	mux.HandleFunc("/admin/", func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "the admin page: capsem should never let the guest see this")
 	})

@@ -302,6 +302,7 @@ func serve(c *cli.Context, stdout io.Writer) error {
 		MaxFlows:       c.Int("max-flows"),
 		MaxDNSTCPConns: c.Int("max-dns-tcp"),
 		Flows:          proxy.HandleFlow,
+		Pooled:         proxy.Pooled,
 		QUICFlows:      proxy.HandleQUIC,
 	})
 	if err != nil {

@@ -1,0 +1,355 @@
+package mitm
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/capsem/capsem/policy"
+)
+
+// Upstream connections are pooled across guest connections: a guest that
+// opens a connection per request (curl in a loop, a client that keeps
+// nothing alive) would otherwise pay an upstream TCP connection and TLS
+// handshake for each request, two round trips to a remote API before its
+// request is even sent.
+//
+// A pool is keyed by the policy, the name and the port. The policy pointer
+// stands for everything a dial depends on ([upstream] resolve targets,
+// allow_private, the ca_files the upstream is verified against), and each
+// request takes the pool of the policy that decided it (exchange.pol): a
+// connection is only transport, and carries no request decided under
+// another policy than the one it was opened under. A reload makes new
+// pools; the old ones empty as their connections idle out.
+const (
+	// poolIdleTimeout is how long a connection may wait in a pool for its
+	// next request; a pool unused for as long is dropped.
+	poolIdleTimeout = 90 * time.Second
+	// poolMaxIdleH1 bounds a pool's idle HTTP/1.1 connections: as many as
+	// the guest had requests in flight at once, up to this many, wait for
+	// the next ones (the oldest is closed first).
+	poolMaxIdleH1 = 64
+	// poolMaxIdleTransport bounds the idle connections of each of a pool's
+	// http.Transports (HTTP/2 carries many streams on one).
+	poolMaxIdleTransport = 16
+)
+
+type poolKey struct {
+	pol  *policy.Policy
+	name string
+	port uint16
+}
+
+// upstreamPool is the connections to one upstream under one policy.
+type upstreamPool struct {
+	key    poolKey
+	pools  *pools
+	redial func(context.Context) (net.Conn, error) // the first flow's Flow.Redial: the same name, port and stack for all
+	tlsH1  *tls.Config                             // the HTTP/1.1 path's connections
+	h1t    *http.Transport                         // HTTP/1.1 only: what the HTTP/1.1 path does not handle itself
+	h2t    *http.Transport                         // HTTP/2 when the upstream speaks it: HTTP/2 and HTTP/3 guests
+	h2Open atomic.Int64                            // connections h2t holds open
+
+	mu    sync.Mutex
+	idle  []*h1Conn // most recently used last
+	used  time.Time // the last take, put or request through a transport
+	sweep *time.Timer
+	dead  atomic.Bool // dropped from pools: what is put back is closed; set under mu
+}
+
+// pools is the Proxy's pools.
+type pools struct {
+	mu     sync.Mutex
+	m      map[poolKey]*upstreamPool
+	closed bool
+}
+
+// get returns the pool for requests of fs decided under pol, making it.
+// last is the pool the flow's previous request took: the same one while
+// the policy stands and the pool lives, found without the map's lock.
+func (ps *pools) get(p *Proxy, fs *flowState, pol *policy.Policy, last *atomic.Pointer[upstreamPool]) (*upstreamPool, error) {
+	if up := last.Load(); up != nil && up.key.pol == pol && !up.dead.Load() {
+		return up, nil
+	}
+	up, err := ps.lookup(p, fs, pol)
+	if err == nil {
+		last.Store(up)
+	}
+	return up, err
+}
+
+func (ps *pools) lookup(p *Proxy, fs *flowState, pol *policy.Policy) (*upstreamPool, error) {
+	key := poolKey{pol: pol, name: fs.flow.Name, port: fs.flow.Port}
+	ps.mu.Lock()
+	if up := ps.m[key]; up != nil {
+		ps.mu.Unlock()
+		return up, nil
+	}
+	ps.mu.Unlock()
+	roots, err := p.roots.get(pol)
+	if err != nil {
+		return nil, err
+	}
+	up := newUpstreamPool(ps, key, roots, fs.flow.Redial)
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.closed {
+		return nil, errors.New("the MITM is shutting down")
+	}
+	if have := ps.m[key]; have != nil {
+		return have, nil
+	}
+	if ps.m == nil {
+		ps.m = make(map[poolKey]*upstreamPool)
+	}
+	ps.m[key] = up
+	return up, nil
+}
+
+// has says whether a pool holds a live connection to name:port opened
+// under pol.
+func (ps *pools) has(pol *policy.Policy, name string, port uint16) bool {
+	ps.mu.Lock()
+	up := ps.m[poolKey{pol: pol, name: name, port: port}]
+	ps.mu.Unlock()
+	if up == nil {
+		return false
+	}
+	if up.h2Open.Load() > 0 {
+		return true
+	}
+	up.mu.Lock()
+	defer up.mu.Unlock()
+	return len(up.idle) > 0
+}
+
+// close closes every pool's idle connections; connections in use are
+// closed when their requests end.
+func (ps *pools) close() {
+	ps.mu.Lock()
+	ps.closed = true
+	m := ps.m
+	ps.m = nil
+	ps.mu.Unlock()
+	for _, up := range m {
+		up.drop()
+	}
+}
+
+func newUpstreamPool(ps *pools, key poolKey, roots *x509.CertPool, redial func(context.Context) (net.Conn, error)) *upstreamPool {
+	up := &upstreamPool{key: key, pools: ps, redial: redial, used: time.Now(),
+		tlsH1: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12, ServerName: key.name, NextProtos: []string{"http/1.1"}},
+	}
+	up.h1t = up.transport(roots, false)
+	up.h2t = up.transport(roots, true)
+	return up
+}
+
+// transport is an http.Transport over the pool's dials: HTTP/2 when h2
+// and the upstream speaks it, HTTP/1.1 otherwise.
+func (up *upstreamPool) transport(roots *x509.CertPool, h2 bool) *http.Transport {
+	t := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			c, err := up.dial(ctx)
+			if err != nil || !h2 {
+				return c, err
+			}
+			up.h2Open.Add(1)
+			return &countedConn{Conn: c, open: &up.h2Open}, nil
+		},
+		TLSClientConfig:       &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
+		DisableCompression:    true,
+		MaxIdleConnsPerHost:   poolMaxIdleTransport,
+		IdleConnTimeout:       poolIdleTimeout,
+		TLSHandshakeTimeout:   HelloTimeout,
+		ExpectContinueTimeout: time.Second,
+	}
+	if h2 {
+		t.ForceAttemptHTTP2 = true
+	} else {
+		t.TLSClientConfig.NextProtos = []string{"http/1.1"}
+		t.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{} // no HTTP/2
+	}
+	return t
+}
+
+// dial opens a TCP connection to the upstream: the one the stack dialled
+// for the flow of the request, when unused and dialled under the pool's
+// policy, else a new one.
+func (up *upstreamPool) dial(ctx context.Context) (net.Conn, error) {
+	if fs, _ := ctx.Value(flowKey{}).(*flowState); fs != nil {
+		if c := fs.takePreDialed(up.key.pol); c != nil {
+			return c, nil
+		}
+	}
+	return up.redial(ctx)
+}
+
+// take returns an idle HTTP/1.1 connection that is still open, or nil.
+func (up *upstreamPool) take() *h1Conn {
+	up.mu.Lock()
+	defer up.mu.Unlock()
+	up.used = time.Now()
+	for len(up.idle) > 0 {
+		c := up.idle[len(up.idle)-1]
+		up.idle = up.idle[:len(up.idle)-1]
+		if up.used.Sub(c.idleSince) < poolIdleTimeout && c.alive() {
+			return c
+		}
+		c.close()
+	}
+	return nil
+}
+
+// put gives back a connection whose last response was read to the end.
+func (up *upstreamPool) put(c *h1Conn) {
+	up.mu.Lock()
+	defer up.mu.Unlock()
+	if up.dead.Load() {
+		c.close()
+		return
+	}
+	up.used = time.Now()
+	c.idleSince = up.used
+	if len(up.idle) == poolMaxIdleH1 {
+		up.idle[0].close()
+		up.idle = append(up.idle[:0], up.idle[1:]...)
+	}
+	up.idle = append(up.idle, c)
+	if up.sweep == nil {
+		up.sweep = time.AfterFunc(poolIdleTimeout, up.expire)
+	}
+}
+
+// touch marks the pool used by a request through one of its transports.
+func (up *upstreamPool) touch() {
+	up.mu.Lock()
+	up.used = time.Now()
+	if up.sweep == nil && !up.dead.Load() {
+		up.sweep = time.AfterFunc(poolIdleTimeout, up.expire)
+	}
+	up.mu.Unlock()
+}
+
+// expire closes the connections that idled out, and drops the pool once
+// it has been unused for poolIdleTimeout.
+func (up *upstreamPool) expire() {
+	up.mu.Lock()
+	if up.dead.Load() { // dropped while this call waited for the lock
+		up.mu.Unlock()
+		return
+	}
+	now := time.Now()
+	keep := up.idle[:0]
+	for _, c := range up.idle {
+		if now.Sub(c.idleSince) >= poolIdleTimeout {
+			c.close()
+		} else {
+			keep = append(keep, c)
+		}
+	}
+	clear(up.idle[len(keep):])
+	up.idle = keep
+	unused := now.Sub(up.used) >= poolIdleTimeout && len(up.idle) == 0
+	if unused {
+		up.sweep = nil
+	} else {
+		next := poolIdleTimeout - now.Sub(up.used)
+		if len(up.idle) > 0 {
+			next = poolIdleTimeout - now.Sub(up.idle[0].idleSince)
+		}
+		up.sweep.Reset(max(next, time.Second))
+	}
+	up.mu.Unlock()
+	if unused {
+		up.pools.mu.Lock()
+		if up.pools.m[up.key] == up {
+			delete(up.pools.m, up.key)
+		}
+		up.pools.mu.Unlock()
+		up.drop()
+	}
+}
+
+// drop closes the pool: its idle connections now, those in use when given
+// back.
+func (up *upstreamPool) drop() {
+	up.mu.Lock()
+	up.dead.Store(true)
+	for _, c := range up.idle {
+		c.close()
+	}
+	up.idle = nil
+	if up.sweep != nil {
+		up.sweep.Stop()
+		up.sweep = nil
+	}
+	up.mu.Unlock()
+	up.h1t.CloseIdleConnections()
+	up.h2t.CloseIdleConnections()
+}
+
+// countedConn counts itself out of open when closed.
+type countedConn struct {
+	net.Conn
+	open *atomic.Int64
+	once sync.Once
+}
+
+func (c *countedConn) Close() error {
+	c.once.Do(func() { c.open.Add(-1) })
+	return c.Conn.Close()
+}
+
+// requestPolicy is the policy that decided r: the exchange's, taken once
+// when the request arrived.
+func requestPolicy(r *http.Request, fs *flowState) *policy.Policy {
+	if ex, _ := r.Context().Value(exchangeKey{}).(*exchange); ex != nil && ex.pol != nil {
+		return ex.pol
+	}
+	return fs.flow.Current()
+}
+
+// pooledTransport forwards a flow's requests over the pool's http.Transport
+// of the request's policy: HTTP/2 when the upstream speaks it (the
+// concurrent streams of every guest connection to the upstream share its
+// connections), for HTTP/2 and HTTP/3 guests.
+type pooledTransport struct {
+	p    *Proxy
+	fs   *flowState
+	last atomic.Pointer[upstreamPool]
+}
+
+func (t *pooledTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	up, err := t.p.pools.get(t.p, t.fs, requestPolicy(r, t.fs), &t.last)
+	if err != nil {
+		return nil, err
+	}
+	up.touch()
+	return up.h2t.RoundTrip(r)
+}
+
+// takePreDialed returns the connection the stack dialled for the flow, once,
+// if it was dialled under pol.
+func (fs *flowState) takePreDialed(pol *policy.Policy) net.Conn {
+	if fs.dialPol != pol || fs.preDialed.Load() == nil {
+		return nil
+	}
+	if c := fs.preDialed.Swap(nil); c != nil {
+		return *c
+	}
+	return nil
+}
+
+// Pooled is a netstack.Config.Pooled: whether a pool holds an open
+// connection to name:port made under pol, for a port the MITM intercepts.
+// The stack then dials nothing for the guest's new connection.
+func (p *Proxy) Pooled(pol *policy.Policy, name string, port uint16) bool {
+	return p.intercepts(port) && p.pools.has(pol, name, port)
+}

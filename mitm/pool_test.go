@@ -1,0 +1,188 @@
+package mitm
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/capsem/capsem/policy"
+)
+
+// TestPoolSharesUpstreamConnections: guest connections that each send one
+// request and close share the upstream connections of the earlier ones —
+// one upstream TLS handshake, not one per guest connection.
+func TestPoolSharesUpstreamConnections(t *testing.T) {
+	for _, tc := range []struct {
+		alpn string
+		why  string
+	}{
+		{"http/1.1", "the HTTP/1.1 path puts a connection whose response was read to the end back in the pool"},
+		{"h2", "HTTP/2 guests share the pool's http.Transport, and so its HTTP/2 connection"},
+	} {
+		t.Run(tc.alpn, func(t *testing.T) {
+			tp := startTestProxy(t, &memRecorder{}, http.HandlerFunc(hello))
+			const n = 5
+			for i := range n {
+				c := tp.dial(tc.alpn)
+				if resp, body := guestGet(t, c, tc.alpn, "/hello"); resp.StatusCode != 200 || !strings.Contains(body, "hello from the upstream") {
+					t.Fatalf("request %d: %d %q", i, resp.StatusCode, body)
+				}
+				c.Close()
+			}
+			if got := tp.hits.Load(); got != n {
+				t.Errorf("the upstream served %d requests, want %d", got, n)
+			}
+			if got := tp.handshakes.Load(); got != 1 {
+				t.Errorf("%d upstream TLS handshakes for %d guest connections of one request each, want 1: %s", got, n, tc.why)
+			}
+		})
+	}
+}
+
+// TestPoolKeepsPoliciesApart: a request decided under a reloaded policy
+// never goes over a connection opened under the policy before it (whose
+// ca_files and resolve targets may differ).
+func TestPoolKeepsPoliciesApart(t *testing.T) {
+	tp := startTestProxy(t, &memRecorder{}, http.HandlerFunc(hello))
+	get := func(what string) {
+		t.Helper()
+		c := tp.dial("http/1.1")
+		defer c.Close()
+		if resp, _ := guestGet(t, c, "http/1.1", "/hello"); resp.StatusCode != 200 {
+			t.Fatalf("%s: status %d", what, resp.StatusCode)
+		}
+	}
+	get("first")
+	get("second, same policy")
+	if got := tp.handshakes.Load(); got != 1 {
+		t.Fatalf("%d handshakes under one policy, want 1", got)
+	}
+	reloaded, err := policy.Parse("reloaded.toml", []byte("[network]\ndefault = \"deny\"\nallow = [\"api.test:443\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp.pol.Store(reloaded)
+	get("after the reload")
+	if got := tp.handshakes.Load(); got != 2 {
+		t.Errorf("%d handshakes after a reload, want 2: the reloaded policy's request went over the old policy's connection", got)
+	}
+}
+
+// TestPoolNeverSharesABusyConnection: two guest connections with a request
+// in flight at once each get an upstream connection of their own (an
+// HTTP/1.1 connection carries one exchange at a time).
+func TestPoolNeverSharesABusyConnection(t *testing.T) {
+	var mu sync.Mutex
+	remotes := map[string]bool{}
+	var slow sync.WaitGroup // the two /slow requests: each waits for the other
+	slow.Add(2)
+	tp := startTestProxy(t, &memRecorder{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			mu.Lock()
+			remotes[r.RemoteAddr] = true
+			mu.Unlock()
+			slow.Done()
+			slow.Wait()
+		}
+		hello(w, r)
+	}))
+	get := func(path string) {
+		c := tp.dial("http/1.1")
+		defer c.Close()
+		if resp, _ := guestGet(t, c, "http/1.1", path); resp.StatusCode != 200 {
+			t.Errorf("%s: status %d", path, resp.StatusCode)
+		}
+	}
+	get("/hello") // leaves a connection in the pool
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() { defer wg.Done(); get("/slow") }()
+	}
+	wg.Wait()
+	if len(remotes) != 2 {
+		t.Errorf("the two requests in flight at once reached the upstream over %d connection(s), want 2: %v", len(remotes), remotes)
+	}
+	if got := tp.handshakes.Load(); got != 2 {
+		t.Errorf("%d handshakes, want 2 (the pooled connection and one more)", got)
+	}
+}
+
+// TestPoolRedialsAClosedConnection: an idle pooled connection the upstream
+// closed is not used; the request goes over a new one.
+func TestPoolRedialsAClosedConnection(t *testing.T) {
+	tp := startTestProxy(t, &memRecorder{}, http.HandlerFunc(hello))
+	for i := range 2 {
+		c := tp.dial("http/1.1")
+		if resp, body := guestGet(t, c, "http/1.1", "/hello"); resp.StatusCode != 200 {
+			t.Fatalf("request %d: %d %q", i, resp.StatusCode, body)
+		}
+		c.Close()
+		tp.srv.CloseClientConnections() // the upstream drops the idle connection
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := tp.handshakes.Load(); got != 2 {
+		t.Errorf("%d handshakes, want 2", got)
+	}
+}
+
+// TestPoolExpiresIdleConnections: the sweep closes connections idle for
+// poolIdleTimeout and drops a pool unused for as long, so that the pools
+// of a policy replaced by a reload go away.
+func TestPoolExpiresIdleConnections(t *testing.T) {
+	conn := func() (*h1Conn, net.Conn) {
+		a, b := net.Pipe()
+		return &h1Conn{tc: tls.Client(a, &tls.Config{})}, b
+	}
+	ps := &pools{}
+	pol := policy.DenyAll()
+	key := poolKey{pol: pol, name: "api.test", port: 443}
+	up := newUpstreamPool(ps, key, x509.NewCertPool(), nil)
+	ps.m = map[poolKey]*upstreamPool{key: up}
+
+	fresh, freshPeer := conn()
+	old, oldPeer := conn()
+	up.put(old)
+	up.put(fresh)
+	long := time.Now().Add(-2 * poolIdleTimeout)
+	up.mu.Lock()
+	old.idleSince = long
+	up.mu.Unlock()
+	up.expire()
+	if !closedPeer(oldPeer) || closedPeer(freshPeer) {
+		t.Fatalf("after a sweep: the connection idle past the timeout closed %v (want true), the fresh one closed %v (want false)", closedPeer(oldPeer), closedPeer(freshPeer))
+	}
+	if ps.m[key] != up || up.dead.Load() {
+		t.Fatal("a pool with a fresh idle connection was dropped")
+	}
+
+	up.mu.Lock()
+	fresh.idleSince, up.used = long, long
+	up.mu.Unlock()
+	up.expire()
+	if !closedPeer(freshPeer) {
+		t.Error("the last connection idle past the timeout was not closed")
+	}
+	if _, ok := ps.m[key]; ok || !up.dead.Load() {
+		t.Error("a pool unused for the idle timeout was kept")
+	}
+	late, latePeer := conn()
+	up.put(late)
+	if !closedPeer(latePeer) {
+		t.Error("a connection given back to a dropped pool was kept open")
+	}
+}
+
+// closedPeer says whether the other end of a net.Pipe was closed.
+func closedPeer(c net.Conn) bool {
+	c.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
+	_, err := c.Read(make([]byte, 1))
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrClosedPipe)
+}
