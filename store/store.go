@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"slices"
 	"strings"
@@ -147,6 +148,11 @@ func open(dir string, readOnly bool, opt Options) (*Store, error) {
 		lock.Close()
 		if strings.Contains(err.Error(), "lock") {
 			return nil, fmt.Errorf("%w (%v)", &InUseError{Dir: dir}, err)
+		}
+		if errors.Is(err, pebble.ErrDBDoesNotExist) {
+			// Read-only on a directory no store was made in: callers test
+			// for fs.ErrNotExist, as for a directory that is not there.
+			return nil, fmt.Errorf("store: open %s: no event store in it: %w", dir, fs.ErrNotExist)
 		}
 		return nil, fmt.Errorf("store: open %s: %w", dir, err)
 	}

@@ -57,7 +57,10 @@ func runExport(c *cli.Context) error {
 		}
 		ids = []string{sessions[0].ID}
 	}
-	st := v.main // --all: the finished sessions
+	st, err := v.finished() // --all: the finished sessions
+	if len(ids) == 0 && err != nil {
+		return err
+	}
 	if len(ids) == 0 && len(v.live) > 0 {
 		fmt.Fprintf(c.App.ErrWriter, "capsem: --all exports the finished sessions; %d running sandbox session(s) are exported on their own, with --session ID\n", len(v.live))
 	}

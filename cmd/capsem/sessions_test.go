@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/capsem/capsem/store"
@@ -83,6 +84,33 @@ func TestSessionsMarkTheAgent(t *testing.T) {
 		"state=rate-limited  count=900"} {
 		if !regexp.MustCompile(want).MatchString(out) {
 			t.Errorf("inspect output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestNoSessionEndedYet: on a data directory where no session has ended
+// (the main store does not exist yet), sessions lists none instead of
+// failing, and inspect and export say why there is nothing to read.
+func TestNoSessionEndedYet(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		args []string
+		code int
+		out  string
+		why  string
+	}{
+		{[]string{"sessions"}, 0, "no sessions in ", "an empty list, not pebble's \"database does not exist\""},
+		{[]string{"sessions", "--json"}, 0, "[]", "an empty JSON array"},
+		{[]string{"inspect"}, 1, "no sessions in ", "nothing to inspect"},
+		{[]string{"inspect", "20260101T000000Z-abcdef"}, 1, "no session has ended in ", "a named session that is nowhere"},
+		{[]string{"export", "--sqlite", dir + "/out.db", "--all"}, 1, "no session has ended in ", "--all exports the finished sessions"},
+	} {
+		var stdout, stderr bytes.Buffer
+		args := append([]string{"capsem", c.args[0], "--data", dir}, c.args[1:]...)
+		code := run(args, &stdout, &stderr)
+		got := stdout.String() + stderr.String()
+		if code != c.code || !strings.Contains(got, c.out) {
+			t.Errorf("capsem %s: exit %d, want %d; output %q, want it to contain %q (%s)", strings.Join(c.args, " "), code, c.code, got, c.out, c.why)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -22,7 +23,8 @@ import (
 // after). A running sandbox's session is not in the main store until it
 // stops, and its store is held by its supervisor.
 type storeView struct {
-	main *store.Store
+	main *store.Store // nil while no session has ended in data: the first to end makes the store
+	data string
 	live []liveStore
 }
 
@@ -39,10 +41,14 @@ type liveStore struct {
 // sandboxes and runs.
 func openStoreView(c *cli.Context) (*storeView, error) {
 	main, pending, err := openStoreForReading(c)
+	if errors.Is(err, fs.ErrNotExist) {
+		// Nothing has ended here yet; running sessions are read below.
+		main, err = nil, nil
+	}
 	if err != nil {
 		return nil, err
 	}
-	v := &storeView{main: main}
+	v := &storeView{main: main, data: c.String("data")}
 	for _, l := range liveSockets(c.String("data")) {
 		ls, err := openSnapshot(c.Context, l)
 		if err != nil {
@@ -119,7 +125,9 @@ func openSnapshot(ctx context.Context, l liveSocket) (liveStore, error) {
 }
 
 func (v *storeView) Close() {
-	v.main.Close()
+	if v.main != nil {
+		v.main.Close()
+	}
 	for i := range v.live {
 		v.live[i].close()
 	}
@@ -127,9 +135,12 @@ func (v *storeView) Close() {
 
 // Sessions is every session, newest first, and which of them are running.
 func (v *storeView) Sessions() ([]store.Session, map[string]bool, error) {
-	all, err := v.main.Sessions()
-	if err != nil {
-		return nil, nil, err
+	var all []store.Session
+	if v.main != nil {
+		var err error
+		if all, err = v.main.Sessions(); err != nil {
+			return nil, nil, err
+		}
 	}
 	running := map[string]bool{}
 	for _, l := range v.live {
@@ -154,6 +165,9 @@ func (v *storeView) storeOf(ids []string) (*store.Store, error) {
 				st = l.st
 			}
 		}
+		if st == nil {
+			return nil, fmt.Errorf("session %s: %w", id, v.noneEnded())
+		}
 		if _, err := st.Session(id); err != nil {
 			return nil, err
 		}
@@ -163,7 +177,19 @@ func (v *storeView) storeOf(ids []string) (*store.Store, error) {
 		found = st
 	}
 	if found == nil {
-		return v.main, nil
+		return v.finished()
 	}
 	return found, nil
+}
+
+// finished is the store of the sessions that have ended.
+func (v *storeView) finished() (*store.Store, error) {
+	if v.main == nil {
+		return nil, v.noneEnded()
+	}
+	return v.main, nil
+}
+
+func (v *storeView) noneEnded() error {
+	return fmt.Errorf("no session has ended in %s yet (its event store is made when the first one ends): %w", v.data, store.ErrNotFound)
 }
