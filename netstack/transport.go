@@ -53,6 +53,7 @@ type streamConn struct {
 	r       *bufio.Reader
 	pending int // bytes of the previous frame still to discard
 	big     []byte
+	vecs    [][]byte // WriteFrameVecs' iovecs, reused
 }
 
 // NewStreamConn wraps a connected stream socket (unix or socketpair) that
@@ -137,6 +138,23 @@ func (s *streamConn) WriteFrames(buf []byte, frames [][]byte) error {
 		binary.BigEndian.PutUint32(buf[start-4:start], uint32(len(f)))
 	}
 	_, err := s.c.Write(buf)
+	return err
+}
+
+// WriteFrameVecs writes the frames, length prefixes filled in, with
+// writev: a jumbo frame goes from gVisor's buffers to the socket without a
+// copy in between.
+func (s *streamConn) WriteFrameVecs(frames []frameVec) error {
+	vecs := s.vecs[:0]
+	for _, f := range frames {
+		binary.BigEndian.PutUint32(f.head, uint32(f.n))
+		vecs = append(vecs, f.head)
+		vecs = append(vecs, f.parts...)
+	}
+	s.vecs = vecs
+	bufs := net.Buffers(vecs)
+	_, err := bufs.WriteTo(s.c)
+	clear(vecs)
 	return err
 }
 
