@@ -32,7 +32,9 @@ const maxPending = 4 << 20
 // link is capsem's gVisor link endpoint. It is written for this job rather
 // than taken from gvisor-tap-vsock, whose endpoint takes a global lock and
 // allocates per frame: here outbound frames are appended, framing included,
-// to one reused queue buffer and written a batch per call. On an idle link
+// to one reused queue buffer and written a batch per call (large packets,
+// on the stream transport, are held by reference instead and written from
+// gVisor's buffers: zeroCopyMin). On an idle link
 // the producer writes its own frames at once; while a write is in progress,
 // frames accumulate and the writer goroutine sends them together (under
 // load, dozens of frames per syscall). Inbound frames pass the guard in
@@ -389,7 +391,8 @@ func (l *link) kickLocked() {
 }
 
 // WritePackets implements stack.LinkWriter: the packets are copied into the
-// queue for the writer goroutine.
+// queue for the writer goroutine, or held there by reference when large
+// and the transport writes frames in pieces.
 func (l *link) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
