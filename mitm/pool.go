@@ -37,7 +37,17 @@ const (
 	poolMaxIdleH1 = 64
 	// poolMaxIdleTransport bounds the idle connections of each of a pool's
 	// http.Transports (HTTP/2 carries many streams on one).
-	poolMaxIdleTransport = 16
+	poolMaxIdleTransport = 4
+	// The guest chooses the names it connects to (any under an allowed
+	// wildcard), and each name has a pool whose connections outlive the
+	// guest's: without these bounds a guest opening connections to new
+	// names would make capsem hold an upstream connection, and a file
+	// descriptor, per name for poolIdleTimeout. With them capsem holds at
+	// most poolMaxIdleH1Total idle HTTP/1.1 connections, and
+	// poolMaxPools × 2 × poolMaxIdleTransport idle ones in the transports;
+	// making a pool beyond poolMaxPools drops the least recently used.
+	poolMaxIdleH1Total = 256
+	poolMaxPools       = 128
 )
 
 type poolKey struct {
@@ -68,6 +78,7 @@ type pools struct {
 	mu     sync.Mutex
 	m      map[poolKey]*upstreamPool
 	closed bool
+	idleH1 atomic.Int64 // idle HTTP/1.1 connections in all pools
 }
 
 // get returns the pool for requests of fs decided under pol, making it.
@@ -98,18 +109,43 @@ func (ps *pools) lookup(p *Proxy, fs *flowState, pol *policy.Policy) (*upstreamP
 	}
 	up := newUpstreamPool(ps, key, roots, fs.flow.Redial)
 	ps.mu.Lock()
-	defer ps.mu.Unlock()
 	if ps.closed {
+		ps.mu.Unlock()
 		return nil, errors.New("the MITM is shutting down")
 	}
 	if have := ps.m[key]; have != nil {
+		ps.mu.Unlock()
 		return have, nil
 	}
 	if ps.m == nil {
 		ps.m = make(map[poolKey]*upstreamPool)
 	}
+	var evicted *upstreamPool
+	if len(ps.m) >= poolMaxPools {
+		evicted = ps.leastRecentLocked()
+		delete(ps.m, evicted.key)
+	}
 	ps.m[key] = up
+	ps.mu.Unlock()
+	if evicted != nil {
+		evicted.drop()
+	}
 	return up, nil
+}
+
+// leastRecentLocked is the pool used longest ago. ps.mu must be held.
+func (ps *pools) leastRecentLocked() *upstreamPool {
+	var lru *upstreamPool
+	var oldest time.Time
+	for _, up := range ps.m {
+		up.mu.Lock()
+		used := up.used
+		up.mu.Unlock()
+		if lru == nil || used.Before(oldest) {
+			lru, oldest = up, used
+		}
+	}
+	return lru
 }
 
 // has says whether a pool holds a live connection to name:port opened
@@ -165,6 +201,7 @@ func (up *upstreamPool) transport(roots *x509.CertPool, h2 bool) *http.Transport
 		},
 		TLSClientConfig:       &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
 		DisableCompression:    true,
+		MaxIdleConns:          poolMaxIdleTransport,
 		MaxIdleConnsPerHost:   poolMaxIdleTransport,
 		IdleConnTimeout:       poolIdleTimeout,
 		TLSHandshakeTimeout:   HelloTimeout,
@@ -199,6 +236,7 @@ func (up *upstreamPool) take() *h1Conn {
 	for len(up.idle) > 0 {
 		c := up.idle[len(up.idle)-1]
 		up.idle = up.idle[:len(up.idle)-1]
+		up.pools.idleH1.Add(-1)
 		if up.used.Sub(c.idleSince) < poolIdleTimeout && c.alive() {
 			return c
 		}
@@ -211,15 +249,17 @@ func (up *upstreamPool) take() *h1Conn {
 func (up *upstreamPool) put(c *h1Conn) {
 	up.mu.Lock()
 	defer up.mu.Unlock()
-	if up.dead.Load() {
+	up.used = time.Now()
+	if up.dead.Load() || len(up.idle) < poolMaxIdleH1 && up.pools.idleH1.Load() >= poolMaxIdleH1Total {
 		c.close()
 		return
 	}
-	up.used = time.Now()
 	c.idleSince = up.used
 	if len(up.idle) == poolMaxIdleH1 {
 		up.idle[0].close()
 		up.idle = append(up.idle[:0], up.idle[1:]...)
+	} else {
+		up.pools.idleH1.Add(1)
 	}
 	up.idle = append(up.idle, c)
 	if up.sweep == nil {
@@ -254,6 +294,7 @@ func (up *upstreamPool) expire() {
 			keep = append(keep, c)
 		}
 	}
+	up.pools.idleH1.Add(-int64(len(up.idle) - len(keep)))
 	clear(up.idle[len(keep):])
 	up.idle = keep
 	unused := now.Sub(up.used) >= poolIdleTimeout && len(up.idle) == 0
@@ -285,6 +326,7 @@ func (up *upstreamPool) drop() {
 	for _, c := range up.idle {
 		c.close()
 	}
+	up.pools.idleH1.Add(-int64(len(up.idle)))
 	up.idle = nil
 	if up.sweep != nil {
 		up.sweep.Stop()

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capsem/capsem/netstack"
 	"github.com/capsem/capsem/policy"
 )
 
@@ -185,4 +187,49 @@ func closedPeer(c net.Conn) bool {
 	c.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
 	_, err := c.Read(make([]byte, 1))
 	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrClosedPipe)
+}
+
+// TestPoolBoundsWhatTheGuestCanMakeItHold: a guest connecting to ever new
+// names (any under an allowed wildcard) makes a pool per name; the pools,
+// and the idle connections in them, stay bounded, the least recently used
+// pool going first.
+func TestPoolBoundsWhatTheGuestCanMakeItHold(t *testing.T) {
+	p := &Proxy{}
+	p.roots.system = x509.NewCertPool()
+	ps := &pools{}
+	defer ps.close()
+	pol := policy.DenyAll()
+	var made []*upstreamPool
+	var peers []net.Conn
+	for i := range poolMaxPools + 50 {
+		fs := &flowState{flow: &netstack.Flow{Name: fmt.Sprintf("n%d.api.test", i), Port: 443}}
+		up, err := ps.lookup(p, fs, pol)
+		if err != nil {
+			t.Fatal(err)
+		}
+		made = append(made, up)
+		for range 3 { // three idle connections each: past the total bound
+			a, b := net.Pipe()
+			up.put(&h1Conn{tc: tls.Client(a, &tls.Config{})})
+			peers = append(peers, b)
+		}
+	}
+	if n := len(ps.m); n != poolMaxPools {
+		t.Errorf("%d pools kept, want at most %d", n, poolMaxPools)
+	}
+	if !made[0].dead.Load() || made[len(made)-1].dead.Load() {
+		t.Error("making a pool past the bound did not drop the least recently used one")
+	}
+	if n := ps.idleH1.Load(); n > poolMaxIdleH1Total {
+		t.Errorf("%d idle HTTP/1.1 connections held, want at most %d", n, poolMaxIdleH1Total)
+	}
+	var open int64
+	for _, b := range peers {
+		if !closedPeer(b) {
+			open++
+		}
+	}
+	if open != ps.idleH1.Load() {
+		t.Errorf("%d connections left open, but %d counted idle: a connection was neither kept nor closed", open, ps.idleH1.Load())
+	}
 }
