@@ -1,12 +1,8 @@
 package main
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/capsem/capsem/bench/internal/listflag"
@@ -72,23 +68,15 @@ func (b *bench) fetch(where, proto string) (sample, error) {
 	addr, sni, ca, _ := b.target(where)
 	args := []string{"fetch", "-addr", addr, "-sni", sni, "-ca", ca, "-proto", proto, "-auth", b.authFor(where),
 		"-path", fmt.Sprintf("/bytes?n=%d", *flagH3Bytes)}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	var out, errOut bytes.Buffer
-	cmd := b.command(ctx, where, b.exe, args...)
-	cmd.Stdout, cmd.Stderr = &out, &errOut
 	var s sample
-	cpu, err := b.measureCPU(cmd, b.envFor(where), b.upstreamFor(where))
-	if err != nil {
-		return s, fmt.Errorf("fetch %s: %v: %s", strings.Join(args, " "), err, errOut.String())
-	}
-	if errOut.Len() > 0 {
-		// quic-go logs there when it cannot size its UDP buffers.
-		fmt.Fprintf(os.Stderr, "mitmbench: fetch %s %s said: %s", where, proto, errOut.String())
-	}
 	var r fetchResult
-	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
-		return s, fmt.Errorf("fetch output %q: %v", out.String(), err)
+	cpu, said, err := b.runSub(where, 10*time.Minute, args, &r)
+	if err != nil {
+		return s, err
+	}
+	if said != "" {
+		// quic-go logs there when it cannot size its UDP buffers.
+		fmt.Fprintf(os.Stderr, "mitmbench: fetch %s %s said: %s", where, proto, said)
 	}
 	if r.Bytes != *flagH3Bytes || r.Seconds <= 0 {
 		return s, fmt.Errorf("fetch %s %s: moved %d bytes of %d in %.3f s", where, proto, r.Bytes, *flagH3Bytes, r.Seconds)

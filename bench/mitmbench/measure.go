@@ -282,19 +282,11 @@ func (b *bench) load(where, proto string, conns, h2conns int, d time.Duration, l
 	addr, sni, ca, _ := b.target(where)
 	args := []string{"loadgen", "-addr", addr, "-sni", sni, "-ca", ca, "-proto", proto, "-auth", b.authFor(where),
 		"-conns", strconv.Itoa(conns), "-h2-conns", strconv.Itoa(h2conns), "-t", d.String()}
-	ctx, cancel := context.WithTimeout(context.Background(), d+time.Minute)
-	defer cancel()
-	var out, errOut bytes.Buffer
-	cmd := b.command(ctx, where, b.exe, args...)
-	cmd.Stdout, cmd.Stderr = &out, &errOut
 	var s sample
-	cpu, err := b.measureCPU(cmd, b.envFor(where), b.upstreamFor(where))
-	if err != nil {
-		return s, fmt.Errorf("loadgen %s: %v: %s", strings.Join(args, " "), err, errOut.String())
-	}
 	var r loadResult
-	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
-		return s, fmt.Errorf("loadgen output %q: %v", out.String(), err)
+	cpu, _, err := b.runSub(where, d+time.Minute, args, &r)
+	if err != nil {
+		return s, err
 	}
 	if r.Errors > 0 {
 		return s, fmt.Errorf("loadgen %s %s: %d errors, first: %s", where, proto, r.Errors, r.Err)
@@ -306,4 +298,24 @@ func (b *bench) load(where, proto string, conns, h2conns int, d time.Duration, l
 		s.v = r.RPS
 	}
 	return s, nil
+}
+
+// runSub runs a sub-mode of this program (args[0]: loadgen, fetch) where
+// the path's client runs, within timeout, measuring every party's CPU, and
+// decodes the JSON it prints into res. It returns what the sub-mode wrote
+// to stderr too.
+func (b *bench) runSub(where string, timeout time.Duration, args []string, res any) (cpuUse, string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	cmd := b.command(ctx, where, b.exe, args...)
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	cpu, err := b.measureCPU(cmd, b.envFor(where), b.upstreamFor(where))
+	if err != nil {
+		return cpu, "", fmt.Errorf("%s: %v: %s", strings.Join(args, " "), err, errOut.String())
+	}
+	if err := json.Unmarshal(out.Bytes(), res); err != nil {
+		return cpu, "", fmt.Errorf("%s output %q: %v", args[0], out.String(), err)
+	}
+	return cpu, errOut.String(), nil
 }
