@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -146,9 +145,9 @@ func FuzzClient(f *testing.F) {
 			fr, _ := Encode(m)
 			hs, _ = AppendFrame(hs, fr)
 		}
-		base := runtime.NumGoroutine()
+		base := goroutines()
 		var atEnd int
-		p := &gatedPeer{hs: hs, data: data, execSent: make(chan struct{}), atEnd: func() { atEnd = runtime.NumGoroutine() }}
+		p := &gatedPeer{hs: hs, data: data, execSent: make(chan struct{}), atEnd: func() { atEnd = goroutines() }}
 		cl, err := NewClient(context.Background(), p, ClientOptions{OnEvent: func(Message) {}})
 		if err != nil {
 			t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io"
 	"net"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -88,9 +87,9 @@ func TestClientPingFloodIsBounded(t *testing.T) {
 	for i := 0; i < pings; i++ {
 		script = append(script, frames(t, Ping{Seq: uint64(i)})...)
 	}
-	base := runtime.NumGoroutine()
+	base := goroutines()
 	var atEnd int
-	peer := newHostilePeer(script, func() { atEnd = runtime.NumGoroutine() })
+	peer := newHostilePeer(script, func() { atEnd = goroutines() })
 	cl, err := NewClient(context.Background(), peer, ClientOptions{})
 	if err != nil {
 		t.Fatal(err)
