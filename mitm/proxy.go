@@ -262,13 +262,13 @@ func (p *Proxy) intercept(ctx context.Context, guest, upstream net.Conn, f *nets
 	}()
 
 	gc := &guestConn{Conn: guest, replay: raw, flow: fs, closed: make(chan struct{})}
-	tc := tls.Server(gc, &tls.Config{
+	tc := tls.Server(gc, guestKeyExchange(&tls.Config{
 		MinVersion: tls.VersionTLS12,
 		NextProtos: []string{"h2", "http/1.1"},
 		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 			return p.cfg.CA.Leaf(fs.sni)
 		},
-	})
+	}))
 	hctx, cancel := context.WithTimeout(ctx, HelloTimeout)
 	err := tc.HandshakeContext(hctx)
 	cancel()

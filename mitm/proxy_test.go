@@ -145,6 +145,13 @@ action = "deny"
 // dial opens an intercepted connection, as a guest would, speaking alpn.
 func (tp *testProxy) dial(alpn string) *tls.Conn {
 	tp.t.Helper()
+	return tp.dialWith(&tls.Config{NextProtos: []string{alpn}})
+}
+
+// dialWith opens an intercepted connection with the guest's TLS settings
+// in cfg (ServerName and RootCAs are filled in).
+func (tp *testProxy) dialWith(cfg *tls.Config) *tls.Conn {
+	tp.t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tp.t.Fatal(err)
@@ -171,7 +178,8 @@ func (tp *testProxy) dial(alpn string) *tls.Conn {
 		guest.Close()
 	}()
 	tp.t.Cleanup(func() { cancel(); <-done })
-	tc := tls.Client(client, &tls.Config{ServerName: "api.test", RootCAs: tp.guestCA, NextProtos: []string{alpn}})
+	cfg.ServerName, cfg.RootCAs = "api.test", tp.guestCA
+	tc := tls.Client(client, cfg)
 	if err := tc.Handshake(); err != nil {
 		tp.t.Fatal(err)
 	}

@@ -113,7 +113,7 @@ func (p *Proxy) HandleQUIC(ctx context.Context, pc net.PacketConn, f *netstack.F
 	// drops it, the peek does not) could name another server: both are
 	// refused at the ClientHello, before a handshake holds anything.
 	var helloTaken, sniDiffers atomic.Bool
-	ln, err := tr.Listen(&tls.Config{
+	ln, err := tr.Listen(guestKeyExchange(&tls.Config{
 		MinVersion: tls.VersionTLS13,
 		NextProtos: []string{http3.NextProtoH3},
 		GetConfigForClient: func(chi *tls.ClientHelloInfo) (*tls.Config, error) {
@@ -129,7 +129,7 @@ func (p *Proxy) HandleQUIC(ctx context.Context, pc net.PacketConn, f *netstack.F
 		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 			return p.cfg.CA.Leaf(sni)
 		},
-	}, &quic.Config{
+	}), &quic.Config{
 		HandshakeIdleTimeout:           HelloTimeout,
 		MaxIdleTimeout:                 quicIdle,
 		MaxIncomingStreams:             quicMaxStreams,

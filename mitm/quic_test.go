@@ -23,6 +23,21 @@ import (
 // that speaks to it as the guest with the given SNI.
 func (tp *testProxy) quicFlow(t *testing.T, sni string, upstream ...netip.AddrPort) (*http.Client, <-chan netstack.FlowResult) {
 	t.Helper()
+	addr, done := tp.quicFlowAddr(t, upstream...)
+	rt := &http3.Transport{
+		TLSClientConfig: &tls.Config{ServerName: sni, RootCAs: tp.guestCA},
+		Dial: func(ctx context.Context, _ string, tlsCfg *tls.Config, cfg *quic.Config) (*quic.Conn, error) {
+			return quic.DialAddr(ctx, addr, tlsCfg, cfg)
+		},
+	}
+	t.Cleanup(func() { rt.Close() })
+	return &http.Client{Transport: rt, Timeout: 10 * time.Second}, done
+}
+
+// quicFlowAddr runs HandleQUIC for one flow to api.test on a loopback UDP
+// socket and returns the socket's address.
+func (tp *testProxy) quicFlowAddr(t *testing.T, upstream ...netip.AddrPort) (string, <-chan netstack.FlowResult) {
+	t.Helper()
 	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -38,15 +53,8 @@ func (tp *testProxy) quicFlow(t *testing.T, sni string, upstream ...netip.AddrPo
 		done <- tp.p.HandleQUIC(ctx, pc, f)
 		pc.Close()
 	}()
-	addr := pc.LocalAddr().String()
-	rt := &http3.Transport{
-		TLSClientConfig: &tls.Config{ServerName: sni, RootCAs: tp.guestCA},
-		Dial: func(ctx context.Context, _ string, tlsCfg *tls.Config, cfg *quic.Config) (*quic.Conn, error) {
-			return quic.DialAddr(ctx, addr, tlsCfg, cfg)
-		},
-	}
-	t.Cleanup(func() { rt.Close(); cancel() })
-	return &http.Client{Transport: rt, Timeout: 10 * time.Second}, done
+	t.Cleanup(cancel)
+	return pc.LocalAddr().String(), done
 }
 
 func TestHTTP3ThroughTheMITM(t *testing.T) {
