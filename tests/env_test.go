@@ -86,6 +86,7 @@ type env struct {
 type envOptions struct {
 	mtu       int
 	transport string // "qemu" (default), "bess", "vfkit", "fd"
+	dropEvery int    // qemu: the pump loses every dropEvery-th data frame to the guest (0: none)
 	extraArgs []string
 }
 
@@ -157,7 +158,7 @@ func startEnv(t *testing.T, policy string, opt envOptions) *env {
 		if err != nil {
 			t.Fatalf("%v\ncapsem-net output:\n%s", err, e.out.String())
 		}
-		e.pump = harness.StartPump(ns.TAP, c)
+		e.pump = harness.StartLossyPump(ns.TAP, c, opt.dropEvery)
 	case "bess":
 		c, err := harness.DialBESS(sock, 10*time.Second)
 		if err != nil {

@@ -192,6 +192,13 @@ type Pump struct {
 
 // StartPump starts carrying frames both ways.
 func StartPump(tap *os.File, conn netstack.FrameConn) *Pump {
+	return StartLossyPump(tap, conn, 0)
+}
+
+// StartLossyPump is StartPump on a link that loses frames toward the
+// guest: every dropEvery-th frame of more than 1,000 bytes (a data
+// segment, not a handshake or a pure ACK) is not delivered. 0 loses none.
+func StartLossyPump(tap *os.File, conn netstack.FrameConn, dropEvery int) *Pump {
 	p := &Pump{tap: tap, conn: conn}
 	p.wg.Add(2)
 	go func() {
@@ -214,11 +221,17 @@ func StartPump(tap *os.File, conn netstack.FrameConn) *Pump {
 	}()
 	go func() {
 		defer p.wg.Done()
+		large := 0
 		for {
 			f, err := conn.ReadFrame()
 			if err != nil {
 				p.Close()
 				return
+			}
+			if dropEvery > 0 && len(f) > 1000 {
+				if large++; large%dropEvery == 0 {
+					continue
+				}
 			}
 			// A write can fail while the link is down (EIO); keep going.
 			if _, err := tap.Write(f); errors.Is(err, os.ErrClosed) {
