@@ -336,8 +336,8 @@ func (s *Stack) buildGVisor() error {
 	// the guest drops: the link blocks a producer when its queue is full and
 	// QEMU reads the socket only when the guest has buffers. On a pump made
 	// to lose 2 % of the data frames (TestLossyLinkRecovers) 8 MiB each way
-	// took 2.7 s instead of 0.6 s — still fast retransmit, not a timeout
-	// per loss.
+	// took 2.7 s instead of 0.6 s (1.3–1.7 s once the link took GSO,
+	// link.go) — still fast retransmit, not a timeout per loss.
 	recovery := tcpip.TCPRecovery(0)
 	gs.SetTransportProtocolOption(tcp.ProtocolNumber, &recovery)
 
