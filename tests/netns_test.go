@@ -524,11 +524,14 @@ func TestLossyLinkRecovers(t *testing.T) {
 
 func TestPCAPRecordsBothDirections(t *testing.T) {
 	pcapPath := t.TempDir() + "/cap.pcap"
-	e, _ := startBasic(t, envOptions{extraArgs: []string{"--pcap", pcapPath}}, "")
+	e, echo := startBasic(t, envOptions{extraArgs: []string{"--pcap", pcapPath}}, "")
 	e.digA("allowed.test")
+	// Segments of up to 64 KiB inside the stack (GSO) leave it cut to the
+	// MTU: no frame to the guest is larger than 1500 + 14.
+	e.echoRoundTrip(echo, "echo.test", 8080, 1<<20)
 	e.stop()
 	r := openPCAP(t, pcapPath)
-	fromGW, toGW := 0, 0
+	fromGW, toGW, largest := 0, 0, 0
 	for {
 		data, _, err := r.ReadPacketData()
 		if err != nil {
@@ -536,12 +539,16 @@ func TestPCAPRecordsBothDirections(t *testing.T) {
 		}
 		if len(data) >= 14 && strings.EqualFold(fmt.Sprintf("%x", data[6:12]), "02ca95000001") {
 			fromGW++
+			largest = max(largest, len(data))
 		} else {
 			toGW++
 		}
 	}
 	if fromGW == 0 || toGW == 0 {
 		t.Errorf("pcap has %d frames from the gateway and %d from the guest; want both", fromGW, toGW)
+	}
+	if largest > 1500+14 || largest < 1400 {
+		t.Errorf("the largest frame to the guest in a 1 MiB transfer is %d bytes; want full-sized frames of at most 1,514", largest)
 	}
 }
 
