@@ -72,7 +72,10 @@
 // What is ours and what is borrowed: the TCP/IP stack is gVisor's
 // (gvisor.dev/gvisor/pkg/tcpip), with its TCP forwarder (in-flight SYN cap
 // raised to 1024 from gvproxy's 10) and SACK and large, auto-tuned buffers
-// on. The link endpoint, transports, guard, DHCP and DNS servers are
+// on, RACK off (its per-ACK walk of the window cost more than the losses it
+// recovers on a link that never drops), and gVisor's GSO toward the guest
+// (segments of up to 64 KiB inside, cut to the MTU on the way out), GRO of
+// the guest's in-order segments on the way in (gro.go). The link endpoint, transports, guard, DHCP and DNS servers are
 // capsem's own rather than gvisor-tap-vsock's: gvproxy's endpoint takes a
 // global lock per frame and allocates a buffer per frame, its DNS server
 // forwards to real resolvers and binds to the gateway only, and its DHCP and
