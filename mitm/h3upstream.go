@@ -151,7 +151,7 @@ func (u *h3First) dial(ctx context.Context, timeout time.Duration) (conn *quic.C
 	}
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
-	addrs, err := u.fs.flow.Upstream(dctx)
+	addrs, err := u.fs.flow.Upstream(dctx, u.fs.flow.Current())
 	if err != nil || len(addrs) == 0 {
 		return nil, false, errors.Join(err, errors.New("no upstream address"))
 	}

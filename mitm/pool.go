@@ -60,11 +60,11 @@ type poolKey struct {
 type upstreamPool struct {
 	key    poolKey
 	pools  *pools
-	redial func(context.Context) (net.Conn, error) // the first flow's Flow.Redial: the same name, port and stack for all
-	tlsH1  *tls.Config                             // the HTTP/1.1 path's connections
-	h1t    *http.Transport                         // HTTP/1.1 only: what the HTTP/1.1 path does not handle itself
-	h2t    *http.Transport                         // HTTP/2 when the upstream speaks it: HTTP/2 and HTTP/3 guests
-	h2Open atomic.Int64                            // connections h2t holds open
+	redial func(context.Context, *policy.Policy) (net.Conn, error) // the first flow's Flow.Redial, called with key.pol: the same name, port and stack for all
+	tlsH1  *tls.Config                                             // the HTTP/1.1 path's connections
+	h1t    *http.Transport                                         // HTTP/1.1 only: what the HTTP/1.1 path does not handle itself
+	h2t    *http.Transport                                         // HTTP/2 when the upstream speaks it: HTTP/2 and HTTP/3 guests
+	h2Open atomic.Int64                                            // connections h2t holds open
 
 	mu    sync.Mutex
 	idle  []*h1Conn // most recently used last
@@ -178,7 +178,7 @@ func (ps *pools) close() {
 	}
 }
 
-func newUpstreamPool(ps *pools, key poolKey, roots *x509.CertPool, redial func(context.Context) (net.Conn, error)) *upstreamPool {
+func newUpstreamPool(ps *pools, key poolKey, roots *x509.CertPool, redial func(context.Context, *policy.Policy) (net.Conn, error)) *upstreamPool {
 	up := &upstreamPool{key: key, pools: ps, redial: redial, used: time.Now(),
 		tlsH1: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12, ServerName: key.name, NextProtos: []string{"http/1.1"}},
 	}
@@ -225,7 +225,7 @@ func (up *upstreamPool) dial(ctx context.Context) (net.Conn, error) {
 			return c, nil
 		}
 	}
-	return up.redial(ctx)
+	return up.redial(ctx, up.key.pol)
 }
 
 // take returns an idle HTTP/1.1 connection that is still open, or nil.

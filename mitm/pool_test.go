@@ -1,6 +1,7 @@
 package mitm
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -74,6 +75,46 @@ func TestPoolKeepsPoliciesApart(t *testing.T) {
 	get("after the reload")
 	if got := tp.handshakes.Load(); got != 2 {
 		t.Errorf("%d handshakes after a reload, want 2: the reloaded policy's request went over the old policy's connection", got)
+	}
+}
+
+// TestPoolPreDialedConnectionKeepsItsPolicy: the connection the stack
+// dialled at the guest's SYN belongs to the policy in force then. A reload
+// before the guest's ClientHello (which the guest may hold back for 15 s)
+// must not let it carry requests decided under the reloaded policy, nor join
+// that policy's pool, where other guest connections would use it.
+func TestPoolPreDialedConnectionKeepsItsPolicy(t *testing.T) {
+	tp := startTestProxy(t, &memRecorder{}, http.HandlerFunc(hello))
+	atSYN := tp.pol.Load()
+	up, err := net.Dial("tcp", tp.upstream) // the stack's dial, under atSYN
+	if err != nil {
+		t.Fatal(err)
+	}
+	reloaded, err := policy.Parse("reloaded.toml", []byte("[network]\ndefault = \"deny\"\nallow = [\"api.test:443\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp.pol.Store(reloaded)
+	var mu sync.Mutex
+	var redials []*policy.Policy
+	f := tp.flow()
+	f.Dialed = atSYN
+	f.Redial = func(ctx context.Context, pol *policy.Policy) (net.Conn, error) {
+		mu.Lock()
+		redials = append(redials, pol)
+		mu.Unlock()
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", tp.upstream)
+	}
+	c := tp.dialFlow(f, up, &tls.Config{NextProtos: []string{"http/1.1"}})
+	if resp, _ := guestGet(t, c, "http/1.1", "/hello"); resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(redials) != 1 || redials[0] != reloaded {
+		t.Errorf("dials for the request decided after the reload: %d, under the reloaded policy: %v; want one, under it (the connection dialled at the SYN belongs to the policy before)",
+			len(redials), len(redials) == 1 && redials[0] == reloaded)
 	}
 }
 

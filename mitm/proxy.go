@@ -167,7 +167,7 @@ func (p *Proxy) HandleFlow(ctx context.Context, guest, upstream net.Conn, f *net
 	if upstream == nil && f.Pooled && !p.intercepts(f.Port) {
 		// Pooled says yes for intercepted ports only; dial all the same.
 		var err error
-		if upstream, err = f.Redial(ctx); err != nil {
+		if upstream, err = f.Redial(ctx, f.Current()); err != nil {
 			return netstack.FlowResult{ConnType: store.ConnTCP, Err: err}
 		}
 	}
@@ -203,7 +203,7 @@ func (p *Proxy) HandleFlow(ctx context.Context, guest, upstream net.Conn, f *net
 	pol := f.Current()
 	if rule, ok := pol.Passthrough(hello.ServerName); ok {
 		if upstream == nil {
-			if upstream, err = f.Redial(ctx); err != nil {
+			if upstream, err = f.Redial(ctx, pol); err != nil {
 				res.Err = fmt.Errorf("passthrough (%s): %w", rule, err)
 				return res
 			}
@@ -230,8 +230,10 @@ type flowState struct {
 	tap     *h1Tap            // the request heads of a guest HTTP/1.1 connection, in wire order
 	h2tap   *h2Tap            // those of a guest HTTP/2 connection
 	// preDialed is the upstream connection the stack dialled for the flow
-	// under dialPol, until a request of the flow takes it (nil when the
-	// stack dialled none: a pool had a connection).
+	// under dialPol (Flow.Dialed: the policy at the guest's SYN, which a
+	// reload may have replaced by the ClientHello), until a request of the
+	// flow decided under that same policy takes it (nil when the stack
+	// dialled none: a pool had a connection).
 	preDialed atomic.Pointer[net.Conn]
 	dialPol   *policy.Policy
 	hello     *tlshello.Hello
@@ -250,7 +252,7 @@ func (p *Proxy) intercept(ctx context.Context, guest, upstream net.Conn, f *nets
 		res.Err = err
 		return res
 	}
-	fs := &flowState{flow: f, sni: hello.ServerName, hello: hello, dialPol: pol}
+	fs := &flowState{flow: f, sni: hello.ServerName, hello: hello, dialPol: f.Dialed}
 	if upstream != nil {
 		fs.preDialed.Store(&upstream)
 	}

@@ -152,6 +152,19 @@ func (tp *testProxy) dial(alpn string) *tls.Conn {
 // in cfg (ServerName and RootCAs are filled in).
 func (tp *testProxy) dialWith(cfg *tls.Config) *tls.Conn {
 	tp.t.Helper()
+	up, err := net.Dial("tcp", tp.upstream)
+	if err != nil {
+		tp.t.Fatal(err)
+	}
+	f := tp.flow()
+	f.Dialed = tp.pol.Load() // as the stack does: up was dialled under the policy at the SYN
+	return tp.dialFlow(f, up, cfg)
+}
+
+// dialFlow opens an intercepted connection for the flow f whose upstream
+// the stack dialled is up (nil: none).
+func (tp *testProxy) dialFlow(f *netstack.Flow, up net.Conn, cfg *tls.Config) *tls.Conn {
+	tp.t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tp.t.Fatal(err)
@@ -165,11 +178,6 @@ func (tp *testProxy) dialWith(cfg *tls.Config) *tls.Conn {
 	if err != nil {
 		tp.t.Fatal(err)
 	}
-	up, err := net.Dial("tcp", tp.upstream)
-	if err != nil {
-		tp.t.Fatal(err)
-	}
-	f := tp.flow()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -192,7 +200,7 @@ func (tp *testProxy) flow() *netstack.Flow {
 	return &netstack.Flow{
 		Name: "api.test", Port: 443,
 		Current: tp.pol.Load,
-		Redial: func(ctx context.Context) (net.Conn, error) {
+		Redial: func(ctx context.Context, _ *policy.Policy) (net.Conn, error) {
 			var d net.Dialer
 			return d.DialContext(ctx, "tcp", tp.upstream)
 		},

@@ -15,6 +15,7 @@ import (
 	"github.com/quic-go/quic-go/http3"
 
 	"github.com/capsem/capsem/netstack"
+	"github.com/capsem/capsem/policy"
 	"github.com/capsem/capsem/store"
 )
 
@@ -45,7 +46,7 @@ func (tp *testProxy) quicFlowAddr(t *testing.T, upstream ...netip.AddrPort) (str
 	f := tp.flow()
 	f.Transport = store.TransportUDP
 	if upstream != nil {
-		f.Upstream = func(context.Context) ([]netip.AddrPort, error) { return upstream, nil }
+		f.Upstream = func(context.Context, *policy.Policy) ([]netip.AddrPort, error) { return upstream, nil }
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan netstack.FlowResult, 1)

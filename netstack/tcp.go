@@ -39,16 +39,24 @@ type Flow struct {
 	// say), so that one decision never mixes two policies.
 	Current func() *policy.Policy
 	// Redial opens another upstream connection for this flow's name and
-	// port, under the current policy, with the same rebinding checks and
-	// [upstream] resolve rules as the first one. It is always TCP: for a
-	// QUIC flow it is the connection to name:443 the MITM falls back to
-	// when the upstream does not answer QUIC.
-	Redial func(ctx context.Context) (net.Conn, error)
-	// Upstream returns the addresses Redial would dial, decided again and
-	// checked the same way ([upstream] resolve, no private answers unless
-	// allow_private), for a handler that reaches the upstream otherwise
-	// than over TCP: the MITM tries HTTP/3 over UDP to them.
-	Upstream func(ctx context.Context) ([]netip.AddrPort, error)
+	// port under pol — the policy that decided what the connection is for,
+	// so that a connection and the requests it carries answer to one
+	// policy — with the same rebinding checks and [upstream] resolve rules
+	// as the first one. It is always TCP: for a QUIC flow it is the
+	// connection to name:443 the MITM falls back to when the upstream does
+	// not answer QUIC.
+	Redial func(ctx context.Context, pol *policy.Policy) (net.Conn, error)
+	// Upstream returns the addresses Redial would dial under pol, decided
+	// again and checked the same way ([upstream] resolve, no private
+	// answers unless allow_private), for a handler that reaches the
+	// upstream otherwise than over TCP: the MITM tries HTTP/3 over UDP to
+	// them.
+	Upstream func(ctx context.Context, pol *policy.Policy) ([]netip.AddrPort, error)
+	// Dialed is the policy the upstream connection handed to the handler
+	// was dialled under (the one in force at the guest's SYN), nil when
+	// none was (Local, Pooled). A reload may have replaced it by the time
+	// the handler decides anything: Current() is not that policy.
+	Dialed *policy.Policy
 	// Local is true for a flow to a name capsem serves itself (the MCP
 	// gateway, policy.MCPGatewayHost): nothing was dialled, the upstream
 	// the handler gets is nil and Redial refuses. A handler that cannot
@@ -377,6 +385,9 @@ func (s *Stack) handleTCP(r *tcp.ForwarderRequest) {
 		Redial:   s.redial(name, dst.Port(), local),
 		Upstream: s.upstreamAddrs(name, dst.Port(), local),
 	}
+	if upstream != nil {
+		flow.Dialed = pol
+	}
 	res := s.flows(s.ctx, guest, upstream, flow)
 	guest.Close()
 
@@ -408,17 +419,16 @@ func (s *Stack) handleTCP(r *tcp.ForwarderRequest) {
 }
 
 // redial is a Flow's Redial: a TCP connection to name:port, decided again
-// under the policy in force.
-func (s *Stack) redial(name string, port uint16, local bool) func(context.Context) (net.Conn, error) {
-	return func(ctx context.Context) (net.Conn, error) {
+// under pol.
+func (s *Stack) redial(name string, port uint16, local bool) func(context.Context, *policy.Policy) (net.Conn, error) {
+	return func(ctx context.Context, pol *policy.Policy) (net.Conn, error) {
 		if local {
 			return nil, fmt.Errorf("%s is served by capsem itself and has no upstream", name)
 		}
-		now := s.policy.Load()
-		if d := now.DecideFlow(name, port); !d.Allowed {
+		if d := pol.DecideFlow(name, port); !d.Allowed {
 			return nil, fmt.Errorf("%s:%d is no longer allowed: %s", name, port, d.Reason)
 		}
-		c, _, _, err := s.dialUpstream(ctx, now, name, port)
+		c, _, _, err := s.dialUpstream(ctx, pol, name, port)
 		return c, err
 	}
 }
@@ -501,13 +511,12 @@ func (s *Stack) resolveUpstream(ctx context.Context, pol *policy.Policy, name st
 }
 
 // upstreamAddrs is a Flow's Upstream: the addresses of name:port, decided
-// again under the policy in force.
-func (s *Stack) upstreamAddrs(name string, port uint16, local bool) func(context.Context) ([]netip.AddrPort, error) {
-	return func(ctx context.Context) ([]netip.AddrPort, error) {
+// again under pol.
+func (s *Stack) upstreamAddrs(name string, port uint16, local bool) func(context.Context, *policy.Policy) ([]netip.AddrPort, error) {
+	return func(ctx context.Context, now *policy.Policy) ([]netip.AddrPort, error) {
 		if local {
 			return nil, fmt.Errorf("%s is served by capsem itself and has no upstream", name)
 		}
-		now := s.policy.Load()
 		if d := now.DecideFlow(name, port); !d.Allowed {
 			return nil, fmt.Errorf("%s:%d is no longer allowed: %s", name, port, d.Reason)
 		}
