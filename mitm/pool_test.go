@@ -1,6 +1,8 @@
 package mitm
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -115,6 +117,102 @@ func TestPoolPreDialedConnectionKeepsItsPolicy(t *testing.T) {
 	if len(redials) != 1 || redials[0] != reloaded {
 		t.Errorf("dials for the request decided after the reload: %d, under the reloaded policy: %v; want one, under it (the connection dialled at the SYN belongs to the policy before)",
 			len(redials), len(redials) == 1 && redials[0] == reloaded)
+	}
+}
+
+// heldWriter holds what is written to it while hold is set and sends it in
+// one write at flush: two TLS records in one TCP segment.
+type heldWriter struct {
+	net.Conn
+	mu   sync.Mutex
+	hold bool
+	buf  bytes.Buffer
+}
+
+func (c *heldWriter) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.hold {
+		return c.buf.Write(p)
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *heldWriter) flush() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.hold = false
+	c.Conn.Write(c.buf.Bytes())
+	c.buf.Reset()
+}
+
+// TestPoolDropsAConnectionWithBytesLeftOver: an upstream that sends more
+// than the response — here a body after a HEAD answer, as a TLS record of
+// its own in the same segment, so that crypto/tls has read it off the
+// socket already — leaves a connection that must not go to the next
+// request, which would read those bytes as its response.
+func TestPoolDropsAConnectionWithBytesLeftOver(t *testing.T) {
+	tp := startTestProxy(t, &memRecorder{}, http.HandlerFunc(hello))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			raw, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				hw := &heldWriter{Conn: raw}
+				tc := tls.Server(hw, &tls.Config{Certificates: []tls.Certificate{tp.upstreamCert}, NextProtos: []string{"http/1.1"}})
+				defer tc.Close()
+				br := bufio.NewReader(tc)
+				for {
+					r, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					io.Copy(io.Discard, r.Body)
+					if r.Method == http.MethodHead {
+						hw.mu.Lock()
+						hw.hold = true
+						hw.mu.Unlock()
+						io.WriteString(tc, "HTTP/1.1 200 OK\r\nContent-Length: 14\r\n\r\n")
+						io.WriteString(tc, "HTTP/1.1 200 OK\r\nContent-Length: 14\r\n\r\nINJECTED-BYTES")
+						hw.flush()
+						continue
+					}
+					body := "the answer to " + r.URL.Path
+					fmt.Fprintf(tc, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+				}
+			}()
+		}
+	}()
+	flow := func() *netstack.Flow {
+		f := tp.flow()
+		f.Redial = func(ctx context.Context, _ *policy.Policy) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", ln.Addr().String())
+		}
+		return f
+	}
+	f1 := flow()
+	f1.Pooled = true
+	c1 := tp.dialFlow(f1, nil, &tls.Config{NextProtos: []string{"http/1.1"}})
+	io.WriteString(c1, "HEAD /h HTTP/1.1\r\nHost: api.test\r\n\r\n")
+	c1.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if resp, err := http.ReadResponse(bufio.NewReader(c1), &http.Request{Method: http.MethodHead}); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("HEAD: %v %v", resp, err)
+	}
+	c1.Close()
+	time.Sleep(50 * time.Millisecond) // the HEAD's connection back in the pool, the extra record read in behind it
+	f2 := flow()
+	f2.Pooled = true
+	c2 := tp.dialFlow(f2, nil, &tls.Config{NextProtos: []string{"http/1.1"}})
+	if _, body := guestGet(t, c2, "http/1.1", "/private"); body != "the answer to /private" {
+		t.Errorf("another guest connection's GET /private got %q; want its own answer, not bytes left over on a pooled connection", body)
 	}
 }
 

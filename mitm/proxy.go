@@ -299,7 +299,10 @@ func (p *Proxy) intercept(ctx context.Context, guest, upstream net.Conn, f *nets
 	select {
 	case <-gc.closed:
 	case <-ctx.Done():
-		tc.Close()
+		// Not tc.Close: its close_notify write could block for good on a
+		// guest that stopped reading (net/http clears the write deadline
+		// crypto/tls sets for it), and Stack.Close waits for every flow.
+		gc.Close()
 		<-gc.closed
 	}
 	res.BytesSent, res.BytesReceived = gc.read.Load(), gc.written.Load()

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/textproto"
+	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -17,6 +18,10 @@ import (
 
 	"github.com/capsem/capsem/store"
 )
+
+// aLongTimeAgo is a deadline in the past: a read with it returns what is
+// buffered, or times out at once.
+var aLongTimeAgo = time.Unix(1, 0)
 
 // h1Upstream forwards the requests of a guest HTTP/1.1 connection over
 // upstream HTTP/1.1 keep-alive connections of the pool (pool.go), in the
@@ -47,10 +52,19 @@ type h1Conn struct {
 func (c *h1Conn) close() { c.tc.NetConn().Close() }
 
 // alive says whether an idle connection can carry a request: the server
-// has not closed it and has sent nothing unasked (a peek that would block).
+// has not closed it and has sent nothing unasked — not in the reader, not
+// in crypto/tls's own buffer (a record that came in the same segment as
+// the last response: a read that cannot wait returns it, and times out
+// when there is none), not on the socket (a peek that would block).
 func (c *h1Conn) alive() bool {
 	if c.br.Buffered() > 0 {
 		return false
+	}
+	c.tc.SetReadDeadline(aLongTimeAgo)
+	_, err := c.br.Peek(1)
+	c.tc.SetReadDeadline(time.Time{})
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		return false // bytes nobody asked for, or the connection failed
 	}
 	sc, ok := c.tc.NetConn().(syscall.Conn)
 	if !ok {
