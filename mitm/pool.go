@@ -65,6 +65,7 @@ type upstreamPool struct {
 	h1t    *http.Transport                                         // HTTP/1.1 only: what the HTTP/1.1 path does not handle itself
 	h2t    *http.Transport                                         // HTTP/2 when the upstream speaks it: HTTP/2 and HTTP/3 guests
 	h2Open atomic.Int64                                            // connections h2t holds open
+	h1Open atomic.Int64                                            // connections h1t holds open
 
 	mu    sync.Mutex
 	idle  []*h1Conn // most recently used last
@@ -193,11 +194,15 @@ func (up *upstreamPool) transport(roots *x509.CertPool, h2 bool) *http.Transport
 	t := &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			c, err := up.dial(ctx)
-			if err != nil || !h2 {
-				return c, err
+			if err != nil {
+				return nil, err
 			}
-			up.h2Open.Add(1)
-			return &countedConn{Conn: c, open: &up.h2Open}, nil
+			open := &up.h1Open
+			if h2 {
+				open = &up.h2Open
+			}
+			open.Add(1)
+			return &countedConn{Conn: c, open: open}, nil
 		},
 		TLSClientConfig:       &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
 		DisableCompression:    true,
@@ -333,8 +338,25 @@ func (up *upstreamPool) drop() {
 		up.sweep = nil
 	}
 	up.mu.Unlock()
+	up.reap()
+}
+
+// deadReapEvery is how often a dropped pool closes what its transports
+// hold idle, while they hold connections open. A connection in use when
+// the pool was dropped goes back to its transport's idle list when its
+// request ends, where nothing else would close it for IdleConnTimeout (90
+// s): a guest that kept requests in flight and pushed their pools out (new
+// names under a wildcard) could hold sockets without bound.
+const deadReapEvery = time.Second
+
+// reap closes the transports' idle connections, and again every
+// deadReapEvery until none is open.
+func (up *upstreamPool) reap() {
 	up.h1t.CloseIdleConnections()
 	up.h2t.CloseIdleConnections()
+	if up.h1Open.Load()+up.h2Open.Load() > 0 {
+		time.AfterFunc(deadReapEvery, up.reap)
+	}
 }
 
 // countedConn counts itself out of open when closed.

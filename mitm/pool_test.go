@@ -216,6 +216,49 @@ func TestPoolDropsAConnectionWithBytesLeftOver(t *testing.T) {
 	}
 }
 
+// TestPoolDroppedWhileBusyClosesItsConnections: a pool pushed out (the
+// guest touched poolMaxPools other names) while a request of its runs
+// closes that request's upstream connection once the request ends, rather
+// than keeping it idle in a transport nobody uses for 90 s.
+func TestPoolDroppedWhileBusyClosesItsConnections(t *testing.T) {
+	release := make(chan struct{})
+	started := make(chan struct{}, 1)
+	tp := startTestProxy(t, &memRecorder{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			started <- struct{}{}
+			<-release
+		}
+		hello(w, r)
+	}))
+	c := tp.dial("h2")
+	done := make(chan struct{})
+	go func() { defer close(done); guestGet(t, c, "h2", "/slow") }()
+	<-started
+	pol := tp.pol.Load()
+	tp.p.pools.mu.Lock()
+	up := tp.p.pools.m[poolKey{pol: pol, name: "api.test", port: 443}]
+	tp.p.pools.mu.Unlock()
+	for i := range poolMaxPools {
+		time.Sleep(time.Microsecond) // distinct use times: api.test is the least recently used
+		fs := &flowState{flow: &netstack.Flow{Name: fmt.Sprintf("n%d.api.test", i), Port: 443}}
+		if _, err := tp.p.pools.lookup(tp.p, fs, pol); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if up == nil || !up.dead.Load() {
+		t.Fatal("api.test's pool was not pushed out")
+	}
+	close(release)
+	<-done
+	c.Close()
+	for deadline := time.Now().Add(5 * deadReapEvery); up.h1Open.Load()+up.h2Open.Load() > 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the dropped pool's transports still hold %d upstream connections open %v after its request ended; want none",
+				up.h1Open.Load()+up.h2Open.Load(), 5*deadReapEvery)
+		}
+	}
+}
+
 // TestPoolNeverSharesABusyConnection: two guest connections with a request
 // in flight at once each get an upstream connection of their own (an
 // HTTP/1.1 connection carries one exchange at a time).
