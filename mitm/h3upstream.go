@@ -13,6 +13,8 @@ import (
 
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
+
+	"github.com/capsem/capsem/policy"
 )
 
 const (
@@ -83,6 +85,7 @@ type h3First struct {
 	mu     sync.Mutex
 	cc     *http3.ClientConn // the upstream connection, while it lives
 	conn   *quic.Conn        // under cc
+	ccPol  *policy.Policy    // the policy cc was dialled under: it carries that policy's requests only
 	closed bool
 }
 
@@ -93,7 +96,7 @@ func (u *h3First) RoundTrip(r *http.Request) (*http.Response, error) {
 		// TCP it goes upstream as it was decided.
 		return u.tcp.RoundTrip(r)
 	}
-	if cc := u.clientConn(r.Context()); cc != nil {
+	if cc := u.clientConn(r.Context(), requestPolicy(r, u.fs)); cc != nil {
 		resp, err := cc.RoundTrip(r)
 		if err != nil && cc.Context().Err() != nil {
 			u.drop(cc) // the connection ended: the next request dials again
@@ -103,9 +106,12 @@ func (u *h3First) RoundTrip(r *http.Request) (*http.Response, error) {
 	return u.tcp.RoundTrip(r)
 }
 
-// clientConn returns the flow's HTTP/3 connection to the upstream,
-// dialling it if the upstream is not known to refuse QUIC; nil: use TCP.
-func (u *h3First) clientConn(ctx context.Context) *http3.ClientConn {
+// clientConn returns the flow's HTTP/3 connection to the upstream for a
+// request decided under pol, dialling it if the upstream is not known to
+// refuse QUIC; nil: use TCP (the pool of pol). A request decided under
+// another policy than the connection's — a reload during the flow — goes
+// over TCP, as a connection never carries two policies' requests.
+func (u *h3First) clientConn(ctx context.Context, pol *policy.Policy) *http3.ClientConn {
 	host := u.fs.flow.Name
 	quicOK, known := u.p.h3.get(host)
 	if known && !quicOK {
@@ -117,6 +123,9 @@ func (u *h3First) clientConn(ctx context.Context) *http3.ClientConn {
 		return nil
 	}
 	if u.cc != nil && u.conn.Context().Err() == nil {
+		if u.ccPol != pol {
+			return nil
+		}
 		return u.cc
 	}
 	// None yet, or the upstream ended the last one (its idle timeout):
@@ -126,7 +135,7 @@ func (u *h3First) clientConn(ctx context.Context) *http3.ClientConn {
 	if quicOK {
 		timeout = HelloTimeout // it answered before: give it the time a handshake may need
 	}
-	conn, answered, err := u.dial(ctx, timeout)
+	conn, answered, err := u.dial(ctx, pol, timeout)
 	if err != nil {
 		if answered {
 			u.p.h3.put(host, false)
@@ -134,7 +143,7 @@ func (u *h3First) clientConn(ctx context.Context) *http3.ClientConn {
 		return nil
 	}
 	u.p.h3.put(host, true)
-	u.conn, u.cc = conn, (&http3.Transport{}).NewClientConn(conn)
+	u.conn, u.cc, u.ccPol = conn, (&http3.Transport{}).NewClientConn(conn), pol
 	return u.cc
 }
 
@@ -145,13 +154,13 @@ func (u *h3First) clientConn(ctx context.Context) *http3.ClientConn {
 // handshake is remembered as not speaking QUIC. The handshake does not
 // follow the request's cancellation: a guest that gives up on its request
 // must not have the host remembered as not speaking QUIC.
-func (u *h3First) dial(ctx context.Context, timeout time.Duration) (conn *quic.Conn, answered bool, err error) {
+func (u *h3First) dial(ctx context.Context, pol *policy.Policy, timeout time.Duration) (conn *quic.Conn, answered bool, err error) {
 	if u.fs.flow.Upstream == nil {
 		return nil, false, errors.New("the flow has no upstream addresses")
 	}
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
-	addrs, err := u.fs.flow.Upstream(dctx, u.fs.flow.Current())
+	addrs, err := u.fs.flow.Upstream(dctx, pol)
 	if err != nil || len(addrs) == 0 {
 		return nil, false, errors.Join(err, errors.New("no upstream address"))
 	}

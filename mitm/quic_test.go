@@ -152,6 +152,22 @@ func TestHTTP3UpstreamOverHTTP3WhenItAnswers(t *testing.T) {
 	if q, known := tp.p.h3.get("api.test"); !q || !known {
 		t.Errorf("api.test not remembered as answering QUIC")
 	}
+	// After a reload the flow's QUIC connection, dialled under the policy
+	// before, carries none of the requests decided under the new one.
+	reloaded, err := policy.Parse("reloaded.toml", []byte("[network]\ndefault = \"deny\"\nallow = [\"api.test:443\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp.pol.Store(reloaded)
+	resp, err := cl.Get("https://api.test/after-reload")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if strings.Contains(string(body), "h3 upstream") {
+		t.Errorf("a request decided after a reload went over the QUIC connection dialled before it: %q", body)
+	}
 
 	// An upstream that does not answer QUIC costs the probe once, then is
 	// remembered: the next flow goes over TCP at once.
