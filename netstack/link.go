@@ -1,6 +1,7 @@
 package netstack
 
 import (
+	"iter"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -254,17 +255,29 @@ func (l *link) writeVecs(w vecWriter, buf []byte, spans []span) error {
 
 // appendViews appends the bytes of pkt, headers and payload, in pieces.
 func appendViews(parts [][]byte, pkt *stack.PacketBuffer) [][]byte {
-	vl, off := pkt.AsViewList()
-	for v := vl.Front(); v != nil; v = v.Next() {
-		b := v.AsSlice()
-		if off >= len(b) {
-			off -= len(b)
-			continue
-		}
-		parts = append(parts, b[off:])
-		off = 0
+	for b := range packetBytes(pkt) {
+		parts = append(parts, b)
 	}
 	return parts
+}
+
+// packetBytes yields the bytes of pkt, headers and payload, in the pieces
+// gVisor holds them in (no copy).
+func packetBytes(pkt *stack.PacketBuffer) iter.Seq[[]byte] {
+	return func(yield func([]byte) bool) {
+		vl, off := pkt.AsViewList()
+		for v := vl.Front(); v != nil; v = v.Next() {
+			b := v.AsSlice()
+			if off >= len(b) {
+				off -= len(b)
+				continue
+			}
+			if !yield(b[off:]) {
+				return
+			}
+			off = 0
+		}
+	}
 }
 
 // releaseLocked empties the queue, letting go of the packets it holds.
@@ -417,16 +430,8 @@ func (l *link) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) {
 		if dst == nil {
 			break
 		}
-		vl, off := pkt.AsViewList()
-		for v := vl.Front(); v != nil && len(dst) > 0; v = v.Next() {
-			b := v.AsSlice()
-			if off >= len(b) {
-				off -= len(b)
-				continue
-			}
-			c := copy(dst, b[off:])
-			dst = dst[c:]
-			off = 0
+		for b := range packetBytes(pkt) {
+			dst = dst[copy(dst, b):]
 		}
 		n++
 	}
