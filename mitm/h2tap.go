@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/binary"
-	"net"
 	"net/http"
 	"net/textproto"
 	"strings"
@@ -215,19 +214,34 @@ func (t *h2Tap) match(r *http.Request) []store.Header {
 }
 
 // h2TapConn is a guest's HTTP/2 connection after the TLS handshake, as the
-// HTTP/2 server reads it: every byte read passes through the tap. Its
+// HTTP/2 server reads and writes it: every byte read passes through the tap
+// (when there is one), every write goes through a writeBehind. Its
 // ConnectionState is the TLS connection's.
 type h2TapConn struct {
 	*tls.Conn
 	tap *h2Tap
+	wb  *writeBehind
+}
+
+func newH2TapConn(tc *tls.Conn, tap *h2Tap) *h2TapConn {
+	return &h2TapConn{Conn: tc, tap: tap, wb: newWriteBehind(tc)}
 }
 
 func (c *h2TapConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
-	if n > 0 {
+	if n > 0 && c.tap != nil {
 		c.tap.feed(b[:n])
 	}
 	return n, err
+}
+
+func (c *h2TapConn) Write(b []byte) (int, error) { return c.wb.Write(b) }
+
+// Close sends what the server wrote before it, then closes the TLS
+// connection.
+func (c *h2TapConn) Close() error {
+	c.wb.close()
+	return c.Conn.Close()
 }
 
 // serveH2 is the HTTP server's "h2" protocol: x/net's HTTP/2 server (the
@@ -239,9 +253,9 @@ func (p *Proxy) serveH2(hs *http.Server, tc *tls.Conn, h http.Handler) {
 	if bc, ok := h.(interface{ BaseContext() context.Context }); ok {
 		ctx = bc.BaseContext()
 	}
-	var c net.Conn = tc
-	if gc, ok := tc.NetConn().(*guestConn); ok && gc.flow.h2tap != nil {
-		c = &h2TapConn{Conn: tc, tap: gc.flow.h2tap}
+	var tap *h2Tap
+	if gc, ok := tc.NetConn().(*guestConn); ok {
+		tap = gc.flow.h2tap
 	}
-	p.h2.ServeConn(c, &http2.ServeConnOpts{Context: ctx, Handler: h, BaseConfig: hs})
+	p.h2.ServeConn(newH2TapConn(tc, tap), &http2.ServeConnOpts{Context: ctx, Handler: h, BaseConfig: hs})
 }
