@@ -22,14 +22,15 @@ import (
 //
 // Memory is bounded: a Write waits while writeBehindMax bytes are waiting
 // to be sent, so a guest that stops reading holds the server's writes as
-// a blocking connection would. An error sending is returned by every
-// later Write.
+// a blocking connection would; the buffers come from a pool and go back
+// once sent, so an idle connection holds none. An error sending is
+// returned by every later Write.
 type writeBehind struct {
 	w    io.Writer
 	mu   sync.Mutex
 	more sync.Cond // bytes came, or closing
 	room sync.Cond // the sender took the bytes, or failed
-	buf  []byte    // waiting to be sent
+	buf  []byte    // waiting to be sent; nil when nothing is
 	err  error     // the first send error: the connection is unusable
 	shut bool      // Close was called: send what is left, then stop
 	done chan struct{}
@@ -46,6 +47,13 @@ const (
 	// does not read them.
 	writeBehindDrain = 2 * time.Second
 )
+
+// behindBufs hold the bytes of writeBehinds; never more than
+// writeBehindMax, so never reallocated.
+var behindBufs = sync.Pool{New: func() any {
+	b := make([]byte, 0, writeBehindMax)
+	return &b
+}}
 
 func newWriteBehind(w io.Writer) *writeBehind {
 	b := &writeBehind{w: w, done: make(chan struct{}), drain: writeBehindDrain}
@@ -69,6 +77,9 @@ func (b *writeBehind) Write(p []byte) (int, error) {
 		if b.shut {
 			return n, io.ErrClosedPipe
 		}
+		if b.buf == nil {
+			b.buf = (*behindBufs.Get().(*[]byte))[:0]
+		}
 		k := min(len(p), writeBehindMax-len(b.buf))
 		b.buf = append(b.buf, p[:k]...)
 		p, n = p[k:], n+k
@@ -82,7 +93,6 @@ func (b *writeBehind) Write(p []byte) (int, error) {
 // write fails.
 func (b *writeBehind) send() {
 	defer close(b.done)
-	var out []byte // the buffer being sent; swapped with buf so neither is reallocated
 	for {
 		b.mu.Lock()
 		for len(b.buf) == 0 && !b.shut {
@@ -92,11 +102,14 @@ func (b *writeBehind) send() {
 			b.mu.Unlock()
 			return
 		}
-		out, b.buf = b.buf, out[:0]
+		out := b.buf
+		b.buf = nil
 		b.room.Broadcast()
 		b.mu.Unlock()
 
-		if _, err := b.w.Write(out); err != nil {
+		_, err := b.w.Write(out)
+		behindBufs.Put(&out)
+		if err != nil {
 			b.mu.Lock()
 			b.err = err
 			b.buf = nil

@@ -52,6 +52,17 @@ func TestWriteBehindSendsEverythingInOrder(t *testing.T) {
 	if n, err := b.Write(big); err != nil || n != len(big) {
 		t.Fatalf("Write(big) = %d, %v", n, err)
 	}
+	for deadline := time.Now().Add(5 * time.Second); len(g.bytes()) < want.Len(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("sent %d of %d bytes in 5 s", len(g.bytes()), want.Len())
+		}
+	}
+	b.mu.Lock()
+	held := b.buf
+	b.mu.Unlock()
+	if held != nil {
+		t.Fatalf("an idle connection holds a %d-byte buffer", cap(held))
+	}
 	b.close()
 	if !bytes.Equal(g.bytes(), want.Bytes()) {
 		t.Fatalf("sent %d bytes, not the %d written in order", len(g.bytes()), want.Len())
