@@ -48,6 +48,16 @@ const (
 	// making a pool beyond poolMaxPools drops the least recently used.
 	poolMaxIdleH1Total = 256
 	poolMaxPools       = 128
+	// poolMaxConns bounds the connections of a pool's transport for the
+	// guest's HTTP/2 and HTTP/3 requests, busy or idle; requests beyond it
+	// wait for one. Those guest connections carry up to 250 streams each,
+	// and to an upstream that speaks only HTTP/1.1 every stream in flight
+	// took a connection of its own: without the bound a guest within
+	// MaxFlows could make capsem open 250 upstream connections per flow.
+	// The guest's HTTP/1.1 requests take one connection at a time per
+	// guest connection (h1Upstream; its transport carries upgrades, which
+	// hold theirs for as long as the WebSocket lives, and is not bounded).
+	poolMaxConns = 64
 )
 
 type poolKey struct {
@@ -214,6 +224,7 @@ func (up *upstreamPool) transport(roots *x509.CertPool, h2 bool) *http.Transport
 	}
 	if h2 {
 		t.ForceAttemptHTTP2 = true
+		t.MaxConnsPerHost = poolMaxConns
 	} else {
 		t.TLSClientConfig.NextProtos = []string{"http/1.1"}
 		t.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{} // no HTTP/2

@@ -13,8 +13,11 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/net/http2"
 
 	"github.com/capsem/capsem/netstack"
 	"github.com/capsem/capsem/policy"
@@ -413,5 +416,69 @@ func TestPoolBoundsWhatTheGuestCanMakeItHold(t *testing.T) {
 	}
 	if open != ps.idleH1.Load() {
 		t.Errorf("%d connections left open, but %d counted idle: a connection was neither kept nor closed", open, ps.idleH1.Load())
+	}
+}
+
+// TestPoolBoundsUpstreamConnectionsOfOneGuestConnection: the streams of a
+// guest's HTTP/2 connection to an upstream that speaks only HTTP/1.1 need a
+// connection each; they get at most poolMaxConns, the rest wait for one —
+// one guest flow cannot make capsem open hundreds of upstream connections.
+func TestPoolBoundsUpstreamConnectionsOfOneGuestConnection(t *testing.T) {
+	release := make(chan struct{})
+	var inFlight, most atomic.Int64
+	tp := startTestProxy(t, &memRecorder{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := inFlight.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		<-release
+		inFlight.Add(-1)
+		io.WriteString(w, "done")
+	}))
+	tp.srv.TLS.NextProtos = []string{"http/1.1"} // before any connection: the upstream speaks HTTP/1.1 only
+
+	cc, err := (&http2.Transport{}).NewClientConn(tp.dial("h2")) // one guest connection, all streams on it
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	const streams = poolMaxConns + 36 // within the guest server's 250 concurrent streams
+	errs := make(chan error, streams)
+	for range streams {
+		go func() {
+			resp, err := cc.RoundTrip(httptestRequest("https://api.test/slow"))
+			if err == nil {
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 || string(body) != "done" {
+					err = fmt.Errorf("%d %q", resp.StatusCode, body)
+				}
+			}
+			errs <- err
+		}()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for inFlight.Load() < poolMaxConns {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d requests reached the upstream in 10 s, want %d at once", inFlight.Load(), poolMaxConns)
+		}
+		select {
+		case err := <-errs:
+			t.Fatalf("a request ended before any was let through: %v", err)
+		default:
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond) // room for any beyond the bound to arrive
+	if n := tp.handshakes.Load(); n > poolMaxConns {
+		t.Errorf("%d upstream connections for one guest connection, want at most %d", n, poolMaxConns)
+	}
+	if n := most.Load(); n != poolMaxConns {
+		t.Errorf("%d requests at the upstream at once, want %d: the rest wait for a connection", n, poolMaxConns)
+	}
+	close(release)
+	for range streams {
+		if err := <-errs; err != nil {
+			t.Errorf("a request: %v", err)
+		}
 	}
 }
