@@ -13,7 +13,7 @@ import (
 // Why: x/net's HTTP/2 server starts a new goroutine for every flush, and
 // that goroutine ran crypto/tls and gVisor's TCP send path itself; their
 // depth grew each new goroutine's stack two or three times, and copying
-// stacks took 14 % of capsem-net's CPU in 16 concurrent small requests
+// stacks took 13 % of capsem-net's CPU in 16 concurrent small requests
 // (runtime.copystack under tcp.(*sender).sendSegment and headerView).
 // Here the flush goroutine only copies, the sending goroutine lives as
 // long as the connection (its stack grows once), and the flushes of

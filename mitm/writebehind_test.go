@@ -10,8 +10,8 @@ import (
 	"time"
 )
 
-// gate is a writer that blocks every write until let through, recording
-// what it was given and the most it ever had waiting.
+// gate is a writer that blocks every write until let through (open
+// closed), recording what it was given, or failing with err.
 type gate struct {
 	mu   sync.Mutex
 	got  bytes.Buffer
