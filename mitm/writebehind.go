@@ -31,6 +31,7 @@ type writeBehind struct {
 	more sync.Cond // bytes came, or closing
 	room sync.Cond // the sender took the bytes, or failed
 	buf  []byte    // waiting to be sent; nil when nothing is
+	bufp *[]byte   // buf's pool entry, to give back without allocating
 	err  error     // the first send error: the connection is unusable
 	shut bool      // Close was called: send what is left, then stop
 	done chan struct{}
@@ -78,7 +79,8 @@ func (b *writeBehind) Write(p []byte) (int, error) {
 			return n, io.ErrClosedPipe
 		}
 		if b.buf == nil {
-			b.buf = (*behindBufs.Get().(*[]byte))[:0]
+			b.bufp = behindBufs.Get().(*[]byte)
+			b.buf = (*b.bufp)[:0]
 		}
 		k := min(len(p), writeBehindMax-len(b.buf))
 		b.buf = append(b.buf, p[:k]...)
@@ -102,17 +104,18 @@ func (b *writeBehind) send() {
 			b.mu.Unlock()
 			return
 		}
-		out := b.buf
-		b.buf = nil
+		out, outp := b.buf, b.bufp
+		b.buf, b.bufp = nil, nil
 		b.room.Broadcast()
 		b.mu.Unlock()
 
 		_, err := b.w.Write(out)
-		behindBufs.Put(&out)
+		*outp = out[:0]
+		behindBufs.Put(outp)
 		if err != nil {
 			b.mu.Lock()
 			b.err = err
-			b.buf = nil
+			b.buf, b.bufp = nil, nil
 			b.room.Broadcast()
 			b.mu.Unlock()
 			return
