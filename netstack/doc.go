@@ -75,11 +75,12 @@
 // on, RACK off (its per-ACK walk of the window cost more than the losses it
 // recovers on a link that never drops), and gVisor's GSO toward the guest
 // (segments of up to 64 KiB inside, cut to the MTU on the way out), GRO of
-// the guest's in-order segments on the way in (gro.go). The link endpoint, transports, guard, DHCP and DNS servers are
-// capsem's own rather than gvisor-tap-vsock's: gvproxy's endpoint takes a
-// global lock per frame and allocates a buffer per frame, its DNS server
-// forwards to real resolvers and binds to the gateway only, and its DHCP and
-// port forwarding do not make a policy decision before the handshake. Here
+// the guest's in-order segments on the way in (gro.go). The link endpoint,
+// transports, guard, DHCP and DNS servers are capsem's own rather than
+// gvisor-tap-vsock's: gvproxy's endpoint takes a global lock per frame and
+// allocates a buffer per frame, its DNS server forwards to real resolvers
+// and binds to the gateway only, and its DHCP and port forwarding do not
+// make a policy decision before the handshake. Here
 // writes are batched into one reused buffer and one syscall, and reads are
 // zero-copy out of a large buffered reader (one copy into gVisor's pooled
 // buffers). gvisor-tap-vsock's gvproxy remains the benchmark peer (bench/)

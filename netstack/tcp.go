@@ -513,16 +513,16 @@ func (s *Stack) resolveUpstream(ctx context.Context, pol *policy.Policy, name st
 // upstreamAddrs is a Flow's Upstream: the addresses of name:port, decided
 // again under pol.
 func (s *Stack) upstreamAddrs(name string, port uint16, local bool) func(context.Context, *policy.Policy) ([]netip.AddrPort, error) {
-	return func(ctx context.Context, now *policy.Policy) ([]netip.AddrPort, error) {
+	return func(ctx context.Context, pol *policy.Policy) ([]netip.AddrPort, error) {
 		if local {
 			return nil, fmt.Errorf("%s is served by capsem itself and has no upstream", name)
 		}
-		if d := now.DecideFlow(name, port); !d.Allowed {
+		if d := pol.DecideFlow(name, port); !d.Allowed {
 			return nil, fmt.Errorf("%s:%d is no longer allowed: %s", name, port, d.Reason)
 		}
 		ctx, cancel := context.WithTimeout(ctx, s.cfg.DialTimeout)
 		defer cancel()
-		ips, p, _, err := s.resolveUpstream(ctx, now, name, port)
+		ips, p, _, err := s.resolveUpstream(ctx, pol, name, port)
 		if err != nil {
 			return nil, err
 		}
