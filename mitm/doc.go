@@ -16,11 +16,14 @@
 //     connection is only transport and never carries a request decided
 //     under another policy than the one it was opened under);
 //   - keeps the policy's secrets out of the guest (secrets.go, guard.go,
-//     bodyguard.go): in a request to a secret's host its placeholder
-//     becomes the real value (header, Basic credentials, URL, streamed
-//     body), the placeholder going anywhere else and the real value coming
-//     from the guest are refused in every encoding (403), and the real
-//     value in a response is turned back into the placeholder;
+//     bodyguard.go, reflect.go): in a request to a secret's host its
+//     placeholder becomes the real value where the secret's `in` says
+//     (header and Basic credentials, query, path, streamed body; header
+//     and query by default), the placeholder going anywhere else and the
+//     real value coming from the guest are refused in every encoding
+//     (403), and everything a secret's host answers (header, 1xx,
+//     trailers, the body decoded) is scanned for the real value in every
+//     encoding and fold, which reaches the guest as the placeholder;
 //   - scans every decrypted request for credentials ([dlp], package dlp):
 //     the event says dlp-match, and with action "block" the request is
 //     refused;

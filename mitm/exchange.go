@@ -166,6 +166,12 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ex.guard(w, r) {
 		return
 	}
+	if ex.view != nil && ex.view.reflect != nil {
+		sw := &scrubWriter{ResponseWriter: w, ex: ex}
+		fs.proxy.ServeHTTP(sw, r.WithContext(ctx))
+		sw.finish()
+		return
+	}
 	fs.proxy.ServeHTTP(w, r.WithContext(ctx))
 }
 
@@ -273,9 +279,7 @@ func (p *Proxy) reverseProxy(fs *flowState) *httputil.ReverseProxy {
 				return nil
 			}
 			ex.ev.StatusCode = resp.StatusCode
-			if ex.view != nil && ex.view.scrubHeader(resp.Header) > 0 {
-				ex.note("the real value of a secret in the response header was turned back into its placeholder")
-			}
+			ex.scrubFields(resp.Header, "header")
 			ex.ev.ResponseHeaders = ex.responseHeaders(resp.Header)
 			if resp.StatusCode == http.StatusSwitchingProtocols {
 				if err := refuseSwitch(ex.wsKey, resp.Header); err != nil {
@@ -295,7 +299,9 @@ func (p *Proxy) reverseProxy(fs *flowState) *httputil.ReverseProxy {
 				ex.finishUpgrade(resp)
 				return nil
 			}
-			ex.scrubResponse(resp)
+			if err := ex.scrubResponse(resp); err != nil {
+				return err // ErrorHandler answers 502: the body could not be scanned
+			}
 			if ex.pol.QUICMode() == policy.QUICBlock && stripH3AltSvc(resp.Header) {
 				ex.note("dropped the h3 entries of Alt-Svc ([quic] mode = \"block\"), so the guest does not try QUIC")
 			}
@@ -316,6 +322,9 @@ func (p *Proxy) reverseProxy(fs *flowState) *httputil.ReverseProxy {
 					ex.answerRefusal(w) // the guard refused the body and cancelled the request
 					return
 				}
+			}
+			if ex != nil && ex.answerUnscanned(w, err) {
+				return
 			}
 			var sw *switchRefused
 			switched := errors.As(err, &sw)

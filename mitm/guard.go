@@ -3,6 +3,7 @@ package mitm
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -47,7 +48,9 @@ func (ex *exchange) guard(w http.ResponseWriter, r *http.Request) bool {
 			r.Header.Set("Accept-Encoding", "identity")
 			ex.note("asked for an uncoded response (Accept-Encoding: identity), so that a reflected secret can be scrubbed from it")
 		}
-		sub = ex.view.sub
+		if len(ex.view.bodySub) > 0 {
+			sub = ex.view.bodySub
+		}
 	}
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 		return true // nothing to scan (an HTTP/2 request without DATA has a Body that is empty)
@@ -196,10 +199,15 @@ type findings struct {
 	refusedRule string
 	dlpRule     string   // the first DLP match, detector@where
 	dlpMore     []string // the others
-	// mayHoldReal: a body went unscanned or unscrubbed (a content coding
-	// capsem cannot decode, a coded response from a bound host), so the
-	// previews may hold a real value.
+	// mayHoldReal: a body went unscanned (a content coding capsem cannot
+	// decode), so the previews may hold a real value.
 	mayHoldReal bool
+	// A response from a bound host carried a real value back (reflect.go):
+	// the first as NAME@where, and what each was; or it was cut.
+	reflectRule  string
+	reflectNotes []string
+	cutReason    string
+	cutWhy       string
 }
 
 // unscanned notes that a body was not scanned or scrubbed: the event is
@@ -267,7 +275,46 @@ func (ex *exchange) applyFindings() (mayHoldReal bool) {
 		ex.ev.Decision, ex.ev.Reason, ex.ev.MatchedRule = store.Denied, f.refused, f.refusedRule
 		ex.note(f.refusedWhy)
 	}
+	for _, n := range f.reflectNotes {
+		ex.note(n)
+	}
+	switch {
+	case f.cutReason != "" && ex.ev.Reason != f.cutReason:
+		ex.ev.Decision, ex.ev.Reason, ex.ev.MatchedRule = store.Denied, f.cutReason, f.reflectRule
+		ex.note(f.cutWhy)
+	case f.reflectRule != "" && ex.ev.Decision == store.Allowed:
+		if ex.ev.Reason == ReasonDLPMatch {
+			ex.note("dlp: " + ex.ev.MatchedRule)
+		}
+		ex.ev.Reason, ex.ev.MatchedRule = ReasonSecretReflected, f.reflectRule
+	}
 	return f.mayHoldReal || f.refused == ReasonSecretRealValue
+}
+
+// answerUnscanned answers the guest 502 for a response refused because it
+// could not be scanned (reflect.go); false for another error.
+func (ex *exchange) answerUnscanned(w http.ResponseWriter, err error) bool {
+	var un *errUnscannable
+	reason, why := "", ""
+	if errors.As(err, &un) {
+		reason, why = ReasonSecretUnscannable, un.Error()
+	} else {
+		ex.found.mu.Lock()
+		reason, why = ex.found.cutReason, ex.found.cutWhy
+		ex.found.mu.Unlock()
+	}
+	if reason == "" {
+		return false
+	}
+	ex.markReflectCut(reason, why)
+	ex.ev.StatusCode = http.StatusBadGateway
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Capsem-Blocked", reason)
+	w.WriteHeader(http.StatusBadGateway)
+	fmt.Fprintf(w, "capsem: the request was allowed, but its response is refused: %s.\n"+
+		"This host holds a secret's real value, and capsem passes on only what it could scan for it. "+
+		"Ask for the response uncoded (Accept-Encoding: identity), or tell the user.\n", why)
+	return true
 }
 
 func dlpWhy(detector, where string) string {

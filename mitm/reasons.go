@@ -51,6 +51,19 @@ const (
 	// ReasonSecretRealValue: the request carries a secret's real value,
 	// which the guest was never given: 403, wherever it goes.
 	ReasonSecretRealValue = "secret-real-value"
+	// ReasonSecretReflected: a response from a secret's own host (which
+	// was given the real value) carried it back — in a header, a 1xx
+	// header, a trailer or the body, in any form the matcher knows, also
+	// split by whitespace, JSON escapes or events — and the guest got the
+	// placeholder in its place. The request stays allowed; when capsem
+	// cut the response instead (a possible value spread over more than it
+	// holds back), the event is denied.
+	ReasonSecretReflected = "secret-reflected"
+	// ReasonSecretUnscannable: a response from a secret's host whose
+	// content coding capsem cannot undo (unknown, or broken), so it could
+	// not be scanned for the real value: not passed on — a 502, or the
+	// stream cut where it broke.
+	ReasonSecretUnscannable = "secret-response-unscannable"
 	// ReasonDLPMatch: a [dlp] detector matched the request (matched_rule is
 	// detector@where): with action "log" the request went on, with "block"
 	// it got a 403.
@@ -80,7 +93,7 @@ func Reasons() []string {
 	return []string{
 		ReasonBadHello, ReasonNoSNI, ReasonSNIMismatch,
 		ReasonHostNotSNI, ReasonHTTPDenied, ReasonTunnelRefused, ReasonUpstreamError, ReasonUpstreamUpgrade,
-		ReasonStoreUnavailable, ReasonSecretWrongHost, ReasonSecretRealValue, ReasonDLPMatch,
+		ReasonStoreUnavailable, ReasonSecretWrongHost, ReasonSecretRealValue, ReasonSecretReflected, ReasonSecretUnscannable, ReasonDLPMatch,
 		ReasonMCPToolDenied, ReasonLocalUnserved, ReasonQUICPassthrough,
 
 		policy.ReasonAllowed, policy.ReasonDeniedByRule, policy.ReasonNoMatchingRule, policy.ReasonPortNotAllowed,

@@ -28,10 +28,9 @@ type secretView struct {
 	reals   *secret.Matcher  // every real value: what an event must never hold
 
 	// Of the bound secrets, made once rather than per request:
-	boundReals   [][]byte    // their real values, which DLP lets through here
-	sub, scrub   [][2][]byte // (placeholder, real) for requests, (real, placeholder) for responses
-	shortestReal int         // the shortest real value: a shorter response cannot hold one
-	sameLen      bool        // each placeholder is as long as its real value
+	boundReals [][]byte    // their real values, which DLP lets through here
+	bodySub    [][2][]byte // (placeholder, real) of those substituted in the body (in = [… "body"])
+	reflect    *secret.Scrubber
 }
 
 // maxSecrets bounds the secrets of one policy: the views are cached by a
@@ -94,8 +93,9 @@ func (p *Proxy) secretsFor(pol *policy.Policy, host string) *secretView {
 }
 
 func newSecretView(ss []*policy.Secret, mask uint64) *secretView {
-	v := &secretView{secrets: ss, sameLen: true}
+	v := &secretView{secrets: ss}
 	var leaks, reals []secret.Needle
+	var scrub []secret.ScrubNeedle
 	for i, s := range ss {
 		if s.Real() == nil {
 			continue // not bound: cannot happen once the policy is Bound
@@ -104,15 +104,13 @@ func newSecretView(ss []*policy.Secret, mask uint64) *secretView {
 			v.bound = append(v.bound, s)
 			ph := []byte(s.InForce())
 			v.boundReals = append(v.boundReals, s.Real())
-			v.sub = append(v.sub, [2][]byte{ph, s.Real()})
-			v.scrub = append(v.scrub, [2][]byte{s.Real(), ph})
-			if v.shortestReal == 0 || len(s.Real()) < v.shortestReal {
-				v.shortestReal = len(s.Real())
+			if s.SubstitutesIn(policy.SecretInBody) {
+				v.bodySub = append(v.bodySub, [2][]byte{ph, s.Real()})
 			}
+			scrub = append(scrub, secret.ScrubNeedle{ID: i, Value: s.Real(), Replacement: ph})
 		} else {
 			leaks = append(leaks, secret.Needle{ID: 2 * i, Value: []byte(s.InForce())})
 		}
-		v.sameLen = v.sameLen && (mask&(1<<i) == 0 || len(s.Real()) == len(s.InForce()))
 		real := secret.Needle{ID: 2*i + 1, Value: s.Real()}
 		leaks = append(leaks, real)
 		reals = append(reals, real)
@@ -126,6 +124,11 @@ func newSecretView(ss []*policy.Secret, mask uint64) *secretView {
 	}
 	if v.reals, err = secret.NewMatcher(reals); err != nil {
 		panic(err)
+	}
+	if len(scrub) > 0 {
+		if v.reflect, err = secret.NewScrubber(scrub); err != nil {
+			panic(err)
+		}
 	}
 	return v
 }
@@ -212,36 +215,50 @@ func basicCredentials(v string) (string, bool) {
 }
 
 // substituteHead puts the real values of the bound secrets in place of
-// their placeholders in r's header values (Basic credentials decoded and
-// encoded again) and URL (path and query, raw or percent-encoded). It
+// their placeholders where each secret's `in` says: header values (Basic
+// credentials decoded and encoded again), the URL's query, its path. It
 // returns how many it replaced.
 func (v *secretView) substituteHead(r *http.Request) int {
 	n := 0
 	for _, s := range v.bound {
 		ph, real := s.InForce(), string(s.Real())
-		for name, vals := range r.Header {
-			for i, val := range vals {
-				if c := strings.Count(val, ph); c > 0 {
-					vals[i] = strings.ReplaceAll(val, ph, real)
-					n += c
-					continue
-				}
-				if cred, ok := basicCredentials(val); ok && strings.Contains(cred, ph) {
-					n += strings.Count(cred, ph)
-					scheme, _, _ := strings.Cut(strings.TrimSpace(val), " ")
-					vals[i] = scheme + " " + base64.StdEncoding.EncodeToString([]byte(strings.ReplaceAll(cred, ph, real)))
-				}
-			}
-			r.Header[name] = vals
+		if s.SubstitutesIn(policy.SecretInHeader) {
+			n += substituteHeader(r.Header, ph, real)
 		}
-		n += substituteURL(r.URL, ph, real)
+		if s.SubstitutesIn(policy.SecretInQuery) {
+			n += substituteQuery(r.URL, ph, real)
+		}
+		if s.SubstitutesIn(policy.SecretInPath) {
+			n += substitutePath(r.URL, ph, real)
+		}
 	}
 	return n
 }
 
-// substituteURL replaces ph in u's path and query, raw or percent-encoded
-// byte by byte, by real escaped for where it goes.
-func substituteURL(u *url.URL, ph, real string) int {
+// substituteHeader replaces ph by real in h's values, raw or inside a
+// Basic credential.
+func substituteHeader(h http.Header, ph, real string) int {
+	n := 0
+	for _, vals := range h {
+		for i, val := range vals {
+			if c := strings.Count(val, ph); c > 0 {
+				vals[i] = strings.ReplaceAll(val, ph, real)
+				n += c
+				continue
+			}
+			if cred, ok := basicCredentials(val); ok && strings.Contains(cred, ph) {
+				n += strings.Count(cred, ph)
+				scheme, _, _ := strings.Cut(strings.TrimSpace(val), " ")
+				vals[i] = scheme + " " + base64.StdEncoding.EncodeToString([]byte(strings.ReplaceAll(cred, ph, real)))
+			}
+		}
+	}
+	return n
+}
+
+// substituteQuery replaces ph in u's query, raw or percent-encoded byte by
+// byte, by real escaped for a query.
+func substituteQuery(u *url.URL, ph, real string) int {
 	n := 0
 	// The query is looked at only when it may hold a form of ph: building
 	// the percent-encoded forms for every request was half the cost of
@@ -254,14 +271,19 @@ func substituteURL(u *url.URL, ph, real string) int {
 			}
 		}
 	}
-	if c := strings.Count(u.Path, ph); c > 0 {
+	return n
+}
+
+// substitutePath replaces ph in u's path, raw or percent-encoded.
+func substitutePath(u *url.URL, ph, real string) int {
+	c := strings.Count(u.Path, ph)
+	if c > 0 {
 		// Path is the decoded path: a placeholder percent-encoded in the
 		// request is plain here. RawPath is rebuilt from it.
 		u.Path = strings.ReplaceAll(u.Path, ph, real)
 		u.RawPath = ""
-		n += c
 	}
-	return n
+	return c
 }
 
 // redact returns s with every form of every real value replaced by a
@@ -279,54 +301,6 @@ func (v *secretView) redact(s string) string {
 		}
 		end := h.Offset + int64(h.Len)
 		b = append(append(append([]byte{}, b[:h.Offset]...), "[REDACTED:secret "+v.secrets[h.ID/2].Name+"]"...), b[end:]...)
-	}
-}
-
-// scrubHeader turns the real values of the bound secrets in a response
-// header back into their placeholders: the guest never sees them, even
-// reflected.
-func (v *secretView) scrubHeader(h http.Header) int {
-	n := 0
-	for _, s := range v.bound {
-		ph, real := s.InForce(), string(s.Real())
-		for _, vals := range h {
-			for i, val := range vals {
-				if c := strings.Count(val, real); c > 0 {
-					vals[i] = strings.ReplaceAll(val, real, ph)
-					n += c
-				}
-			}
-		}
-	}
-	return n
-}
-
-// scrubResponse turns the bound secrets' real values in a response body
-// back into their placeholders, streamed; the length changes when the two
-// differ, so the body loses its Content-Length.
-func (ex *exchange) scrubResponse(resp *http.Response) {
-	if ex.view == nil || len(ex.view.bound) == 0 || resp.Body == nil || resp.Body == http.NoBody {
-		return
-	}
-	if ce := contentEncoding(resp.Header); isCoded(ce) {
-		ex.note("the response body has Content-Encoding " + ce + " though capsem asked for none: a secret reflected in it was not scrubbed")
-		ex.unscanned()
-		return
-	}
-	v := ex.view
-	if resp.ContentLength >= 0 && resp.ContentLength < int64(v.shortestReal) {
-		return // too short to hold a real value (an API's small answers): nothing to do
-	}
-	g := &bodyGuard{src: resp.Body}
-	g.reps = chainReplacers(guardSink{g}, v.scrub)
-	resp.Body = g
-	if !v.sameLen {
-		// The guest's response loses its Content-Length header (the
-		// length may change), but resp.ContentLength stays: ReverseProxy
-		// takes -1 for a stream and flushes every write, which cost a
-		// quarter of the requests/s of a bound host (bench:mitm, 16 µs
-		// of 190 per request).
-		resp.Header.Del("Content-Length")
 	}
 }
 

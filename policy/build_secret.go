@@ -1,13 +1,14 @@
 package policy
 
 import (
+	"slices"
 	"strings"
 )
 
 // secretLeaves are the values of one [[secret]] table.
 type secretLeaves struct {
 	name, fromEnv, fromFile, placeholder *leaf
-	hosts                                []leaf
+	hosts, in                            []leaf
 }
 
 // secretLate builds the secrets, then checks their hosts.
@@ -34,6 +35,8 @@ func (b *builder) secretTables(t *table) {
 			e.placeholder = l
 		case "hosts":
 			e.hosts = append(e.hosts, *l)
+		case "in":
+			e.in = append(e.in, *l)
 		}
 	}
 	byName := map[string]*Secret{}
@@ -118,6 +121,20 @@ func (b *builder) secretTable(n, line int, el *secretLeaves, reported bool) *Sec
 		e.line = h.line
 		s.Hosts = append(s.Hosts, h.value)
 		s.hosts = append(s.hosts, e)
+	}
+	inSeen := map[string]bool{}
+	for _, l := range el.in {
+		switch {
+		case !slices.Contains(SecretInParts, l.value):
+			b.c.add(l.line, "secret in %q: write \"header\", \"query\", \"path\" or \"body\" — the parts of a request to the secret's hosts where the placeholder is replaced", l.value)
+			ok = false
+		case inSeen[l.value]:
+			b.c.add(l.line, "secret in %q is listed twice; remove one", l.value)
+			ok = false
+		default:
+			inSeen[l.value] = true
+			s.In = append(s.In, l.value)
+		}
 	}
 	if p := el.placeholder; p != nil {
 		switch {

@@ -33,6 +33,7 @@
 //	from_env = "ANTHROPIC_API_KEY"   # the real value: a host variable, or from_file = "~/key.txt"
 //	hosts = ["api.anthropic.com"] # the only hosts that get the real value (allowed on 443)
 //	placeholder = "…"             # optional; default: a new random one each session
+//	in = ["header", "query"]      # where it is replaced: header, query, path, body; this is the default
 //
 //	[dlp]
 //	action = "log"                # or "block" or "off": credentials in decrypted requests

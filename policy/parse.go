@@ -73,7 +73,9 @@ import (
 //     exactly one of from_env (a host variable) and from_file (a path: "~/"
 //     is the home directory, relative is to the policy file's directory);
 //     hosts, at least one, are names or "*.name" patterns without a port;
-//     placeholder, optional, is at least 16 printable ASCII characters.
+//     placeholder, optional, is at least 16 printable ASCII characters;
+//     in, optional, lists where the placeholder is replaced ("header",
+//     "query", "path", "body", each once; default header and query).
 //     Each host is allowed on port 443 as if [network] allowed it; a host a
 //     deny entry of the same pattern denies, or one under [tls] passthrough,
 //     is an error. Names are unique.

@@ -8,7 +8,7 @@ package policy
 //	[tls]       passthrough
 //	[mitm]      preview_bytes
 //	[dns]       max_wildcard_names
-//	[[secret]]  name from_env from_file hosts placeholder   (an array of tables)
+//	[[secret]]  name from_env from_file hosts placeholder in   (an array of tables)
 //	[dlp]       action detectors allow_hosts
 //	[mcp]       hide_denied
 //	[[mcp.rules]]        server tools action       (an array of tables in [mcp])
@@ -169,13 +169,14 @@ var tables = []table{
 		name:     "secret",
 		array:    true,
 		notArray: "[[secret]] tables are an array of tables: start each secret with a \"[[secret]]\" line (two brackets), then its keys",
-		want:     "[[secret]] must be tables, each started by a \"[[secret]]\" line, with name, from_env or from_file, and placeholder strings and a hosts array of strings",
+		want:     "[[secret]] must be tables, each started by a \"[[secret]]\" line, with name, from_env or from_file, and placeholder strings and hosts and in arrays of strings",
 		keys: []key{
 			{"name", kindString, "secret.name must be a string, like name = \"ANTHROPIC_API_KEY\""},
 			{"from_env", kindString, "secret.from_env must be a string, like from_env = \"ANTHROPIC_API_KEY\""},
 			{"from_file", kindString, "secret.from_file must be a path string, like from_file = \"~/.config/anthropic.key\""},
 			{"hosts", kindStrings, "secret.hosts must be an array of strings, like hosts = [\"api.anthropic.com\"]"},
 			{"placeholder", kindString, "secret.placeholder must be a string, like placeholder = \"capsem-placeholder-anthropic\""},
+			{"in", kindStrings, "secret.in must be an array of strings, like in = [\"header\", \"query\", \"body\"]"},
 		},
 		// Late, in this order after [[http]] and [tls]: a rule whose lines
 		// hold a reported problem is not also told what it lacks, and its

@@ -28,7 +28,11 @@ type Secret struct {
 	// Placeholder is the fixed placeholder of the file; "" means one is
 	// made for each session (SessionPlaceholder).
 	Placeholder string
-	Line        int // the [[secret]] table's line; 0 for a --secret flag
+	// In is where in a request to the secret's hosts the placeholder is
+	// replaced by the real value (SecretIn*), as written; empty means
+	// DefaultSecretIn.
+	In   []string
+	Line int // the [[secret]] table's line; 0 for a --secret flag
 
 	hosts []entry
 	real  []byte // set by Bind
@@ -97,6 +101,39 @@ func ParseSecretFlag(v string) (Secret, error) {
 		s.hosts = append(s.hosts, e)
 	}
 	return s, nil
+}
+
+// The parts of a request a secret's `in` may name: where the placeholder
+// is replaced by the real value in requests to the secret's hosts.
+//
+// Stability: policy files name them; a value never changes.
+const (
+	SecretInHeader = "header" // header values, a Basic credential decoded
+	SecretInQuery  = "query"  // the URL's query
+	SecretInPath   = "path"   // the URL's path
+	SecretInBody   = "body"   // the body, streamed
+)
+
+// SecretInParts is every value `in` may hold, in the order messages list
+// them.
+var SecretInParts = []string{SecretInHeader, SecretInQuery, SecretInPath, SecretInBody}
+
+// DefaultSecretIn is where a secret without `in` is substituted: where
+// credentials live. Not the body: an upstream that says back what it is
+// sent (a model asked to repeat its prompt, an API that stores and returns
+// data) would carry the real value back to the guest in forms no scan of
+// the response can all know; a credential in a header or the query is not
+// what such an upstream repeats.
+var DefaultSecretIn = []string{SecretInHeader, SecretInQuery}
+
+// SubstitutesIn reports whether the placeholder is replaced in part (one
+// of SecretIn*) of a request to the secret's hosts.
+func (s *Secret) SubstitutesIn(part string) bool {
+	in := s.In
+	if len(in) == 0 {
+		in = DefaultSecretIn
+	}
+	return slices.Contains(in, part)
 }
 
 // Binds reports whether host (a name as the guest resolved it) is one of

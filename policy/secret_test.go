@@ -107,6 +107,9 @@ func TestSecretErrors(t *testing.T) {
 		{"repeated name", "[[secret]]\nname = \"A\"\nfrom_env = \"X\"\nhosts = [\"a.test\"]\n[[secret]]\nname = \"A\"\nfrom_env = \"Y\"\nhosts = [\"b.test\"]\n", `p.toml:5: [[secret]] A repeats the one on line 1`, "one variable, one secret"},
 		{"passthrough", "[tls]\npassthrough = [\"*.a.test\"]\n[[secret]]\nname = \"A\"\nfrom_env = \"X\"\nhosts = [\"api.a.test\"]\n", `p.toml:6: [[secret]] A (line 3): host "api.a.test" is under [tls] passthrough entry "*.a.test" (line 2)`, "passthrough is not decrypted: nothing could be replaced"},
 		{"denied", "[network]\ndeny = [\"a.test\"]\n[[secret]]\nname = \"A\"\nfrom_env = \"X\"\nhosts = [\"a.test\"]\n", `p.toml:6: [[secret]] A (line 3): host "a.test" is denied by deny entry "a.test" on line 2`, "a denied host never gets the value"},
+		{"in unknown part", "[[secret]]\nname = \"A\"\nfrom_env = \"X\"\nhosts = [\"a.test\"]\nin = [\"header\", \"cookie\"]\n", `p.toml:5: secret in "cookie": write "header", "query", "path" or "body"`, "only the parts capsem substitutes in"},
+		{"in twice", "[[secret]]\nname = \"A\"\nfrom_env = \"X\"\nhosts = [\"a.test\"]\nin = [\"body\", \"body\"]\n", `p.toml:5: secret in "body" is listed twice`, "a repeated part is a slip"},
+		{"in not strings", "[[secret]]\nname = \"A\"\nfrom_env = \"X\"\nhosts = [\"a.test\"]\nin = \"body\"\n", `secret.in must be an array of strings`, "a list, even of one"},
 		{"not an array", "[secret]\nname = \"A\"\n", `p.toml:1: [[secret]] tables are an array of tables`, "each secret is its own table"},
 		{"dlp action", "[dlp]\naction = \"warn\"\n", `p.toml:2: dlp action "warn": write "log"`, "two actions and off"},
 		{"dlp detector", "[dlp]\ndetectors = [\"aws-key\"]\n", `p.toml:2: dlp detector "aws-key": capsem has no such detector; the detectors are aws-access-key,`, "names are package dlp's"},
@@ -117,6 +120,43 @@ func TestSecretErrors(t *testing.T) {
 		_, err := Parse("p.toml", []byte(c.src))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s (%s):\n got %v\nwant %s", c.name, c.why, err, c.want)
+		}
+	}
+}
+
+func TestSecretIn(t *testing.T) {
+	pol, err := Parse("p.toml", []byte(`
+[[secret]]
+name = "A"
+from_env = "X"
+hosts = ["a.test"]
+
+[[secret]]
+name = "B"
+from_env = "Y"
+hosts = ["b.test"]
+in = ["header", "body"]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := pol.Secrets()[0], pol.Secrets()[1]
+	for _, c := range []struct {
+		s    *Secret
+		part string
+		want bool
+		why  string
+	}{
+		{a, SecretInHeader, true, "the default: where credentials live"},
+		{a, SecretInQuery, true, "the default: an API key in the query"},
+		{a, SecretInPath, false, "not by default"},
+		{a, SecretInBody, false, "not by default: an upstream may say the body back"},
+		{b, SecretInHeader, true, "listed"},
+		{b, SecretInBody, true, "listed"},
+		{b, SecretInQuery, false, "a list replaces the default"},
+	} {
+		if got := c.s.SubstitutesIn(c.part); got != c.want {
+			t.Errorf("%s in %s: %v, want %v (%s)", c.s.Name, c.part, got, c.want, c.why)
 		}
 	}
 }

@@ -36,13 +36,18 @@ type Hit struct {
 	Form   Form
 	Offset int64
 	Len    int // of the form found
+	// Align is, for a base64 form, how many bytes of its 3-byte group went
+	// before the value (0–2): Base64Window of the value at Align is what
+	// was found.
+	Align int
 }
 
 // pattern is one form of one needle.
 type pattern struct {
-	b    []byte
-	id   int
-	form Form
+	b     []byte
+	id    int
+	form  Form
+	align int
 }
 
 // Matcher finds needles written raw, percent-encoded byte by byte (upper
@@ -131,30 +136,39 @@ func forms(v []byte) []pattern {
 		// What encoders write: only the bytes a query or a path may not
 		// hold are escaped (the same text as raw for most keys: deduped).
 		pattern{b: []byte(url.QueryEscape(string(v))), form: FormPercent}, pattern{b: []byte(url.PathEscape(string(v))), form: FormPercent})
-	for _, enc := range []struct {
-		e    *base64.Encoding
-		form Form
-	}{{base64.RawStdEncoding, FormBase64}, {base64.RawURLEncoding, FormBase64URL}} {
+	for _, form := range []Form{FormBase64, FormBase64URL} {
 		for a := range 3 {
-			// The value after a bytes of a 3-byte group: the characters
-			// that also hold bits of the unknown bytes around it are left
-			// out (2 for a=1, 3 for a=2 at the start; 1 at the end unless
-			// the value ends a group).
-			buf := append(make([]byte, a), v...)
-			s := enc.e.EncodeToString(buf)
-			start := [3]int{0, 2, 3}[a]
-			end := len(s)
-			if len(buf)%3 != 0 {
-				end--
-			}
-			if end-start >= MinNeedle {
-				out = append(out, pattern{b: []byte(s[start:end]), form: enc.form})
+			if w := Base64Window(form, v, a); len(w) >= MinNeedle {
+				out = append(out, pattern{b: []byte(w), form: form, align: a})
 			}
 		}
 	}
 	h := hex.EncodeToString(v)
 	out = append(out, pattern{b: []byte(h), form: FormHex}, pattern{b: []byte(strings.ToUpper(h)), form: FormHex})
 	return out
+}
+
+// Base64Window is the text v becomes in base64 (form FormBase64 or
+// FormBase64URL) after a bytes of a 3-byte group (0–2), inside a longer
+// encoded text: the characters that also hold bits of the unknown bytes
+// around it are left out (2 for a=1, 3 for a=2 at the start; 1 at the end
+// unless v ends a group).
+func Base64Window(form Form, v []byte, a int) string {
+	enc := base64.RawStdEncoding
+	if form == FormBase64URL {
+		enc = base64.RawURLEncoding
+	}
+	buf := append(make([]byte, a), v...)
+	s := enc.EncodeToString(buf)
+	start := [3]int{0, 2, 3}[a]
+	end := len(s)
+	if len(buf)%3 != 0 {
+		end--
+	}
+	if end < start {
+		return ""
+	}
+	return s[start:end]
 }
 
 // PercentEncode writes every byte of s as %XX (upper or lower case hex),
@@ -184,7 +198,7 @@ func findIn[T string | []byte](m *Matcher, b T) (Hit, bool) {
 		return Hit{}, false
 	}
 	p := &m.pats[pi]
-	return Hit{ID: p.id, Form: p.form, Offset: int64(end - len(p.b)), Len: len(p.b)}, true
+	return Hit{ID: p.id, Form: p.form, Offset: int64(end - len(p.b)), Len: len(p.b), Align: p.align}, true
 }
 
 // find returns the end of the first pattern found in b whose window starts
@@ -272,7 +286,7 @@ func (s *Stream) Write(p []byte) (Hit, bool) {
 	end, pi := find(s.m, data, 0)
 	if pi >= 0 {
 		pt := &s.m.pats[pi]
-		h := Hit{ID: pt.id, Form: pt.form, Offset: s.base + int64(end-len(pt.b)), Len: len(pt.b)}
+		h := Hit{ID: pt.id, Form: pt.form, Offset: s.base + int64(end-len(pt.b)), Len: len(pt.b), Align: pt.align}
 		s.hit = &h
 		return h, true
 	}
@@ -289,3 +303,7 @@ func (s *Stream) Safe() int64 {
 	}
 	return s.base
 }
+
+// MinLen is the length of the shortest pattern the matcher looks for (0
+// when it looks for none): a shorter text cannot hold a match.
+func (m *Matcher) MinLen() int { return m.m }

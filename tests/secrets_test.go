@@ -22,14 +22,17 @@ import (
 	"github.com/capsem/capsem/store"
 )
 
-// secretsEnv is a namespace guest with one secret, TOKEN, bound to
-// api.test; other.test is allowed but not bound. Both hosts are one
+// secretsEnv is a namespace guest with two secrets bound to api.test:
+// TOKEN, substituted where credentials live (the default: header and
+// query), and BODY_TOKEN, substituted everywhere (in = header, query,
+// path, body). other.test is allowed but not bound. Both hosts are one
 // recording upstream.
 type secretsEnv struct {
 	*env
-	real, ph string
-	rec      *recorder
-	policy   func(dlp string) string
+	real, ph         string
+	bodyReal, bodyPh string
+	rec              *recorder
+	policy           func(dlp string) string
 }
 
 // recorder is an upstream that keeps what each request carried.
@@ -58,6 +61,8 @@ func (rc *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rc.reqs = append(rc.reqs, rec)
 	rc.mu.Unlock()
 	switch r.URL.Path {
+	case "/echo":
+		echoBack(w, r, body) // secrets_reflect_test.go
 	case "/reflect":
 		// Reflects the credential, as an API echoing a request would.
 		auth := r.Header.Get("Authorization")
@@ -105,19 +110,15 @@ func startSecrets(t *testing.T) *secretsEnv {
 	ca := newTestCA(t, "tests upstream CA")
 	s := &secretsEnv{rec: &recorder{}}
 	port := startHTTPS(t, ca, s.rec, "api.test", "other.test")
-	b := make([]byte, 20)
-	rand.Read(b)
-	s.real = "rv-" + hex.EncodeToString(b)
-	dir := t.TempDir()
-	tokenFile := filepath.Join(dir, "token.txt")
-	if err := os.WriteFile(tokenFile, []byte(s.real+"\nsecond line ignored\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	var tokenFile string
+	s.real, s.bodyReal, tokenFile = writeTokenFiles(t)
 	s.policy = func(dlp string) string { return secretsPolicy(port, ca.pemPath, tokenFile, dlp) }
 	s.env = startEnv(t, s.policy("log"), envOptions{})
-	s.ph = s.placeholders()["TOKEN"]
-	if !strings.HasPrefix(s.ph, "capsem-secret-") || len(s.ph) != len("capsem-secret-")+32 {
-		t.Fatalf("placeholder %q", s.ph)
+	s.ph, s.bodyPh = s.placeholders()["TOKEN"], s.placeholders()["BODY_TOKEN"]
+	for _, ph := range []string{s.ph, s.bodyPh} {
+		if !strings.HasPrefix(ph, "capsem-secret-") || len(ph) != len("capsem-secret-")+32 {
+			t.Fatalf("placeholder %q", ph)
+		}
 	}
 	if !strings.Contains(s.out.String(), "TOKEN="+s.ph) {
 		t.Errorf("capsem-net did not print the placeholder:\n%s", s.out.String())
@@ -125,9 +126,26 @@ func startSecrets(t *testing.T) *secretsEnv {
 	return s
 }
 
+// writeTokenFiles makes the real values of TOKEN and BODY_TOKEN and the
+// files the policy reads them from (tokenFile, and tokenFile+".body").
+func writeTokenFiles(t *testing.T) (real, bodyReal, tokenFile string) {
+	b := make([]byte, 40)
+	rand.Read(b)
+	real, bodyReal = "rv-"+hex.EncodeToString(b[:20]), "bv-"+hex.EncodeToString(b[20:])
+	tokenFile = filepath.Join(t.TempDir(), "token.txt")
+	if err := os.WriteFile(tokenFile, []byte(real+"\nsecond line ignored\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(tokenFile+".body", []byte(bodyReal+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return real, bodyReal, tokenFile
+}
+
 // secretsPolicy is the secrets tests' policy: api.test and other.test at
 // the upstream on port, TOKEN (its real value the first line of tokenFile)
-// bound to api.test, *.wild.test allowed, and [dlp] action dlp.
+// and BODY_TOKEN (tokenFile.body, substituted in bodies too) bound to
+// api.test, *.wild.test allowed, and [dlp] action dlp.
 func secretsPolicy(port int, caPath, tokenFile, dlp string) string {
 	return fmt.Sprintf(`
 [network]
@@ -142,9 +160,15 @@ name = "TOKEN"
 from_file = %q
 hosts = ["api.test"]
 
+[[secret]]
+name = "BODY_TOKEN"
+from_file = %q
+hosts = ["api.test"]
+in = ["header", "query", "path", "body"]
+
 [dlp]
 action = %q
-`, port, port, caPath, tokenFile, dlp)
+`, port, port, caPath, tokenFile, tokenFile+".body", dlp)
 }
 
 func (s *secretsEnv) placeholders() map[string]string {
@@ -165,9 +189,10 @@ func (s *secretsEnv) placeholders() map[string]string {
 	return m
 }
 
-// guest runs a command in the guest with TOKEN=placeholder.
+// guest runs a command in the guest with TOKEN and BODY_TOKEN set to their
+// placeholders.
 func (s *secretsEnv) guest(name string, args ...string) (string, error) {
-	return s.runEnv(60*time.Second, append(s.trustEnv(), "TOKEN="+s.ph), name, args...)
+	return s.runEnv(60*time.Second, append(s.trustEnv(), "TOKEN="+s.ph, "BODY_TOKEN="+s.bodyPh), name, args...)
 }
 
 func pctAll(v string) string {
@@ -182,11 +207,12 @@ func TestSecretsSubstitutedForTheirHostOnly(t *testing.T) {
 	s := startSecrets(t)
 	real, ph := s.real, s.ph
 
-	// Header (Bearer and another), URL (raw and percent-encoded) and body,
-	// over HTTP/1.1 and HTTP/2.
+	// Header (Bearer and another) and query (raw and percent-encoded) by
+	// default; path and body only for BODY_TOKEN, whose in says so: TOKEN
+	// reaches them as its placeholder. Over HTTP/1.1 and HTTP/2.
 	for _, proto := range []string{"--http1.1", "--http2"} {
 		mark := "sub" + strings.TrimLeft(proto, "-")
-		out, err := s.guest("sh", "-c", `curl -sS --max-time 20 `+proto+` -w ' %{http_code} %{http_version}' -H "Authorization: Bearer $TOKEN" -H "X-Other: pre-$TOKEN-post" --data-binary "body:$TOKEN:end" "https://api.test/rec?m=`+mark+`&k=$TOKEN&e=`+pctAll(ph)+`"`)
+		out, err := s.guest("sh", "-c", `curl -sS --max-time 20 `+proto+` -w ' %{http_code} %{http_version}' -H "Authorization: Bearer $TOKEN" -H "X-Other: pre-$TOKEN-post" --data-binary "body:$TOKEN:$BODY_TOKEN:end" "https://api.test/rec/$TOKEN/$BODY_TOKEN?m=`+mark+`&k=$TOKEN&e=`+pctAll(ph)+`"`)
 		if err != nil || !strings.Contains(out, " 200 ") {
 			t.Fatalf("%s: %v %s", proto, err, out)
 		}
@@ -195,17 +221,18 @@ func TestSecretsSubstitutedForTheirHostOnly(t *testing.T) {
 			t.Fatalf("%s: upstream saw %d requests", proto, len(got))
 		}
 		r := got[0]
+		body := "body:" + ph + ":" + s.bodyReal + ":end"
 		for _, c := range []struct{ what, got, want string }{
 			{"Authorization", r.header.Get("Authorization"), "Bearer " + real},
 			{"X-Other", r.header.Get("X-Other"), "pre-" + real + "-post"},
-			{"URI", r.uri, "/rec?m=" + mark + "&k=" + real + "&e=" + real},
-			{"body", string(r.body), "body:" + real + ":end"},
+			{"URI", r.uri, "/rec/" + ph + "/" + s.bodyReal + "?m=" + mark + "&k=" + real + "&e=" + real},
+			{"body", string(r.body), body},
 		} {
 			if c.got != c.want {
 				t.Errorf("%s %s: upstream got %q, want %q", proto, c.what, c.got, c.want)
 			}
 		}
-		if cl := r.header.Get("Content-Length"); proto == "--http1.1" && cl != fmt.Sprint(len("body:"+real+":end")) {
+		if cl := r.header.Get("Content-Length"); proto == "--http1.1" && cl != fmt.Sprint(len(body)) {
 			t.Errorf("%s: Content-Length %q for a %d-byte body", proto, cl, r.bodyLen)
 		}
 	}
@@ -218,11 +245,11 @@ func TestSecretsSubstitutedForTheirHostOnly(t *testing.T) {
 		t.Errorf("Basic: upstream got %+v", got)
 	}
 
-	// python: a chunked body of 3 MiB with the placeholder cut across
-	// write boundaries; node: fetch with a JSON body.
+	// python: a chunked body of 3 MiB with BODY_TOKEN's placeholder cut
+	// across write boundaries; node: fetch with a JSON body.
 	out, err := s.guest("python3", "-c", `
 import http.client, os, ssl
-ph = os.environ["TOKEN"].encode()
+ph = os.environ["BODY_TOKEN"].encode()
 def chunks():
     for i in range(48):
         block = bytearray(os.urandom(65536).hex()[:65536].encode())
@@ -237,16 +264,16 @@ print(r.status, r.read().decode())
 	if err != nil || !strings.HasPrefix(out, "200") {
 		t.Fatalf("python stream: %v %s", err, out)
 	}
-	if got := s.rec.with("m=pystream"); len(got) != 1 || bytes.Count(got[0].body, []byte(real)) != 48 || bytes.Contains(got[0].body, []byte(ph)) {
-		t.Errorf("python stream: upstream got %d requests, %d real values", len(got), bytes.Count(got[0].body, []byte(real)))
+	if got := s.rec.with("m=pystream"); len(got) != 1 || bytes.Count(got[0].body, []byte(s.bodyReal)) != 48 || bytes.Contains(got[0].body, []byte(s.bodyPh)) {
+		t.Errorf("python stream: upstream got %d requests, %d real values", len(got), bytes.Count(got[0].body, []byte(s.bodyReal)))
 	}
 	out, err = s.guest("node", "-e", `
 fetch("https://api.test/rec?m=node", {method: "POST", headers: {"x-api-key": process.env.TOKEN, "content-type": "application/json"},
-  body: JSON.stringify({key: process.env.TOKEN})}).then(r => r.text()).then(t => console.log(t)).catch(e => { console.error(e); process.exit(1) })`)
+  body: JSON.stringify({key: process.env.BODY_TOKEN, k2: process.env.TOKEN})}).then(r => r.text()).then(t => console.log(t)).catch(e => { console.error(e); process.exit(1) })`)
 	if err != nil {
 		t.Fatalf("node: %v %s", err, out)
 	}
-	if got := s.rec.with("m=node"); len(got) != 1 || got[0].header.Get("X-Api-Key") != real || string(got[0].body) != `{"key":"`+real+`"}` {
+	if got := s.rec.with("m=node"); len(got) != 1 || got[0].header.Get("X-Api-Key") != real || string(got[0].body) != `{"key":"`+s.bodyReal+`","k2":"`+ph+`"}` {
 		t.Errorf("node: upstream got %+v", got)
 	}
 
@@ -261,6 +288,7 @@ fetch("https://api.test/rec?m=node", {method: "POST", headers: {"x-api-key": pro
 		t.Errorf("no allowed event for the substituted requests:\n%s", dumpEvents(evs))
 	}
 	assertNowhere(t, s.dataDir, real)
+	assertNowhere(t, s.dataDir, s.bodyReal)
 }
 
 func TestSecretsLeaksAreRefused(t *testing.T) {

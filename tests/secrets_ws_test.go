@@ -3,16 +3,12 @@ package tests
 import (
 	"bufio"
 	"bytes"
-	"crypto/rand"
 	"crypto/sha1"
 	"encoding/base64"
 	"encoding/binary"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -141,15 +137,11 @@ func startSecretsWS(t *testing.T, dlpAction string) (*secretsEnv, *wsEcho) {
 	ca := newTestCA(t, "tests upstream CA")
 	echo := &wsEcho{}
 	port := startHTTPS(t, ca, echo, "api.test", "other.test")
-	b := make([]byte, 20)
-	rand.Read(b)
-	s := &secretsEnv{real: "rv-" + hex.EncodeToString(b)}
-	tokenFile := filepath.Join(t.TempDir(), "token.txt")
-	if err := os.WriteFile(tokenFile, []byte(s.real+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	s := &secretsEnv{}
+	var tokenFile string
+	s.real, s.bodyReal, tokenFile = writeTokenFiles(t)
 	s.env = startEnv(t, secretsPolicy(port, ca.pemPath, tokenFile, dlpAction), envOptions{})
-	s.ph = s.placeholders()["TOKEN"]
+	s.ph, s.bodyPh = s.placeholders()["TOKEN"], s.placeholders()["BODY_TOKEN"]
 	return s, echo
 }
 

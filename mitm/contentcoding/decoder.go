@@ -184,40 +184,11 @@ func decode(coding string, pr *io.PipeReader, next io.Writer) error {
 		}
 		return err
 	}
-	var r io.Reader
-	switch coding {
-	case "gzip", "x-gzip":
-		zr, err := gzip.NewReader(br)
-		if err != nil {
-			return err
-		}
-		r = zr
-	case "deflate":
-		// RFC 9110 says zlib (RFC 1950); some servers send raw deflate.
-		if h, err := br.Peek(2); err == nil && h[0]&0x0f == 8 && h[0]>>4 <= 7 && (uint16(h[0])<<8|uint16(h[1]))%31 == 0 {
-			zr, err := zlib.NewReader(br)
-			if err != nil {
-				return err
-			}
-			r = zr
-		} else {
-			r = flate.NewReader(br)
-		}
-	case "br":
-		r = brotli.NewReader(br)
-	case "zstd":
-		zr, err := zstd.NewReader(br,
-			zstd.WithDecoderConcurrency(1),
-			zstd.WithDecoderLowmem(true),
-			zstd.WithDecoderMaxWindow(zstdMaxWindow))
-		if err != nil {
-			return err
-		}
-		defer zr.Close()
-		r = zr
-	default:
-		return fmt.Errorf("%q: %w", coding, ErrUnsupported)
+	r, closeR, err := open(coding, br)
+	if err != nil {
+		return err
 	}
+	defer closeR()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := r.Read(buf)
@@ -233,6 +204,41 @@ func decode(coding string, pr *io.PipeReader, next io.Writer) error {
 			return err
 		}
 	}
+}
+
+// open returns a reader of br decoded from coding, and what releases it.
+func open(coding string, br *bufio.Reader) (io.Reader, func(), error) {
+	nop := func() {}
+	switch coding {
+	case "gzip", "x-gzip":
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return nil, nil, err
+		}
+		return zr, nop, nil
+	case "deflate":
+		// RFC 9110 says zlib (RFC 1950); some servers send raw deflate.
+		if h, err := br.Peek(2); err == nil && h[0]&0x0f == 8 && h[0]>>4 <= 7 && (uint16(h[0])<<8|uint16(h[1]))%31 == 0 {
+			zr, err := zlib.NewReader(br)
+			if err != nil {
+				return nil, nil, err
+			}
+			return zr, nop, nil
+		}
+		return flate.NewReader(br), nop, nil
+	case "br":
+		return brotli.NewReader(br), nop, nil
+	case "zstd":
+		zr, err := zstd.NewReader(br,
+			zstd.WithDecoderConcurrency(1),
+			zstd.WithDecoderLowmem(true),
+			zstd.WithDecoderMaxWindow(zstdMaxWindow))
+		if err != nil {
+			return nil, nil, err
+		}
+		return zr, zr.Close, nil
+	}
+	return nil, nil, fmt.Errorf("%q: %w", coding, ErrUnsupported)
 }
 
 // errDst marks an error returned by the destination writer.
