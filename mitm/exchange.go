@@ -55,6 +55,9 @@ type exchange struct {
 	cancel   context.CancelFunc // cancels the request upstream: the guard refused its body
 	// gatewayBytes is what the MCP gateway wrote back (gateway.go).
 	gatewayBytes int64
+	// heldBytes is what the exchange's held bodies took from the budgets
+	// (heldbody.go), given back when it finishes.
+	heldBytes int64
 }
 
 type exchangeKey struct{}
@@ -228,6 +231,7 @@ func (ex *exchange) note(s string) {
 // finish records the request (and the model call it carried) once.
 func (ex *exchange) finish() {
 	ex.once.Do(func() {
+		ex.releaseHeld()
 		mayHoldReal := ex.applyFindings()
 		d := time.Since(ex.start)
 		ex.ev.Duration = d

@@ -1,6 +1,8 @@
 package mitm
 
 import (
+	"bytes"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -30,9 +32,12 @@ func noUpstream() net.Conn {
 
 // serveGateway hands an allowed request of a local flow to the gateway.
 // The request went through the same checks as any (Host is the SNI, the
-// flow is still allowed, no tunnel, the store records); its body is not
-// scanned for secrets, since it reaches no upstream of the guest's choosing,
-// only the servers the policy configures.
+// flow is still allowed, no tunnel, the store records), and its body is
+// scanned like any egress — the servers behind the gateway reach the
+// outside with the host's credentials, so a secret's placeholder or a
+// credential sent to them is as much a leak as one sent anywhere. The body
+// is held whole (the gateway's MCP SDK reads it whole), within the held
+// bodies' budgets.
 func (ex *exchange) serveGateway(w http.ResponseWriter, r *http.Request) {
 	gw := ex.p.cfg.MCPGateway
 	if gw == nil {
@@ -43,6 +48,13 @@ func (ex *exchange) serveGateway(w http.ResponseWriter, r *http.Request) {
 	}
 	ex.ev.Decision, ex.ev.Reason = store.Allowed, policy.ReasonAllowed
 	ex.ev.MatchedRule = "[mcp.servers]"
+	if !ex.holdGatewayBody(w, r) {
+		return
+	}
+	held := r.Body
+	if !ex.guard(w, r) || r.Body != held && !ex.holdGatewayBody(w, r) {
+		return
+	}
 	cw := &countingWriter{ResponseWriter: w}
 	if r.Body != nil && r.Body != http.NoBody {
 		cb := &countingBody{rc: r.Body}
@@ -55,6 +67,36 @@ func (ex *exchange) serveGateway(w http.ResponseWriter, r *http.Request) {
 		ex.ev.StatusCode = http.StatusOK
 	}
 	ex.gatewayBytes = cw.n.Load()
+}
+
+// holdGatewayBody reads a gateway request's body whole (as the MCP SDK
+// would, but within the budgets), and gives it to the next reader as a
+// stream of unknown length, so that the guard scans it as it streams
+// rather than holding a second copy; the second call holds what the guard
+// let through. False when it answered the guest itself.
+func (ex *exchange) holdGatewayBody(w http.ResponseWriter, r *http.Request) bool {
+	if r.Body == nil || r.Body == http.NoBody {
+		return true
+	}
+	body, err := ex.readHeld(w, r, r.Body, mcpMaxHold)
+	switch {
+	case err == errRefusedBody:
+		ex.answerRefusal(w)
+		return false
+	case ex.refuseHeld(w, err):
+		return false
+	case err != nil:
+		ex.refuse(w, http.StatusBadRequest, ReasonUpstreamError, "reading the request body: "+err.Error(), "Send the request again.")
+		return false
+	case len(body) > mcpMaxHold:
+		ex.refuse(w, http.StatusRequestEntityTooLarge, ReasonBodyHoldBudget,
+			fmt.Sprintf("a request body over %d bytes to the MCP gateway", mcpMaxHold),
+			"capsem reads a request to its MCP gateway whole before handing it on. Send smaller requests.")
+		return false
+	}
+	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), -1
+	r.Header.Del("Content-Length")
+	return true
 }
 
 // countingWriter counts what a handler writes and keeps its status; Unwrap

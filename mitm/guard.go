@@ -101,10 +101,12 @@ func (ex *exchange) guard(w http.ResponseWriter, r *http.Request) bool {
 		body, sub = cg, nil
 	}
 	if r.ContentLength >= 0 && r.ContentLength <= MaxBufferedBody {
-		body, err := io.ReadAll(body)
+		body, err := ex.readHeld(w, r, body, MaxBufferedBody)
 		switch {
 		case err == errRefusedBody:
 			ex.answerRefusal(w)
+			return false
+		case ex.refuseHeld(w, err):
 			return false
 		case err != nil:
 			ex.refuse(w, http.StatusBadRequest, ReasonUpstreamError, "reading the request body: "+err.Error(), "Send the request again.")

@@ -34,8 +34,11 @@ func (v *mcpView) decide(w http.ResponseWriter, r *http.Request) bool {
 			"capsem decides the MCP requests to this host before forwarding them, and reads only uncompressed bodies for that. Send the body uncompressed.")
 		return false
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, mcpMaxHold+1))
+	body, err := v.ex.readHeld(w, r, r.Body, mcpMaxHold)
 	v.ex.req.close() // the parser has seen all it will: the decision is made on it
+	if v.ex.refuseHeld(w, err) {
+		return false
+	}
 	if err != nil {
 		v.ex.refuse(w, http.StatusBadRequest, ReasonMCPToolDenied, "reading the request body: "+err.Error(),
 			"capsem decides an MCP request to this host before forwarding it, and could not read this one whole.")

@@ -1,6 +1,7 @@
 package mitm
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -47,6 +48,13 @@ type Config struct {
 	// MCPGateway serves the flows to policy.MCPGatewayHost (gateway.go).
 	// Nil: such flows are refused (local-service-unserved).
 	MCPGateway MCPGateway
+	// MaxHeldBodies bounds the request body bytes all flows together may
+	// have held whole before forwarding (limits.go). Zero means
+	// DefaultMaxHeldBodies.
+	MaxHeldBodies int64
+	// HeldBodyDeadline is how long a held body may take to arrive. Zero
+	// means DefaultHeldBodyDeadline.
+	HeldBodyDeadline time.Duration
 }
 
 // Proxy terminates and forwards intercepted flows. Its HandleFlow is a
@@ -65,8 +73,9 @@ type Proxy struct {
 	pools  pools         // upstream connections, shared by the flows to each upstream (pool.go)
 	h2     *http2.Server // the guest's HTTP/2 (serveH2)
 
-	views    views    // the secrets per policy and host (secrets.go)
-	scanners sync.Map // DLP scanners by their detectors (guard.go)
+	held     holdBudget // the bytes of all held request bodies (limits.go)
+	views    views      // the secrets per policy and host (secrets.go)
+	scanners sync.Map   // DLP scanners by their detectors (guard.go)
 
 	serveDone chan struct{}
 }
@@ -89,6 +98,7 @@ func New(cfg Config) (*Proxy, error) {
 		}
 		cfg.SystemRoots = pool
 	}
+	cfg.HeldBodyDeadline = cmp.Or(cfg.HeldBodyDeadline, DefaultHeldBodyDeadline)
 	p := &Proxy{
 		cfg:       cfg,
 		log:       cfg.Logger,
@@ -96,6 +106,7 @@ func New(cfg Config) (*Proxy, error) {
 		tracer:    provider.NewTracer(4096),
 		serveDone: make(chan struct{}),
 	}
+	p.held.max = cmp.Or(cfg.MaxHeldBodies, DefaultMaxHeldBodies)
 	p.mcp = newMCPTracker(p.recordMCP)
 	p.roots.system = cfg.SystemRoots
 	p.srv = &http.Server{
@@ -121,7 +132,7 @@ func New(cfg Config) (*Proxy, error) {
 	p.srv.Protocols = new(http.Protocols)
 	p.srv.Protocols.SetHTTP1(true)
 	p.srv.Protocols.SetHTTP2(true)
-	p.h2 = &http2.Server{}
+	p.h2 = &http2.Server{MaxConcurrentStreams: maxGuestStreams}
 	p.srv.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){"h2": p.serveH2}
 	go func() {
 		defer close(p.serveDone)
@@ -239,6 +250,7 @@ type flowState struct {
 	hello     *tlshello.Hello
 	scan      atomic.Pointer[flowScan] // what this flow's requests are checked for (secrets.go)
 	active    sync.WaitGroup           // requests being served
+	held      holdBudget               // the bytes of its requests' held bodies (limits.go)
 }
 
 type flowKey struct{}
@@ -252,7 +264,7 @@ func (p *Proxy) intercept(ctx context.Context, guest, upstream net.Conn, f *nets
 		res.Err = err
 		return res
 	}
-	fs := &flowState{flow: f, sni: hello.ServerName, hello: hello, dialPol: f.Dialed}
+	fs := &flowState{flow: f, sni: hello.ServerName, hello: hello, dialPol: f.Dialed, held: holdBudget{max: maxHeldPerFlow}}
 	if upstream != nil {
 		fs.preDialed.Store(&upstream)
 	}

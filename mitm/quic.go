@@ -26,8 +26,8 @@ import (
 // the HTTP/2 server's defaults for TCP.
 const (
 	// quicMaxStreams bounds the guest's concurrent request streams, as
-	// http2.Server's default of 250 does for HTTP/2 (browsers open ~100).
-	quicMaxStreams = 250
+	// for HTTP/2 (limits.go).
+	quicMaxStreams = maxGuestStreams
 	// quicStreamWindow and quicConnWindow bound what the guest may send
 	// before capsem reads it — what one flow can park on the host when its
 	// upstream stalls. quic-go grows the windows up to these as the reader
@@ -159,7 +159,7 @@ func (p *Proxy) HandleQUIC(ctx context.Context, pc net.PacketConn, f *netstack.F
 	}
 	f.Established()
 
-	fs := &flowState{flow: f, sni: sni}
+	fs := &flowState{flow: f, sni: sni, held: holdBudget{max: maxHeldPerFlow}}
 	// Upstream over TCP, HTTP/2 when the upstream speaks it: the guest's
 	// concurrent HTTP/3 streams share one upstream connection, as an
 	// HTTP/2 guest's do.

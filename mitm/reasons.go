@@ -82,6 +82,14 @@ const (
 	// TCP), so the QUIC flow is refused with ICMP port unreachable and the
 	// client falls back to TCP, where it is spliced.
 	ReasonQUICPassthrough = "quic-passthrough"
+	// ReasonBodyHoldBudget: capsem reads the request's body whole before
+	// forwarding it (to scan it, or to decide its MCP calls), and the
+	// bodies held are at their bound (limits.go): 503; or this body alone
+	// is more than capsem holds for its host: 413.
+	ReasonBodyHoldBudget = "body-hold-budget"
+	// ReasonBodyTimeout: a body capsem reads whole did not arrive within
+	// its deadline: 408.
+	ReasonBodyTimeout = "body-read-timeout"
 )
 
 // Reasons is every reason the MITM records: its own, and the policy's
@@ -94,7 +102,7 @@ func Reasons() []string {
 		ReasonBadHello, ReasonNoSNI, ReasonSNIMismatch,
 		ReasonHostNotSNI, ReasonHTTPDenied, ReasonTunnelRefused, ReasonUpstreamError, ReasonUpstreamUpgrade,
 		ReasonStoreUnavailable, ReasonSecretWrongHost, ReasonSecretRealValue, ReasonSecretReflected, ReasonSecretUnscannable, ReasonDLPMatch,
-		ReasonMCPToolDenied, ReasonLocalUnserved, ReasonQUICPassthrough,
+		ReasonMCPToolDenied, ReasonLocalUnserved, ReasonQUICPassthrough, ReasonBodyHoldBudget, ReasonBodyTimeout,
 
 		policy.ReasonAllowed, policy.ReasonDeniedByRule, policy.ReasonNoMatchingRule, policy.ReasonPortNotAllowed,
 		policy.ReasonInvalidName, policy.ReasonSecretWrongHost,

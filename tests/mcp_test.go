@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capsem/capsem/store"
 	"github.com/capsem/capsem/tests/harness"
 )
 
@@ -413,11 +414,20 @@ command = ["node", %[1]q, "stdio"]
 command = ["node", %[1]q, "stdio"]
 env = { MARK = "x" }
 
+[mcp.servers.scanned]
+command = ["node", %[1]q, "stdio"]
+
 [[mcp.rules]]
 server = "everything"
 tools = ["get-env"]
 action = "deny"
+
+[[secret]]
+name = "GW_TOKEN"
+from_env = "CAPSEM_TEST_GW_TOKEN"
+hosts = ["api.other.test"]
 `, ev)
+	t.Setenv("CAPSEM_TEST_GW_TOKEN", "gw-real-value-0123456789")
 	rule := fmt.Sprintf("mcp.rules[1] (line %d) server=everything tools=get-env action=deny", mcpRuleLine(policy, 1))
 	e := startEnv(t, policy, envOptions{})
 
@@ -432,6 +442,21 @@ action = "deny"
 		t.Errorf("echo through the gateway: %+v", got[1])
 	}
 	checkDenied(t, "gateway", got[2], rule, "get-env")
+
+	// The gateway's servers reach the outside with the host's
+	// credentials: what the guest sends them is scanned like any egress —
+	// a secret's placeholder is refused (issue 27 item 7: it went through),
+	// a credential is a DLP finding.
+	ph := e.placeholders()["GW_TOKEN"]
+	scanned := e.mcpClient(modules, "https://mcp.capsem.internal/scanned", "streamable",
+		mcpStep{Op: "call", Name: "echo", Args: map[string]any{"message": "the key is " + ph}},
+		mcpStep{Op: "call", Name: "echo", Args: map[string]any{"message": "token ghp_" + strings.Repeat("A1b2C3d4E5", 4)[:36]}})
+	if scanned[0].OK || scanned[0].Code != 403 || !strings.Contains(scanned[0].Message, "secret GW_TOKEN") {
+		t.Errorf("a placeholder sent to the gateway: %+v; want the request refused (403)", scanned[0])
+	}
+	if !scanned[1].OK {
+		t.Errorf("a credential under [dlp] action log: %+v; want it through, and noted", scanned[1])
+	}
 
 	// The same server under another name, get-env allowed: the stdio
 	// server's whole environment is PATH, HOME and its env.
@@ -451,7 +476,13 @@ action = "deny"
 		t.Errorf("the stdio server's environment is %v; want exactly PATH, HOME and MARK=x (never capsem-net's %s)", keys, leak)
 	}
 
-	e.stop()
+	evs := e.stop()
+	if n := netEvent(evs, func(n *store.Net) bool { return n.Domain == "mcp.capsem.internal" && n.Reason == "secret-wrong-host" }); n == nil || n.Decision != store.Denied || n.MatchedRule != "GW_TOKEN" {
+		t.Errorf("no denied secret-wrong-host event of the gateway request: %+v", n)
+	}
+	if n := netEvent(evs, func(n *store.Net) bool { return n.Domain == "mcp.capsem.internal" && n.Reason == "dlp-match" }); n == nil || !strings.HasPrefix(n.MatchedRule, "github-token@body") {
+		t.Errorf("no dlp-match event of the gateway request: %+v", n)
+	}
 	rows := mcpRows(t, claudeExport(t, e.dataDir))
 	logMCPRowsOnFailure(t, rows)
 	for _, m := range []string{"initialize", "tools/list"} {

@@ -171,20 +171,21 @@ action = %q
 `, port, port, caPath, tokenFile, tokenFile+".body", dlp)
 }
 
-func (s *secretsEnv) placeholders() map[string]string {
-	s.t.Helper()
-	path := filepath.Join(s.dataDir, "placeholders.json")
+// placeholders reads the placeholders capsem-net gave the guest.
+func (e *env) placeholders() map[string]string {
+	e.t.Helper()
+	path := filepath.Join(e.dataDir, "placeholders.json")
 	st, err := os.Stat(path)
 	if err != nil {
-		s.t.Fatal(err)
+		e.t.Fatal(err)
 	}
 	if st.Mode().Perm() != 0o600 {
-		s.t.Errorf("placeholders.json mode %v, want 0600", st.Mode().Perm())
+		e.t.Errorf("placeholders.json mode %v, want 0600", st.Mode().Perm())
 	}
 	b, _ := os.ReadFile(path)
 	var m map[string]string
 	if err := json.Unmarshal(b, &m); err != nil {
-		s.t.Fatalf("placeholders.json: %v\n%s", err, b)
+		e.t.Fatalf("placeholders.json: %v\n%s", err, b)
 	}
 	return m
 }
