@@ -12,6 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/capsem/capsem/mitm/provider"
 	"github.com/capsem/capsem/store/sqliteexport"
 	"github.com/capsem/capsem/store/sqliteexport/schemacheck"
 )
@@ -38,14 +39,6 @@ func inspectCommand() *cli.Command {
 // inspectTables are the tables a capsem export must have, in report order.
 var inspectTables = []string{"sessions", "net_events", "dns_events", "model_calls", "tool_calls",
 	"tool_responses", "mcp_calls", "fs_events", "exec_events", "agent_events", "recording_events", "other_events"}
-
-// providerDomains are the API hosts each model_calls.provider is served
-// from: a call recorded under a provider must have been seen on its host.
-var providerDomains = map[string]string{
-	"anthropic": "api.anthropic.com",
-	"openai":    "api.openai.com",
-	"google":    "generativelanguage.googleapis.com",
-}
 
 type check struct {
 	Name   string `json:"name"`
@@ -308,13 +301,17 @@ func buildReport(db sqliteexport.Querier, sess sessionSummary, n int) (report, e
 }
 
 // providerCheck is the name of the check of model_calls.provider.
-const providerCheck = "model_calls provider matches the domain"
+const providerCheck = "model_calls provider matches the API called"
 
-// providerMismatches counts the distinct (provider, domain) of
-// model_calls whose domain is not the provider's host, and describes the
-// first few.
+// providerMismatches counts the distinct (provider, domain, method, path)
+// of model_calls that the MITM's parser would not have recorded so, and
+// describes the first few. The rule is the parser's own, provider.Detect:
+// the API is told by the method and path, on whatever host serves it — a
+// self-hosted OpenAI-compatible server is "openai" as api.openai.com is
+// — and the call was seen on a host.
 func providerMismatches(db sqliteexport.Querier) (int64, []string, error) {
-	rows, err := db.QueryContext(context.Background(), `SELECT DISTINCT coalesce(provider, ''), coalesce(domain, '') FROM model_calls`)
+	rows, err := db.QueryContext(context.Background(), `SELECT DISTINCT coalesce(provider, ''), coalesce(domain, ''),
+		coalesce(method, ''), coalesce(path, '') FROM model_calls`)
 	if err != nil {
 		return 0, nil, fmt.Errorf("SELECT: %w", err)
 	}
@@ -322,15 +319,19 @@ func providerMismatches(db sqliteexport.Querier) (int64, []string, error) {
 	var n int64
 	var first []string
 	for rows.Next() {
-		var prov, domain string
-		if err := rows.Scan(&prov, &domain); err != nil {
+		var prov, domain, method, path string
+		if err := rows.Scan(&prov, &domain, &method, &path); err != nil {
 			return 0, nil, err
 		}
-		if want, ok := providerDomains[prov]; ok && domain == want {
+		if c := provider.Detect(domain, method, path); domain != "" && c != nil && c.Provider() == prov {
 			continue
 		}
 		if n++; len(first) < shownFailures {
-			first = append(first, fmt.Sprintf("%q on %q", prov, domain)) // escaped when printed
+			desc := fmt.Sprintf("%q on %q", prov, domain) // escaped when printed
+			if method != "" || path != "" {
+				desc += " " + method + " " + path
+			}
+			first = append(first, desc)
 		}
 	}
 	return n, first, rows.Err()
