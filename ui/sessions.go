@@ -66,6 +66,13 @@ func (s *Server) sessions(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
+	held := int64(len(list))
+	if cs, ok := s.src.(CountedSource); ok {
+		if held, err = cs.SessionCount(); err != nil {
+			s.fail(w, err)
+			return
+		}
+	}
 	q := strings.ToLower(strings.TrimSpace(r.URL.Query().Get("q")))
 	views := make([]sessionView, 0, len(list))
 	for _, sess := range list {
@@ -74,5 +81,6 @@ func (s *Server) sessions(w http.ResponseWriter, r *http.Request) {
 			views = append(views, v)
 		}
 	}
-	s.render(w, "sessions.html", map[string]any{"Base": s.Base(), "Sessions": views, "Q": r.URL.Query().Get("q"), "Total": len(list)})
+	s.render(w, "sessions.html", map[string]any{"Base": s.Base(), "Sessions": views, "Q": r.URL.Query().Get("q"), "Total": len(list),
+		"Held": held, "Cut": held > int64(len(list))})
 }

@@ -4,7 +4,8 @@ import "github.com/capsem/capsem/store"
 
 // Source is where the viewer reads sessions. *store.Store is one.
 type Source interface {
-	// Sessions returns every session, newest first.
+	// Sessions returns the sessions, newest first: every one, or, for a
+	// CountedSource, perhaps only the newest.
 	Sessions() ([]store.Session, error)
 	// Session returns one session's record; an unknown id is an error
 	// wrapping store.ErrNotFound.
@@ -20,4 +21,13 @@ type Source interface {
 type LiveSource interface {
 	Source
 	Live(id string) bool
+}
+
+// CountedSource is a Source whose Sessions may list only the newest of its
+// sessions — an exported file someone sent, read by sqliteexport.Reader,
+// lists at most its newest 1,000 — and says how many it holds, so that
+// the list says when it was cut. Session reads any of them by id.
+type CountedSource interface {
+	Source
+	SessionCount() (int64, error)
 }

@@ -27,7 +27,7 @@ func mcpLinkExport(t *testing.T) *sql.DB {
 		t.Fatal(err)
 	}
 	at := time.Now()
-	w.Append(store.Event{Time: at, ModelCall: &store.ModelCall{Provider: "anthropic", Domain: "api.anthropic.com", StopReason: "tool_use",
+	w.Append(store.Event{Time: at, ModelCall: &store.ModelCall{Provider: "anthropic", Domain: "api.anthropic.com", Method: "POST", Path: "/v1/messages", StopReason: "tool_use",
 		ToolCalls: []store.ToolCall{
 			{CallID: "toolu_01", Name: "mcp__gw__echo", Arguments: `{"text":"hi"}`, Origin: "mcp"},
 			{CallID: "toolu_02", Name: "mcp__gw__read_file", Arguments: `{"path":"a"}`, Origin: "mcp", Index: 1},

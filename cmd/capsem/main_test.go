@@ -142,7 +142,7 @@ func TestInspectChecksFail(t *testing.T) {
 	if !failed["no orphaned tool_calls"] || !failed["no foreign-key violations"] {
 		t.Errorf("checks %+v: want the orphan and FK checks to fail", r.Checks)
 	}
-	if failed["model_calls provider matches the domain"] {
+	if failed[providerCheck] {
 		t.Errorf("provider check failed with no model calls: %+v", r.Checks)
 	}
 	if _, err := db.Exec(`INSERT INTO model_calls (session_id, seq, timestamp, timestamp_ms, provider, domain)
@@ -153,7 +153,7 @@ func TestInspectChecksFail(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, ch := range r.Checks {
-		if ch.Name == "model_calls provider matches the domain" && (ch.OK || !strings.Contains(ch.Detail, "evil.example")) {
+		if ch.Name == providerCheck && (ch.OK || !strings.Contains(ch.Detail, "evil.example")) {
 			t.Errorf("a model call from anthropic on evil.example passed the provider check: %+v", ch)
 		}
 	}
@@ -207,7 +207,7 @@ func TestInspectModelCalls(t *testing.T) {
 	for _, want := range []string{`model_calls\s+2\n`, `tool_calls\s+1\n`, `tool_responses\s+1\n`,
 		"provider=anthropic", "call_id=toolu_01  tool_name=Bash", "call_id=toolu_01  is_error=0",
 		"ok   no orphaned tool_calls", "ok   no orphaned tool_responses", "ok   no foreign-key violations",
-		"ok   every tool response answers a tool call", "ok   model_calls provider matches the domain"} {
+		"ok   every tool response answers a tool call", "ok   " + providerCheck} {
 		if !regexp.MustCompile(want).MatchString(out) {
 			t.Errorf("inspect output lacks %q", want)
 		}

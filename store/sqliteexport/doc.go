@@ -42,6 +42,13 @@
 //     exec_events.command built from the scrubbed words), working
 //     directories, file paths — passes through Scrub; there is no text
 //     column that bypasses it.
+//   - read a file as an export before it proved to be one. [OpenReader]
+//     (capsem ui --sqlite, capsem inspect) takes a file someone may have
+//     sent: it is opened read-only and immutable, refused unless its
+//     sqlite_schema is exactly that of an export of this build (schema.go,
+//     built once in memory and compared row by row) and PRAGMA quick_check
+//     passes, and read with no row past maxRowBytes and no list past its
+//     bound (open.go).
 //   - import anything of capsem other than package store (imports point
 //     one way: cmd → … → store).
 package sqliteexport

@@ -3,18 +3,21 @@ package sqliteexport
 // The reader of exported files: it gives back the sessions and events of a
 // file that Export wrote, as the store gives them (store.Session,
 // store.Event), so that what reads a store — the session viewer, package
-// ui — can show a file someone sent instead. It must never write to the
-// file: the file is opened read-only (mode=ro, and query_only on every
-// connection), nothing here runs an INSERT, UPDATE, DDL or a PRAGMA that
-// sets anything, and a file of another schema version is refused rather
-// than "upgraded". It must also never hold a whole session in memory: the
-// events of a session are read table by table in chunks of rows and merged
-// by seq (readrows.go).
+// ui, and capsem inspect — can read a file someone sent instead. Such a
+// file is not trusted: open.go says how it is opened and what is refused.
+// The reader must never write to the file: it is opened read-only and
+// immutable, query_only is on, nothing here runs an INSERT, UPDATE, DDL or
+// a PRAGMA that sets anything, and a file of another schema version is
+// refused rather than "upgraded". It must also never hold a whole session,
+// or every session, in memory: the events of a session are read table by
+// table in chunks of rows and merged by seq (readrows.go), and Sessions
+// lists at most MaxSessions.
 //
 // What an export loses, and so what the reader cannot give back, is listed
 // in readrows.go above the row decoders.
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -28,65 +31,41 @@ import (
 // may be called from several goroutines.
 type Reader struct {
 	db   *sql.DB
+	conn *sql.Conn // the one connection, with the limits of open.go
 	path string
 }
 
 // OpenReader opens the exported file at path read-only. It fails when the
-// file is not a capsem export or was written with another schema version
-// than this build's [SchemaVersion].
+// file is not a capsem export, was written with another schema version
+// than this build's [SchemaVersion], has any table, index, view or
+// trigger an export of this build does not have, or is damaged (open.go).
 func OpenReader(path string) (*Reader, error) {
-	if path == "" {
-		return nil, errors.New("sqliteexport: no file given")
-	}
-	db, err := sql.Open("sqlite", fileURI(path)+"?mode=ro&_query_only=1&_pragma=trusted_schema(0)")
+	db, conn, err := openChecked(path)
 	if err != nil {
-		return nil, fmt.Errorf("sqliteexport: open %s: %w", path, err)
-	}
-	r := &Reader{db: db, path: path}
-	if err := r.check(); err != nil {
-		db.Close()
 		return nil, err
 	}
-	return r, nil
+	return &Reader{db: db, conn: conn, path: path}, nil
 }
 
-// check refuses a file that is not an export of this schema version.
-func (r *Reader) check() error {
-	var app, version int64
-	if err := r.db.QueryRow("PRAGMA application_id").Scan(&app); err != nil {
-		return fmt.Errorf("sqliteexport: open %s: %w", r.path, err)
-	}
-	if err := r.db.QueryRow("PRAGMA user_version").Scan(&version); err != nil {
-		return fmt.Errorf("sqliteexport: open %s: %w", r.path, err)
-	}
-	if app != ApplicationID {
-		return fmt.Errorf("sqliteexport: %s is not a capsem export (application_id %#x, want %#x)", r.path, app, ApplicationID)
-	}
-	// A file someone sent is not trusted: a view, trigger or virtual
-	// table in place of a table could compute rows without end (a
-	// recursive query) or huge ones, where Export writes plain tables.
-	var odd int64
-	if err := r.db.QueryRow(`SELECT count(*) FROM sqlite_schema WHERE type IN ('view', 'trigger') OR (type = 'table' AND sql LIKE 'CREATE VIRTUAL%')`).Scan(&odd); err != nil {
-		return fmt.Errorf("sqliteexport: open %s: %w", r.path, err)
-	}
-	if odd > 0 {
-		return fmt.Errorf("sqliteexport: %s has views, triggers or virtual tables, which capsem export never writes: not read", r.path)
-	}
-	if version != SchemaVersion {
-		newer := "an older"
-		if version > SchemaVersion {
-			newer = "a newer"
-		}
-		return fmt.Errorf("sqliteexport: %s has schema version %d and this capsem reads version %d: it was exported by %s capsem; "+
-			"export the session again with this capsem (capsem export) or read it with the capsem that wrote it",
-			r.path, version, SchemaVersion, newer)
-	}
-	return nil
+// QueryContext runs a query of the caller's on the file, through the
+// reader's connection and its limits: capsem inspect's report and checks.
+// The connection is read-only.
+func (r *Reader) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	return r.conn.QueryContext(ctx, query, args...)
+}
+
+// QueryRowContext is QueryContext of one row.
+func (r *Reader) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	return r.conn.QueryRowContext(ctx, query, args...)
 }
 
 // Close closes the file.
 func (r *Reader) Close() error {
-	if err := r.db.Close(); err != nil {
+	err := r.conn.Close()
+	if dbErr := r.db.Close(); err == nil {
+		err = dbErr
+	}
+	if err != nil {
 		return fmt.Errorf("sqliteexport: close %s: %w", r.path, err)
 	}
 	return nil
@@ -98,24 +77,44 @@ const sessionColumns = `id, started_at, started_at_ms, ended_at, ended_at_ms, co
 	policy_sha256, image, host, sandbox, events, allowed, denied, lost,
 	input_tokens, output_tokens, cost_usd, dns, net, model_calls, exec, fs, agent`
 
-// Sessions returns every session of the file, newest (latest StartedAt)
-// first, ties by id as the store orders them.
+// sessionsBytes bounds the text of the sessions Sessions lists: past it
+// the list ends, as at MaxSessions. A session's row is a few hundred
+// bytes, its command line the most of it: 64 MiB is MaxSessions sessions
+// of 64 KiB command lines each.
+const sessionsBytes = 64 << 20
+
+// Sessions returns the newest sessions of the file, newest (latest
+// StartedAt) first, ties by id as the store orders them: at most
+// MaxSessions, and fewer when their text passes sessionsBytes.
+// SessionCount says how many the file holds.
 func (r *Reader) Sessions() ([]store.Session, error) {
-	rows, err := r.db.Query("SELECT " + sessionColumns + " FROM sessions ORDER BY started_at DESC, id DESC")
+	rows, err := r.conn.QueryContext(context.Background(),
+		"SELECT "+sessionColumns+" FROM sessions ORDER BY started_at DESC, id DESC LIMIT ?", MaxSessions)
 	if err != nil {
 		return nil, fmt.Errorf("sqliteexport: list sessions: %w", err)
 	}
 	defer rows.Close()
 	var out []store.Session
+	seen := map[string]bool{}
+	size := 0
 	for rows.Next() {
 		s, err := scanSession(rows)
 		if err != nil {
 			return nil, err
 		}
+		// An index that points at one row again and again would list it
+		// as often: a session id is the sessions table's key.
+		if seen[s.ID] {
+			return nil, fmt.Errorf("sqliteexport: session %q is in %s twice: the file was not written by capsem export", s.ID, r.path)
+		}
+		seen[s.ID] = true
+		if size += sessionSize(s); size > sessionsBytes && len(out) > 0 {
+			break
+		}
 		out = append(out, s)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqliteexport: list sessions: %w", err)
+		return nil, fmt.Errorf("sqliteexport: list sessions: %w", explain(err))
 	}
 	rows.Close()
 	if err := r.addCounts(out, ""); err != nil {
@@ -124,17 +123,36 @@ func (r *Reader) Sessions() ([]store.Session, error) {
 	return out, nil
 }
 
+// sessionSize is about what s holds in memory.
+func sessionSize(s store.Session) int {
+	n := 256 + len(s.ID) + len(s.PolicySHA256) + len(s.Image) + len(s.Host) + len(s.Sandbox)
+	for _, w := range s.Command {
+		n += 16 + len(w)
+	}
+	return n
+}
+
+// SessionCount returns how many sessions the file holds, listed by
+// Sessions or not.
+func (r *Reader) SessionCount() (int64, error) {
+	var n int64
+	if err := r.conn.QueryRowContext(context.Background(), "SELECT count(*) FROM sessions").Scan(&n); err != nil {
+		return 0, fmt.Errorf("sqliteexport: count sessions: %w", err)
+	}
+	return n, nil
+}
+
 // Session returns the record of session id, or an error wrapping
 // store.ErrNotFound.
 func (r *Reader) Session(id string) (store.Session, error) {
-	rows, err := r.db.Query("SELECT "+sessionColumns+" FROM sessions WHERE id = ?", id)
+	rows, err := r.conn.QueryContext(context.Background(), "SELECT "+sessionColumns+" FROM sessions WHERE id = ?", id)
 	if err != nil {
 		return store.Session{}, fmt.Errorf("sqliteexport: session %q: %w", id, err)
 	}
 	defer rows.Close()
 	if !rows.Next() {
 		if err := rows.Err(); err != nil {
-			return store.Session{}, fmt.Errorf("sqliteexport: session %q: %w", id, err)
+			return store.Session{}, fmt.Errorf("sqliteexport: session %q: %w", id, explain(err))
 		}
 		return store.Session{}, fmt.Errorf("sqliteexport: session %q is not in %s: %w", id, r.path, store.ErrNotFound)
 	}
@@ -213,19 +231,20 @@ var countQueries = []struct {
 }
 
 // addCounts adds to the Counts of sessions what countQueries count: of
-// session id alone when id is set, else of every session.
+// session id alone when id is set, else of the sessions Sessions lists.
 func (r *Reader) addCounts(sessions []store.Session, id string) error {
 	byID := make(map[string]*store.Session, len(sessions))
 	for i := range sessions {
 		byID[sessions[i].ID] = &sessions[i]
 	}
-	where, args := "", []any(nil)
+	where := "WHERE session_id IN (SELECT id FROM sessions ORDER BY started_at DESC, id DESC LIMIT ?)"
+	args := []any{MaxSessions}
 	if id != "" {
 		where, args = "WHERE session_id = ?", []any{id}
 	}
 	for _, q := range countQueries {
 		err := func() error {
-			rows, err := r.db.Query(fmt.Sprintf(q.query, where), args...)
+			rows, err := r.conn.QueryContext(context.Background(), fmt.Sprintf(q.query, where), args...)
 			if err != nil {
 				return err
 			}
@@ -276,11 +295,11 @@ func (r *Reader) EventsAfter(id string, after uint64, fn func(store.Event) error
 	if after >= math.MaxInt64 {
 		return nil // no seq is above: SQLite's integers stop at MaxInt64
 	}
-	m := newMerger(r.db, id, int64(after))
+	m := newMerger(r.conn, id, int64(after))
 	for {
 		ev, ok, err := m.next()
 		if err != nil {
-			return fmt.Errorf("sqliteexport: session %q: %w", id, err)
+			return fmt.Errorf("sqliteexport: session %q: %w", id, explain(err))
 		}
 		if !ok {
 			return nil
@@ -295,7 +314,7 @@ func (r *Reader) EventsAfter(id string, after uint64, fn func(store.Event) error
 // wrapping store.ErrNotFound.
 func (r *Reader) exists(id string) error {
 	var one int
-	err := r.db.QueryRow("SELECT 1 FROM sessions WHERE id = ?", id).Scan(&one)
+	err := r.conn.QueryRowContext(context.Background(), "SELECT 1 FROM sessions WHERE id = ?", id).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("sqliteexport: session %q is not in %s: %w", id, r.path, store.ErrNotFound)
 	}

@@ -665,7 +665,8 @@ func TestReaderFixture(t *testing.T) {
 // TestReaderHostileFile: a file someone sent is not trusted. Seqs that are
 // not increasing integers (a REAL between two integers, a repeat) are an
 // error, not a read that starts over forever; a view in place of a table
-// (which could compute rows without end) is refused at open.
+// (which could compute rows without end), or the unique index that keeps
+// seqs apart dropped, is refused at open.
 func TestReaderHostileFile(t *testing.T) {
 	var evs []store.Event
 	for i := 0; i < 3000; i++ {
@@ -676,9 +677,11 @@ func TestReaderHostileFile(t *testing.T) {
 		atOpen          bool
 	}{
 		{`UPDATE agent_events SET seq = 1 + seq / 10000.0`, "is not an integer above 0", "seqs between 1 and 2: cut to 1, every chunk would start over", false},
-		{`DROP INDEX IF EXISTS agent_events_session_seq; UPDATE agent_events SET seq = 5`, "a session's seqs are unique", "every row the same seq", false},
+		{`DROP INDEX IF EXISTS agent_events_session_seq; UPDATE agent_events SET seq = 5`, `lacks index "agent_events_session_seq"`, "every row the same seq", true},
 		{`UPDATE agent_events SET seq = seq * 1e300`, "is not an integer above 0", "seqs past int64: a conversion made them MinInt64 and the table was read again", false},
-		{`ALTER TABLE net_events RENAME TO net_events_old; CREATE VIEW net_events AS SELECT * FROM net_events_old`, "views, triggers or virtual tables", "a view in place of a table", true},
+		{`UPDATE agent_events SET id = 1000000 - id`, "numbers a session's rows in seq order",
+			"ids against seq order: how an index that names one row under many seqs shows, which would hand it out again and again", false},
+		{`ALTER TABLE net_events RENAME TO net_events_old; CREATE VIEW net_events AS SELECT * FROM net_events_old`, "not a capsem export (or one from another version)", "a view in place of a table", true},
 	} {
 		st := newReaderStore(t)
 		addSession(t, st, fullSession("s1", t0), evs, true, nil)

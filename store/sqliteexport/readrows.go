@@ -1,7 +1,7 @@
 package sqliteexport
 
 import (
-	"database/sql"
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -289,10 +289,15 @@ var eventTables = []*eventTable{
 }
 
 // Chunks of rows read per table: small at first, since a reader often
-// wants a page and stops, then larger.
+// wants a page and stops, then larger. A chunk also ends once its rows
+// hold chunkBytes (always after one row at least): a row of the exporter
+// is a few KiB, so a chunk of maxChunk of them stays far below it, and the
+// twelve tables' chunks together hold at most 12 × (chunkBytes + one row
+// of maxRowBytes) whatever the file holds.
 const (
 	firstChunk = 64
 	maxChunk   = 1024
+	chunkBytes = 16 << 20
 )
 
 // cursor reads the rows of one event table of a session in seq order, a
@@ -303,18 +308,21 @@ type cursor struct {
 	buf   []store.Event
 	pos   int
 	after int64 // the seq of the last row read
+	last  int64 // the id of the last row read
 	chunk int
 	done  bool // no rows after buf
 }
 
 // merger merges the cursors of every event table by seq.
 type merger struct {
-	db      *sql.DB
+	db      Querier
 	session string
 	cursors []*cursor
+	// The ids of the last tool_calls and tool_responses rows attached.
+	lastToolCall, lastToolResult int64
 }
 
-func newMerger(db *sql.DB, session string, after int64) *merger {
+func newMerger(db Querier, session string, after int64) *merger {
 	m := &merger{db: db, session: session}
 	for _, t := range eventTables {
 		m.cursors = append(m.cursors, &cursor{
@@ -358,11 +366,11 @@ func (m *merger) next() (store.Event, bool, error) {
 // fill reads the next chunk of c's rows.
 func (m *merger) fill(c *cursor) error {
 	c.buf, c.pos = c.buf[:0], 0
-	ids, err := m.readChunk(c)
+	ids, full, err := m.readChunk(c)
 	if err != nil {
 		return fmt.Errorf("%s: %w", c.t.name, err)
 	}
-	if len(c.buf) < c.chunk {
+	if len(c.buf) < c.chunk && !full {
 		c.done = true
 	}
 	c.chunk = min(c.chunk*2, maxChunk)
@@ -377,11 +385,12 @@ func (m *merger) fill(c *cursor) error {
 }
 
 // readChunk reads up to c.chunk rows of c's table after c.after into c.buf
-// and returns their ids.
-func (m *merger) readChunk(c *cursor) ([]int64, error) {
-	rows, err := m.db.Query(c.query, m.session, c.after, c.chunk)
+// and returns their ids; full says it stopped at chunkBytes, with rows
+// left to read.
+func (m *merger) readChunk(c *cursor) (ids []int64, full bool, err error) {
+	rows, err := m.db.QueryContext(context.Background(), c.query, m.session, c.after, c.chunk)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	defer rows.Close()
 	n := 5 + strings.Count(c.t.columns, ",") + 1
@@ -390,18 +399,22 @@ func (m *merger) readChunk(c *cursor) ([]int64, error) {
 	for i := range vals {
 		ptrs[i] = &vals[i]
 	}
-	var ids []int64
+	size := 0
 	for rows.Next() {
+		if size >= chunkBytes {
+			return ids, true, nil
+		}
 		clear(vals)
 		if err := rows.Scan(ptrs...); err != nil {
-			return nil, err
+			return nil, false, err
 		}
+		size += valuesSize(vals)
 		cs := &cols{vals: vals}
 		var ev store.Event
 		id := cs.head(&ev)
 		c.t.decode(cs, &ev)
 		if cs.err != nil {
-			return nil, fmt.Errorf("row %d (seq %d): %w", id, ev.Seq, cs.err)
+			return nil, false, fmt.Errorf("row %d (seq %d): %w", id, ev.Seq, cs.err)
 		}
 		// Seqs are unique per session: each row's is above the last one
 		// read, or the next chunk could start where this one did.
@@ -410,12 +423,33 @@ func (m *merger) readChunk(c *cursor) ([]int64, error) {
 			last = int64(c.buf[n-1].Seq)
 		}
 		if int64(ev.Seq) <= last {
-			return nil, fmt.Errorf("row %d: seq %d after seq %d: a session's seqs are unique; the file was not written by capsem export", id, ev.Seq, last)
+			return nil, false, fmt.Errorf("row %d: seq %d after seq %d: a session's seqs are unique; the file was not written by capsem export", id, ev.Seq, last)
 		}
+		// Ids are given in the order of (session, seq): an index that
+		// points at one row under many seqs would hand it out as often.
+		if id <= c.last {
+			return nil, false, fmt.Errorf("row %d after row %d: the export numbers a session's rows in seq order; the file was not written by capsem export", id, c.last)
+		}
+		c.last = id
 		c.buf = append(c.buf, ev)
 		ids = append(ids, id)
 	}
-	return ids, rows.Err()
+	return ids, false, rows.Err()
+}
+
+// valuesSize is about what a row's values hold in memory.
+func valuesSize(vals []any) int {
+	n := 0
+	for _, v := range vals {
+		switch v := v.(type) {
+		case string:
+			n += len(v)
+		case []byte:
+			n += len(v)
+		}
+		n += 16
+	}
+	return n
 }
 
 // attachTools reads the tool_calls and tool_responses rows of the model
@@ -432,8 +466,8 @@ func (m *merger) attachTools(evs []store.Event, ids []int64) error {
 		bySeq[int64(evs[i].Seq)] = evs[i].ModelCall
 	}
 	lo, hi := int64(evs[0].Seq), int64(evs[len(evs)-1].Seq)
-	read := func(query string, add func(mc *store.ModelCall, c *cols)) error {
-		rows, err := m.db.Query(query, m.session, lo, hi)
+	read := func(query string, last *int64, add func(mc *store.ModelCall, c *cols)) error {
+		rows, err := m.db.QueryContext(context.Background(), query, m.session, lo, hi)
 		if err != nil {
 			return err
 		}
@@ -457,6 +491,11 @@ func (m *merger) attachTools(evs []store.Event, ids []int64) error {
 			}
 			c := &cols{vals: vals}
 			id, seq, mcID := c.int(), c.int(), c.next()
+			// Ids follow (session, seq) here too: no row is attached twice.
+			if id <= *last {
+				return fmt.Errorf("row %d after row %d: the export numbers a session's rows in seq order; the file was not written by capsem export", id, *last)
+			}
+			*last = id
 			mc := byID[toInt(mcID)]
 			if mcID == nil {
 				mc = bySeq[seq] // not written so, but its seq says whose it is
@@ -472,7 +511,7 @@ func (m *merger) attachTools(evs []store.Event, ids []int64) error {
 		return rows.Err()
 	}
 	err := read(`SELECT id, seq, model_call_id, call_index, call_id, tool_name, arguments, origin FROM tool_calls
-		WHERE session_id = ? AND seq BETWEEN ? AND ? ORDER BY seq, id`,
+		WHERE session_id = ? AND seq BETWEEN ? AND ? ORDER BY seq, id`, &m.lastToolCall,
 		func(mc *store.ModelCall, c *cols) {
 			mc.ToolCalls = append(mc.ToolCalls, store.ToolCall{
 				Index: int(c.int()), CallID: c.str(), Name: c.str(), Arguments: c.str(), Origin: c.str()})
@@ -481,7 +520,7 @@ func (m *merger) attachTools(evs []store.Event, ids []int64) error {
 		return fmt.Errorf("tool_calls: %w", err)
 	}
 	err = read(`SELECT id, seq, model_call_id, call_id, content_preview, is_error FROM tool_responses
-		WHERE session_id = ? AND seq BETWEEN ? AND ? ORDER BY seq, id`,
+		WHERE session_id = ? AND seq BETWEEN ? AND ? ORDER BY seq, id`, &m.lastToolResult,
 		func(mc *store.ModelCall, c *cols) {
 			mc.ToolResults = append(mc.ToolResults, store.ToolResult{CallID: c.str(), ContentPreview: c.str(), IsError: c.bool()})
 		})

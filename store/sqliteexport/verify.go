@@ -1,7 +1,7 @@
 package sqliteexport
 
 import (
-	"database/sql"
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -12,12 +12,12 @@ import (
 // primary keys, the foreign keys, the indexes — and the given schema
 // version, and returns every difference it finds (none: the schema is
 // right). It reads db and never writes to it.
-func VerifySchema(db *sql.DB, version int64) []error {
+func VerifySchema(db Querier, version int64) []error {
 	var errs []error
 	fail := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
 
 	var v int64
-	if err := db.QueryRow("PRAGMA user_version").Scan(&v); err != nil {
+	if err := db.QueryRowContext(context.Background(), "PRAGMA user_version").Scan(&v); err != nil {
 		return []error{err}
 	}
 	if v != version {
@@ -111,8 +111,8 @@ func (t *table) spec() tableSpec {
 	return s
 }
 
-func queryStrings(db *sql.DB, q string, args ...any) ([]string, error) {
-	rows, err := db.Query(q, args...)
+func queryStrings(db Querier, q string, args ...any) ([]string, error) {
+	rows, err := db.QueryContext(context.Background(), q, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -129,8 +129,8 @@ func queryStrings(db *sql.DB, q string, args ...any) ([]string, error) {
 }
 
 // indexesOf lists a table's indexes as "col1,col2", "!" first when UNIQUE.
-func indexesOf(db *sql.DB, table string) ([]string, error) {
-	rows, err := db.Query(`SELECT name, "unique" FROM pragma_index_list(?)`, table)
+func indexesOf(db Querier, table string) ([]string, error) {
+	rows, err := db.QueryContext(context.Background(), `SELECT name, "unique" FROM pragma_index_list(?)`, table)
 	if err != nil {
 		return nil, err
 	}

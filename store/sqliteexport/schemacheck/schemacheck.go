@@ -10,14 +10,12 @@
 package schemacheck
 
 import (
-	"database/sql"
-
 	"github.com/capsem/capsem/store/sqliteexport"
 )
 
 // Verify checks db against the export's schema and the given schema
 // version and returns every difference it finds (none: the schema is
 // right). See [sqliteexport.VerifySchema].
-func Verify(db *sql.DB, version int64) []error {
+func Verify(db sqliteexport.Querier, version int64) []error {
 	return sqliteexport.VerifySchema(db, version)
 }
