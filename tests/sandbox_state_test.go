@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -176,7 +177,8 @@ func TestSandboxSupervisorKilled(t *testing.T) {
 	}
 
 	// The disk's cap is the guest's ENOSPC, never more on the host; the
-	// space of deleted files goes back; --disk grows it on a restart.
+	// space of deleted files goes back; --disk grows it on a restart, in
+	// the guest.
 	r := e.exec("crash", nil, nil, "sh", "-c", "dd if=/dev/zero of=/root/fill bs=1M count=1300 2>&1; sync")
 	if !strings.Contains(r.stdout, "No space left on device") {
 		t.Errorf("filling a 1 GiB disk with 1300 MiB: %q, want ENOSPC", r.stdout)
@@ -191,12 +193,43 @@ func TestSandboxSupervisorKilled(t *testing.T) {
 		t.Errorf("after deleting the file the disk file still takes %d MiB on the host", used>>20)
 	}
 	e.must(0, nil, "stop", "crash")
+	// The host only lengthens the file; the guest's kernel grows the
+	// filesystem in it. Host tools that would parse the guest-written
+	// image come first on PATH and record being run: they must not be
+	// (before the fix start ran e2fsck and resize2fs on it).
+	fake, ran := t.TempDir(), filepath.Join(t.TempDir(), "ran")
+	for _, tool := range []string{"e2fsck", "resize2fs", "fsck.ext4", "debugfs", "tune2fs"} {
+		script := "#!/bin/sh\necho \"" + tool + " $*\" >> '" + ran + "'\nexit 0\n"
+		if err := os.WriteFile(filepath.Join(fake, tool), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	usedBefore, _ := diskUse(t, disk)
+	e.env = append(e.env, "PATH="+fake+string(os.PathListSeparator)+os.Getenv("PATH"))
 	e.start("crash", "--disk", "2")
+	e.env = e.env[:len(e.env)-1]
+	if b, err := os.ReadFile(ran); err == nil {
+		t.Errorf("start --disk 2 ran host tools on the guest's disk:\n%s", b)
+	}
 	out := e.sh("crash", "df -BM --output=size /run/capsem/rw | tail -1; cat /root/f")
 	var mib int
 	fmt.Sscanf(strings.TrimSpace(out), "%dM", &mib)
 	if !strings.Contains(out, "before") || mib < 1900 || mib > 2048 {
 		t.Errorf("after start --disk 2: %q, want a ~2 GiB filesystem with /root/f kept", out)
+	}
+	var facts struct {
+		Ready struct {
+			Root string `json:"root"`
+		} `json:"ready"`
+	}
+	json.Unmarshal([]byte(e.sh("crash", "cat /run/capsem/boot.json")), &facts)
+	if !strings.Contains(facts.Ready.Root, "the writable disk grown from") {
+		t.Errorf("the guest's boot facts do not say it grew its disk: root %q", facts.Ready.Root)
+	}
+	if used, size := diskUse(t, disk); size != 2<<30 || used > usedBefore+64<<20 {
+		t.Errorf("after growing to 2 GiB the disk file is %d bytes taking %d MiB on the host (%d MiB before)", size, used>>20, usedBefore>>20)
+	} else {
+		t.Logf("growing 1 to 2 GiB: the disk file takes %d MiB on the host (%d MiB before)", used>>20, usedBefore>>20)
 	}
 	if r := e.must(2, nil, "start", "--dry-run", "--disk", "1", "crash"); !strings.Contains(r.stderr, "cannot shrink") {
 		t.Errorf("start --disk 1 of a 2 GiB disk: %q", r.stderr)

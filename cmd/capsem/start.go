@@ -219,8 +219,9 @@ func resolveSettings(c *cli.Context, d sandboxDir) (s settingsFile, fresh bool, 
 	return s, fresh, nil
 }
 
-// ensureDisk makes the sandbox's disk when it has none, and grows it to
-// gib when it is smaller.
+// ensureDisk makes the sandbox's disk when it has none, and lengthens it
+// to gib when it is smaller: the guest grows the filesystem in it at boot,
+// no host tool touches it (image.GrowDataDisk).
 func ensureDisk(c *cli.Context, d sandboxDir, gib int) error {
 	size := int64(gib) << 30
 	st, err := os.Stat(d.disk())
@@ -231,7 +232,7 @@ func ensureDisk(c *cli.Context, d sandboxDir, gib int) error {
 		return err
 	}
 	if st.Size() < size {
-		return image.GrowDataDisk(c.Context, d.disk(), size)
+		return image.GrowDataDisk(d.disk(), size)
 	}
 	return nil
 }

@@ -3,11 +3,9 @@ package image
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
-	"strings"
 	"syscall"
 )
 
@@ -20,13 +18,15 @@ import (
 // punch holes back into it, so what it takes on the host is what the
 // guest holds.
 
-// mkfsFix is how to get mkfs.ext4 and resize2fs.
+// mkfsFix is how to get mkfs.ext4.
 const mkfsFix = "apt-get install e2fsprogs (or go tool task deps)"
 
 // CreateDataDisk makes path a sparse file of size bytes holding an empty
 // ext4 filesystem whose root directory is root's, mode 0755 (the overlay's
 // upper directory lives there; the guest's / is what it is in the image).
-// The file appears only once complete.
+// The file appears only once complete. mkfs.ext4 runs on the host because
+// it writes a new file capsem made, which no guest has written to; once a
+// guest has used the disk, no host tool reads it again (GrowDataDisk).
 func CreateDataDisk(ctx context.Context, path string, size int64) error {
 	if size < 64<<20 {
 		return fmt.Errorf("data disk: %d bytes is too small for ext4 with a journal (64 MiB at least)", size)
@@ -64,38 +64,47 @@ func CreateDataDisk(ctx context.Context, path string, size int64) error {
 	return nil
 }
 
-// GrowDataDisk grows the filesystem of a data disk no guest is using to
-// size bytes (e2fsck, then resize2fs). It never shrinks one.
-func GrowDataDisk(ctx context.Context, path string, size int64) error {
-	st, err := os.Stat(path)
+// GrowDataDisk lengthens the data disk at path to size bytes, and does
+// nothing else: it never shrinks one, and it runs no tool on it. Every
+// byte of the filesystem in it is what guest root wrote, so a host tool
+// that parsed it (e2fsck, resize2fs: a parser bug, run as the invoking
+// user, root in root mode) would be a way out of the guest; the guest's
+// PID 1 grows the mounted filesystem to fill the longer device at its next
+// boot (guest/boot.GrowDisk). A path that is not a regular file (a
+// symlink, a device, a FIFO) is refused.
+func GrowDataDisk(path string, size int64) error {
+	notDisk := func(what string) error {
+		return fmt.Errorf("data disk: %s is %s, not the disk capsem made (capsem rm, then start, makes a new one)", path, what)
+	}
+	if st, err := os.Lstat(path); err != nil {
+		return fmt.Errorf("data disk: %w", err)
+	} else if st.Mode()&os.ModeSymlink != 0 {
+		return notDisk("a symlink")
+	} else if !st.Mode().IsRegular() {
+		return notDisk("not a regular file (" + st.Mode().Type().String() + ")")
+	}
+	// O_NOFOLLOW and the fstat on the descriptor: what is lengthened is a
+	// regular file at path, never what a symlink swapped in since leads to;
+	// O_NONBLOCK so that a FIFO swapped in is refused, not waited on.
+	f, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return fmt.Errorf("data disk: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("data disk: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return notDisk("not a regular file (" + st.Mode().Type().String() + ")")
 	}
 	if size <= st.Size() {
 		return nil
 	}
-	var tools [2]string
-	for i, tool := range []string{"e2fsck", "resize2fs"} {
-		p, err := lookPathSbin(tool)
-		if err != nil {
-			return fmt.Errorf("data disk: %s not found: %s", tool, mkfsFix)
-		}
-		tools[i] = p
+	if err := f.Truncate(size); err != nil {
+		return fmt.Errorf("data disk: lengthen %s to %d bytes: %w", path, size, err)
 	}
-	// e2fsck exits 1 when it fixed something, which is fine before a resize.
-	if out, err := exec.CommandContext(ctx, tools[0], "-f", "-p", path).CombinedOutput(); err != nil {
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.ExitCode() > 1 {
-			return fmt.Errorf("data disk: e2fsck %s: %v: %s", path, err, bytes.TrimSpace(out))
-		}
-	}
-	if err := os.Truncate(path, size); err != nil {
-		return fmt.Errorf("data disk: %w", err)
-	}
-	if out, err := exec.CommandContext(ctx, tools[1], path).CombinedOutput(); err != nil {
-		return fmt.Errorf("data disk: resize2fs %s: %v: %s", path, err, strings.TrimSpace(string(out)))
-	}
-	return nil
+	return f.Close()
 }
 
 // DiskUsage is what a (sparse) disk file takes on the host, and its size.

@@ -13,11 +13,13 @@
 // (rootfs_userns_linux.go): mkfs.erofs records the files as that namespace
 // sees them, root's, so the same tree gives the same image as root's build.
 // The program calls RunRootfsJob first in main for it. CreateDataDisk makes a
-// long-lived sandbox's writable disk.
+// long-lived sandbox's writable disk (mkfs.ext4 on the new, empty file);
+// GrowDataDisk only lengthens it, the guest grows the filesystem in it.
 //
 // It must never put anything in an image that was not named by its inputs
-// (a pinned package, a checksum, a file the caller gave), and it must never
-// give the guest a network path of its own. Two inputs are named but not
+// (a pinned package, a checksum, a file the caller gave), it must never
+// give the guest a network path of its own, and it must never run a host
+// tool on a disk a guest has written: every byte of it is guest root's. Two inputs are named but not
 // frozen: the Debian packages come from the suite as the mirror has it on
 // the day of the build, and the npm packages' own dependencies are resolved
 // then too; the cache key covers the recipe, so an image is rebuilt only

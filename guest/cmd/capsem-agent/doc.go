@@ -5,7 +5,8 @@
 // As PID 1 it boots the guest (package boot): mounts /dev, /proc, /sys and
 // /run, reads the capsem.* kernel parameters, turns IPv6 off, loads the
 // modules of /lib/modules/capsem.order, mounts the root image read-only
-// under a tmpfs overlay and switches into it, mounts /dev/pts, /dev/shm and
+// under an overlay (its writable layer a tmpfs, or the sandbox's ext4 disk,
+// grown online to fill its device) and switches into it, mounts /dev/pts, /dev/shm and
 // /tmp, removes /dev/mem, /dev/kmem and /dev/port, names the host, configures the NIC (command line or DHCP) and
 // resolv.conf, mounts the workspace (9p or virtiofs), installs a CA given
 // on the command line, turns swap off and locks the kernel down
