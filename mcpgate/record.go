@@ -3,6 +3,7 @@ package mcpgate
 import (
 	"encoding/json"
 	"errors"
+	"regexp"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -58,9 +59,11 @@ func (g *Gateway) finish(c *store.MCPCall, start time.Time, res mcp.Result, err 
 		c.ResponsePreview = preview(b, n)
 		c.BytesReceived = int64(len(b))
 		c.ErrorMessage = werr.Message
-		var h *hostDetailError
-		if errors.As(err, &h) { // the record is the host's: all of it
-			c.ErrorMessage = capText(h.Error(), n)
+		if full := err.Error(); full != werr.Message {
+			// The record is the host's: all of it — a hostDetailError's
+			// host text, the transport's failure under the SDK's
+			// "rejected by transport", a URL the guest's text leaves out.
+			c.ErrorMessage = capText(full, n)
 		}
 		return
 	}
@@ -105,7 +108,18 @@ func wireError(err error) *jsonrpc.Error {
 		// the guest gets the server's own, code and data included.
 		return w
 	}
-	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: withoutURLs(err.Error())}
+}
+
+// urlText is a URL as error texts hold one: Go's HTTP client names the
+// request's ("Get \"https://…\": dial tcp …"), and the SDK words a lost
+// session with it.
+var urlText = regexp.MustCompile(`(?i)\b[a-z][a-z0-9+.-]*://[^\s"'<>]*`)
+
+// withoutURLs is an error text for the guest: a remote server's URL may
+// hold a token in its path or query, and stays on the host's record.
+func withoutURLs(s string) string {
+	return urlText.ReplaceAllLiteralString(s, "(the server's URL, in capsem's record on the host)")
 }
 
 // hostDetailError is an error whose whole text is for the host (the log,

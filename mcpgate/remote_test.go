@@ -4,9 +4,12 @@ import (
 	"context"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -160,5 +163,66 @@ func TestHeaderTransportHost(t *testing.T) {
 		if got := seen.got.Get("Authorization"); got != tc.want {
 			t.Errorf("%s: Authorization %q, want %q: %s", tc.url, got, tc.want, tc.why)
 		}
+	}
+}
+
+// A remote server that fails mid-session: the guest's error names the
+// server, never its URL, whose path or query may hold a token (issue 27
+// item 7: the URL reached the guest in the call's error); the host's
+// record keeps all of it.
+func TestRemoteURLStaysOnTheHost(t *testing.T) {
+	ts, _, _ := remoteServer(t)
+	roots := x509.NewCertPool()
+	roots.AddCert(ts.Certificate())
+	const token = "tok-0123456789abcdef"
+	h := newHarness(t, decider{}, Config{Roots: func() (*x509.CertPool, error) { return roots, nil }},
+		Server{Name: "remote", URL: ts.URL + "/mcp/" + token + "?key=" + token})
+	cs := h.connect(t, "remote", nil)
+	if got, err := callText(t, cs, "echo", map[string]any{"text": "up"}); err != nil || got != "up" {
+		t.Fatalf("echo before the server goes away = %q, %v", got, err)
+	}
+	ts.CloseClientConnections()
+	ts.Close()
+	// The first call after the loss fails in the transport; those after
+	// it get the session's failure, which the SDK words with the URL.
+	var errs []string
+	for i := range 3 {
+		_, err := callText(t, cs, "echo", map[string]any{"text": fmt.Sprint("down ", i)})
+		if err == nil {
+			t.Fatal("a call to a server that is gone succeeded")
+		}
+		errs = append(errs, err.Error())
+		if strings.Contains(err.Error(), token) || strings.Contains(err.Error(), strings.TrimPrefix(ts.URL, "https://")) {
+			t.Errorf("the guest's error holds the server's URL: %v", err)
+		}
+	}
+	t.Logf("the guest's errors: %q", errs)
+	var recorded []string
+	for _, c := range h.rec.calls("tools/call") {
+		recorded = append(recorded, c.ErrorMessage)
+	}
+	if !slices.ContainsFunc(recorded, func(s string) bool { return strings.Contains(s, token) }) {
+		t.Errorf("the host's record of the failed calls should keep the whole error, URL included: %q", recorded)
+	}
+}
+
+// TestWireErrorLeavesURLsOut: whatever error a call ends in, the guest's
+// JSON-RPC error holds no URL — the SDK words a lost session with the
+// request that failed (`Get "https://…?key=…": dial tcp …`).
+func TestWireErrorLeavesURLsOut(t *testing.T) {
+	for _, c := range []struct {
+		err error
+		why string
+	}{
+		{fmt.Errorf("standalone SSE request failed (session ID: s1): %w", &url.Error{Op: "Get", URL: "https://mcp.example.com/mcp/tok-123?key=tok-123", Err: errors.New("dial tcp: connection refused")}), "the SDK's lost session"},
+		{fmt.Errorf("mcpgate: MCP server %q: %v", "docs", "failed to reconnect: Post \"https://u:tok-123@mcp.example.com/x\": EOF"), "a URL with credentials"},
+		{errors.New("sending \"tools/call\": HTTPS://MCP.EXAMPLE.COM/tok-123 unreachable"), "upper case"},
+	} {
+		if got := wireError(c.err).Message; strings.Contains(got, "tok-123") || strings.Contains(strings.ToLower(got), "mcp.example.com") {
+			t.Errorf("%s: the guest gets %q", c.why, got)
+		}
+	}
+	if got := wireError(errors.New("plain failure")).Message; got != "plain failure" {
+		t.Errorf("an error without a URL changed: %q", got)
 	}
 }
