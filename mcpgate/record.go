@@ -59,11 +59,16 @@ func (g *Gateway) finish(c *store.MCPCall, start time.Time, res mcp.Result, err 
 		c.ResponsePreview = preview(b, n)
 		c.BytesReceived = int64(len(b))
 		c.ErrorMessage = werr.Message
-		if full := err.Error(); full != werr.Message {
-			// The record is the host's: all of it — a hostDetailError's
-			// host text, the transport's failure under the SDK's
-			// "rejected by transport", a URL the guest's text leaves out.
-			c.ErrorMessage = capText(full, n)
+		var h *hostDetailError
+		var w *jsonrpc.Error
+		switch {
+		case errors.As(err, &h): // the record is the host's: all of it
+			c.ErrorMessage = capText(h.Error(), n)
+		case !errors.As(err, &w) || w.Code == codeRejected:
+			// capsem's own failure, or the transport's under the SDK's
+			// "rejected by transport": the whole of it, URLs the
+			// guest's text leaves out included.
+			c.ErrorMessage = capText(err.Error(), n)
 		}
 		return
 	}
@@ -110,6 +115,11 @@ func wireError(err error) *jsonrpc.Error {
 	}
 	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: withoutURLs(err.Error())}
 }
+
+// codeRejected is the code of the SDK's "rejected by transport" (its
+// internal jsonrpc2.ErrRejected), under which it wraps a request that never
+// reached the server.
+const codeRejected = -32005
 
 // urlText is a URL as error texts hold one: Go's HTTP client names the
 // request's ("Get \"https://…\": dial tcp …"), and the SDK words a lost
