@@ -13,6 +13,7 @@ from .errors import (
     APIError,
     CapsemError,
     CLIError,
+    ForeignServer,
     PolicyError,
     SandboxNotFound,
     SandboxNotRunning,
@@ -22,5 +23,5 @@ from .sandbox import EXIT_TIMEOUT, ExecStream, Result, Sandbox, ls
 __all__ = [
     "Sandbox", "Result", "ExecStream", "ls", "EXIT_TIMEOUT",
     "CapsemError", "SandboxNotFound", "SandboxNotRunning", "AlreadyRunning",
-    "PolicyError", "APIError", "CLIError",
+    "PolicyError", "APIError", "CLIError", "ForeignServer",
 ]

@@ -7,14 +7,13 @@ import http.client
 import json
 import os
 import shutil
-import socket
 import subprocess
 import threading
 import urllib.parse
 from typing import Iterator, NamedTuple, Optional
 
 from . import _frames
-from ._http import UnixHTTPConnection, raise_for, request
+from ._http import UnixHTTPConnection, connect, raise_for, request
 from .errors import (
     AlreadyRunning,
     APIError,
@@ -314,8 +313,7 @@ class ExecStream:
 
     def __init__(self, sock_path, req):
         body = json.dumps(req).encode()
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.connect(sock_path)
+        s = connect(sock_path)
         s.sendall(
             b"POST /v1/exec HTTP/1.1\r\nHost: capsem\r\nContent-Type: application/json\r\n"
             b"Connection: Upgrade\r\nUpgrade: " + EXEC_PROTOCOL.encode() + b"\r\n"
