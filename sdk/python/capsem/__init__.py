@@ -17,11 +17,12 @@ from .errors import (
     PolicyError,
     SandboxNotFound,
     SandboxNotRunning,
+    TooLarge,
 )
-from .sandbox import EXIT_TIMEOUT, ExecStream, Result, Sandbox, ls
+from .sandbox import EXIT_TIMEOUT, MAX_BUFFERED, ExecStream, Result, Sandbox, ls
 
 __all__ = [
-    "Sandbox", "Result", "ExecStream", "ls", "EXIT_TIMEOUT",
+    "Sandbox", "Result", "ExecStream", "ls", "EXIT_TIMEOUT", "MAX_BUFFERED",
     "CapsemError", "SandboxNotFound", "SandboxNotRunning", "AlreadyRunning",
-    "PolicyError", "APIError", "CLIError", "ForeignServer",
+    "PolicyError", "APIError", "CLIError", "ForeignServer", "TooLarge",
 ]

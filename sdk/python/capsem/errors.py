@@ -32,6 +32,11 @@ class ForeignServer(CapsemError):
         self.uid = uid
 
 
+class TooLarge(CapsemError):
+    """A file too large to return in memory (``get_file`` without a file
+    object); pass a file object to stream it."""
+
+
 class PolicyError(CapsemError):
     """A policy reload was refused; the policy in force is kept. The message
     names the file and line."""
