@@ -15,5 +15,6 @@
 // It must never pass the host's environment into a guest beyond --env and
 // TERM, LANG, TZ, nor leave a VM or a socket behind when it exits. It never
 // binds a socket in a directory that is not its own and private
-// (socketdir.go, listenunix.go).
+// (socketdir.go, listenunix.go), and never puts a secret — the ui's token —
+// on a command line, which every local user can read.
 package main
