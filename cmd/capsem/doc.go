@@ -13,5 +13,8 @@
 //   - `capsem ca` manages the interception CA.
 //
 // It must never pass the host's environment into a guest beyond --env and
-// TERM, LANG, TZ, nor leave a VM or a socket behind when it exits.
+// TERM, LANG, TZ, nor leave a VM or a socket behind when it exits. It never
+// binds a socket in a directory that is not its own and private
+// (socketdir.go, listenunix.go), and never puts a secret — the ui's token —
+// on a command line, which every local user can read.
 package main

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -144,6 +143,10 @@ func supervise(ctx context.Context, data, name string, o superviseOptions, repor
 		return err
 	}
 	defer lock.Close()
+	// A socket directory that is not ours fails the start before the guest boots.
+	if err := makeSocketDir(d.socketPath()); err != nil {
+		return err
+	}
 	_ = os.Remove(d.crashPath())
 	_ = os.Remove(d.runPath())
 	_ = os.RemoveAll(d.snapshotsDir()) // readers that died left theirs
@@ -266,21 +269,6 @@ func supervise(ctx context.Context, data, name string, o superviseOptions, repor
 		return errors.New("the guest stopped on its own")
 	}
 	return endErr
-}
-
-// listenUnix listens on a unix socket only its owner may connect to.
-func listenUnix(path string) (net.Listener, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, err
-	}
-	_ = os.Remove(path) // a socket left by a supervisor that died; the lock says none runs
-	old := syscall.Umask(0o177)
-	ln, err := net.Listen("unix", path)
-	syscall.Umask(old)
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", path, err)
-	}
-	return ln, nil
 }
 
 func (s *supervisor) writeRun() error {

@@ -6,13 +6,17 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"html"
 	"log/slog"
 	"net"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"runtime"
+	"sync"
 	"syscall"
 	"time"
 
@@ -35,7 +39,7 @@ func uiCommand() *cli.Command {
 			dataFlag(),
 			&cli.StringFlag{Name: "sqlite", Usage: "show the sessions of `FILE`, a capsem export, instead of the store"},
 			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:0", Usage: "`ADDR` to serve on: a loopback address and a port (0: any free port)"},
-			&cli.BoolFlag{Name: "open", Usage: "open the page in the desktop's browser"},
+			&cli.BoolFlag{Name: "open", Usage: "open the page in the desktop's browser (through a page in a private temporary file: the token goes on no command line)"},
 		},
 		Action: runUI,
 	}
@@ -83,16 +87,18 @@ func runUI(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("--listen %s: %w", addr, err)
 	}
+	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	url := fmt.Sprintf("http://%s%s", ln.Addr(), h.Base())
 	fmt.Fprintf(c.App.Writer, "capsem ui: %s\n(the token in this URL is the key to the sessions: share it with no one; Ctrl-C stops)\n", url)
 	if c.Bool("open") {
-		if err := openBrowser(url); err != nil {
+		done, err := openBrowser(url)
+		if err != nil {
 			fmt.Fprintf(c.App.ErrWriter, "capsem ui: could not open a browser (%v): open the URL above yourself\n", err)
 		}
+		defer done()
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -108,17 +114,44 @@ func runUI(c *cli.Context) error {
 	return nil
 }
 
-// openBrowser hands url to the desktop's opener.
-func openBrowser(url string) error {
+// openBrowser hands url to the desktop's opener without putting it on a
+// command line: the token in it is the key to the sessions, and every
+// process's argv is readable by every local user (ps, /proc/PID/cmdline) —
+// the opener's, and the browser's it starts. The opener gets the file: URL
+// of a page that sends the browser on to url, 0600 in a 0700 directory of
+// its own; done removes it, as does a timer after openPageLinger. done is
+// never nil.
+func openBrowser(url string) (done func(), err error) {
+	dir, err := os.MkdirTemp("", "capsem-ui-")
+	if err != nil {
+		return func() {}, err
+	}
+	var once sync.Once
+	done = func() { once.Do(func() { os.RemoveAll(dir) }) }
+	page := filepath.Join(dir, "open.html")
+	u := html.EscapeString(url)
+	body := `<!doctype html><meta charset="utf-8"><meta name="referrer" content="no-referrer">` +
+		`<meta http-equiv="refresh" content="0; url=` + u + `"><title>capsem ui</title><a href="` + u + `">capsem ui</a>` + "\n"
+	if err := os.WriteFile(page, []byte(body), 0o600); err != nil {
+		done()
+		return func() {}, err
+	}
 	name := "xdg-open"
 	if runtime.GOOS == "darwin" {
 		name = "open"
 	}
-	cmd := exec.Command(name, url)
+	cmd := exec.Command(name, (&neturl.URL{Scheme: "file", Path: page}).String())
 	cmd.Stdout, cmd.Stderr = nil, nil
 	if err := cmd.Start(); err != nil {
-		return err
+		done()
+		return func() {}, err
 	}
 	go cmd.Wait()
-	return nil
+	time.AfterFunc(openPageLinger, done)
+	return done, nil
 }
+
+// openPageLinger is how long the page openBrowser hands over stays: a
+// browser started cold takes seconds to read it, and once read it is no
+// longer needed (the browser is at the URL).
+const openPageLinger = time.Minute

@@ -24,11 +24,13 @@ type Client struct {
 	hc     *http.Client
 }
 
-// NewClient returns a client of the supervisor listening on socket.
+// NewClient returns a client of the supervisor listening on socket. Each
+// connection is checked to be served by our own uid before a byte is sent
+// (dial).
 func NewClient(socket string) *Client {
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "unix", socket)
+			return dial(ctx, socket)
 		},
 		DisableCompression: true,
 	}
@@ -195,7 +197,7 @@ func (c *Client) Exec(ctx context.Context, req ExecRequest) (*ExecSession, error
 	if err != nil {
 		return nil, err
 	}
-	conn, err := (&net.Dialer{}).DialContext(ctx, "unix", c.socket)
+	conn, err := dial(ctx, c.socket)
 	if err != nil {
 		return nil, err
 	}

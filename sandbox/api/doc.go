@@ -5,6 +5,10 @@
 // it for other clients (curl, the Python client in sdk/python); the names
 // here are that document's, and a change to them is a change to the API.
 //
+// The Client never sends a byte to a socket served by a process of
+// another user (peer.go: SO_PEERCRED, LOCAL_PEERCRED on macOS): the
+// socket's path may lie in a directory others can write to.
+//
 // It must never serve anything but the Backend's sandbox, never let a
 // request outlive its connection (a client gone kills its command), and
 // never buffer a stream whole: output, files and events are streamed, so

@@ -20,7 +20,8 @@ import (
 const goneGrace = 2 * time.Second
 
 // maxBufferedOutput caps each of stdout and stderr in a buffered exec's
-// JSON answer; beyond it the output is cut and says so.
+// JSON answer; beyond it the output is cut and says so. The Python
+// client's exec() cuts at the same (MAX_BUFFERED, pythoncap_test.go).
 const maxBufferedOutput = 16 << 20
 
 func readExecRequest(w http.ResponseWriter, r *http.Request) (ExecRequest, bool) {

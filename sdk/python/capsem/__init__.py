@@ -13,14 +13,16 @@ from .errors import (
     APIError,
     CapsemError,
     CLIError,
+    ForeignServer,
     PolicyError,
     SandboxNotFound,
     SandboxNotRunning,
+    TooLarge,
 )
-from .sandbox import EXIT_TIMEOUT, ExecStream, Result, Sandbox, ls
+from .sandbox import EXIT_TIMEOUT, MAX_BUFFERED, ExecStream, Result, Sandbox, ls
 
 __all__ = [
-    "Sandbox", "Result", "ExecStream", "ls", "EXIT_TIMEOUT",
+    "Sandbox", "Result", "ExecStream", "ls", "EXIT_TIMEOUT", "MAX_BUFFERED",
     "CapsemError", "SandboxNotFound", "SandboxNotRunning", "AlreadyRunning",
-    "PolicyError", "APIError", "CLIError",
+    "PolicyError", "APIError", "CLIError", "ForeignServer", "TooLarge",
 ]

@@ -3,9 +3,50 @@ http.client."""
 
 import http.client
 import json
+import os
 import socket
+import struct
+import sys
 
-from .errors import APIError
+from .errors import APIError, CapsemError, ForeignServer
+
+# struct ucred, what SO_PEERCRED fills on Linux: pid, uid, gid.
+_UCRED = struct.Struct("=iII")
+# struct xucred on macOS: cr_version, cr_uid, cr_ngroups, cr_groups[16]
+# (76 bytes); SOL_LOCAL 0, LOCAL_PEERCRED 1 (<sys/un.h>).
+_XUCRED_SIZE, _SOL_LOCAL, _LOCAL_PEERCRED = 76, 0, 1
+
+
+def _peer_uid(sock):
+    if hasattr(socket, "SO_PEERCRED"):
+        raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size)
+        return _UCRED.unpack(raw)[1]
+    if sys.platform == "darwin":
+        raw = sock.getsockopt(_SOL_LOCAL, getattr(socket, "LOCAL_PEERCRED", _LOCAL_PEERCRED), _XUCRED_SIZE)
+        return struct.unpack_from("=II", raw)[1]
+    raise CapsemError(f"reading a unix socket's peer credentials is implemented for Linux and macOS only, not {sys.platform}")
+
+
+def connect(path, timeout=None):
+    """A socket connected to the supervisor at path, checked to be served
+    by our own effective uid before a byte is sent (as the Go client's
+    sandbox/api/peer.go does): the socket may sit in a directory other
+    users can write to, and a socket of theirs there would get every
+    command's argv, environment and files. A root client accepts only
+    root."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        if timeout is not None:
+            s.settimeout(timeout)
+        s.connect(path)
+        uid, want = _peer_uid(s), os.geteuid()
+    except BaseException:
+        s.close()
+        raise
+    if uid != want:
+        s.close()
+        raise ForeignServer(path, uid, want)
+    return s
 
 
 class UnixHTTPConnection(http.client.HTTPConnection):
@@ -16,11 +57,7 @@ class UnixHTTPConnection(http.client.HTTPConnection):
         self.unix_path = path
 
     def connect(self):
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        if self.timeout is not None:
-            s.settimeout(self.timeout)
-        s.connect(self.unix_path)
-        self.sock = s
+        self.sock = connect(self.unix_path, self.timeout)
 
 
 def raise_for(resp):

@@ -18,6 +18,25 @@ class AlreadyRunning(CapsemError):
     """``capsem start`` of a sandbox that is already running."""
 
 
+class ForeignServer(CapsemError):
+    """The sandbox's socket is served by a process of another user: the
+    client hung up before sending anything. ``uid`` is that process's,
+    ``socket`` the socket's path."""
+
+    def __init__(self, socket, uid, want):
+        super().__init__(
+            f"{socket} is served by a process of uid {uid}, not by you (uid {want}): nothing was sent to it. "
+            "Another user's process has taken the sandbox's socket: stop that process, remove the socket and its "
+            "directory if they are not yours, and start the sandbox again")
+        self.socket = socket
+        self.uid = uid
+
+
+class TooLarge(CapsemError):
+    """A file too large to return in memory (``get_file`` without a file
+    object); pass a file object to stream it."""
+
+
 class PolicyError(CapsemError):
     """A policy reload was refused; the policy in force is kept. The message
     names the file and line."""

@@ -7,14 +7,13 @@ import http.client
 import json
 import os
 import shutil
-import socket
 import subprocess
 import threading
 import urllib.parse
 from typing import Iterator, NamedTuple, Optional
 
 from . import _frames
-from ._http import UnixHTTPConnection, raise_for, request
+from ._http import UnixHTTPConnection, connect, raise_for, request
 from .errors import (
     AlreadyRunning,
     APIError,
@@ -23,10 +22,18 @@ from .errors import (
     PolicyError,
     SandboxNotFound,
     SandboxNotRunning,
+    TooLarge,
 )
 
 EXEC_PROTOCOL = "capsem-exec"
 EXIT_TIMEOUT = 124
+
+# MAX_BUFFERED is what exec() keeps of each of stdout and stderr (the rest
+# is read and dropped, and Result.truncated says so) and the most get_file()
+# returns in memory: the Go API's buffered exec cut, maxBufferedOutput in
+# sandbox/api/exec.go, whose value this must stay (a test there checks).
+# exec_stream() and get_file() with a file object stream, unbounded.
+MAX_BUFFERED = 16 << 20
 
 
 class Result(NamedTuple):
@@ -39,6 +46,7 @@ class Result(NamedTuple):
     timed_out: bool = False
     signal: Optional[str] = None  # the signal that killed it ("KILL"), if one did
     error: Optional[str] = None  # why it did not run or did not end normally
+    truncated: bool = False  # stdout or stderr was over MAX_BUFFERED (16 MiB) and is cut there
 
 
 def _capsem_bin(explicit=None):
@@ -136,8 +144,10 @@ class Sandbox:
 
     def exec(self, cmd, env=None, timeout=None, workdir=None, stdin=None) -> Result:
         """Runs cmd (a list of words, or a str run with sh -c) and waits for
-        it: its exit code and its stdout and stderr, apart. timeout is in
-        seconds: the command is killed after it (exit 124, timed_out)."""
+        it: its exit code and its stdout and stderr, apart, each cut at
+        MAX_BUFFERED (16 MiB; truncated says so — exec_stream streams any
+        amount). timeout is in seconds: the command is killed after it
+        (exit 124, timed_out)."""
         stream = self.exec_stream(cmd, env=env, timeout=timeout, workdir=workdir)
         feeder = None
         if stdin is not None:
@@ -155,14 +165,19 @@ class Sandbox:
         else:
             stream.close_stdin()
         out, err = bytearray(), bytearray()
+        cut = False
         with stream:
             for name, chunk in stream:
-                (out if name == "stdout" else err).extend(chunk)
+                buf = out if name == "stdout" else err
+                room = MAX_BUFFERED - len(buf)
+                if len(chunk) > room:
+                    cut, chunk = True, chunk[:room]
+                buf.extend(chunk)
         if feeder:
             feeder.join(timeout=5)
         x = stream.exit
         return Result(x.get("exit_code", -1), bytes(out), bytes(err), bool(x.get("timed_out")),
-                      x.get("signal"), x.get("error"))
+                      x.get("signal"), x.get("error"), cut)
 
     def exec_stream(self, cmd, env=None, timeout=None, workdir=None, tty=False, rows=None, cols=None):
         """Starts cmd and returns an ExecStream: iterate it for
@@ -208,7 +223,9 @@ class Sandbox:
 
     def get_file(self, path, fileobj=None):
         """The guest's file at path: its bytes, or, with fileobj, written
-        there (streamed) and its size returned."""
+        there (streamed, any size) and its size returned. Without fileobj a
+        file over MAX_BUFFERED (16 MiB) raises TooLarge, having read no
+        more than that."""
         conn = UnixHTTPConnection(self._socket())
         try:
             with self._gone():
@@ -219,7 +236,11 @@ class Sandbox:
             want = resp.getheader("Content-Length")
             try:
                 if fileobj is None:
-                    body = resp.read()
+                    if want is not None and int(want) > MAX_BUFFERED:
+                        raise TooLarge(_too_large(path, f"{want} bytes"))
+                    body = resp.read(MAX_BUFFERED + 1)
+                    if len(body) > MAX_BUFFERED:
+                        raise TooLarge(_too_large(path, "over that"))
                     n = len(body)
                 else:
                     body, n = None, 0
@@ -314,8 +335,7 @@ class ExecStream:
 
     def __init__(self, sock_path, req):
         body = json.dumps(req).encode()
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.connect(sock_path)
+        s = connect(sock_path)
         s.sendall(
             b"POST /v1/exec HTTP/1.1\r\nHost: capsem\r\nContent-Type: application/json\r\n"
             b"Connection: Upgrade\r\nUpgrade: " + EXEC_PROTOCOL.encode() + b"\r\n"
@@ -409,6 +429,11 @@ def _env_list(env):
     return list(env)
 
 
+def _too_large(path, size):
+    return (f"{path}: {size}, more than the {MAX_BUFFERED >> 20} MiB get_file() returns in memory: "
+            "pass a file object (get_file(path, fileobj)) to stream it")
+
+
 def _file_size(f):
     try:
         st = os.fstat(f.fileno())
@@ -425,4 +450,4 @@ def _chunks(f, size=256 << 10):
         yield b
 
 
-__all__ = ["Sandbox", "Result", "ExecStream", "ls", "EXIT_TIMEOUT"]
+__all__ = ["Sandbox", "Result", "ExecStream", "ls", "EXIT_TIMEOUT", "MAX_BUFFERED"]

@@ -86,6 +86,8 @@ class CapsemTerminalBackend:
         # stdout in the guest, before either reaches a pipe.
         r = sb.exec(["sh", "-c", "exec 2>&1; " + command], timeout=timeout)
         out = r.stdout.decode("utf-8", errors="replace")
+        if r.truncated:
+            out += f"\n[capsem: output cut at {capsem.MAX_BUFFERED >> 20} MiB]"
         if r.timed_out:
             out += f"\n[capsem: command timed out after {timeout} s]"
         elif r.error:

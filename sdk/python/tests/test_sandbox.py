@@ -29,6 +29,11 @@ def test_stdin_and_env(sb):
     assert "CAPSEM_BIN" not in out, "the host's environment leaked into the guest"
 
 
+def test_exec_keeps_16_mib_of_each_stream(sb):
+    r = sb.exec(f"head -c {capsem.MAX_BUFFERED + 5} /dev/zero; echo done >&2")
+    assert (r.exit_code, len(r.stdout), r.stderr, r.truncated) == (0, capsem.MAX_BUFFERED, b"done\n", True)
+
+
 def test_timeout_is_124(sb):
     r = sb.exec(["sleep", "60"], timeout=1)
     assert r.exit_code == capsem.EXIT_TIMEOUT and r.timed_out
@@ -65,8 +70,11 @@ def test_files_round_trip(sb):
     # size, which goes over the control channel.
     big = os.urandom((70 << 20) + 7)
     assert sb.put_file("/root/dir/big.bin", big)["size"] == len(big)
-    assert sb.get_file("/root/dir/big.bin") == big
-    del big
+    out = io.BytesIO()
+    assert sb.get_file("/root/dir/big.bin", out) == len(big) and out.getvalue() == big
+    del big, out
+    with pytest.raises(capsem.TooLarge):  # over 16 MiB: only streamed
+        sb.get_file("/root/dir/big.bin")
     # Filesystems without O_DIRECT (tmpfs, the 9p workspace) take the
     # copy through the guest's page cache.
     odd = os.urandom((3 << 20) + 5)
