@@ -247,6 +247,9 @@ func supervise(ctx context.Context, data, name string, o superviseOptions, repor
 	_ = srv.Close()
 	if crashed {
 		why := "the guest stopped on its own (see its console log: " + d.consoleLog() + ")"
+		if err := sb.Err(); errors.Is(err, proto.ErrViolation) {
+			why = "the guest was stopped: " + err.Error()
+		}
 		log.Error(why)
 		_ = os.WriteFile(d.crashPath(), []byte(why), 0o600)
 	}

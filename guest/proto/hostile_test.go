@@ -232,3 +232,112 @@ func TestSessionExecAndTimes(t *testing.T) {
 		t.Fatalf("exec %#v", ex)
 	}
 }
+
+// deafAgent is a fake agent that starts the first command it is asked for,
+// then never reads again — guest root holding the agent's port — and, with
+// flood, sends Pings without end meanwhile. net.Pipe has no buffer: every
+// host write after that blocks at once, as one does once the socket and
+// the port's buffers are full.
+func deafAgent(t *testing.T, flood bool, opts ClientOptions) *Client {
+	t.Helper()
+	a, h := net.Pipe()
+	t.Cleanup(func() { a.Close() })
+	fakeAgent(t, a, func(c *Conn) {
+		m, _ := c.Recv()
+		if ex, ok := m.(Exec); ok {
+			_ = c.Send(Started{ID: ex.ID, PID: 7})
+		}
+		for seq := uint64(0); flood; seq++ {
+			if c.Send(Ping{Seq: seq}) != nil {
+				return
+			}
+		}
+	})
+	cl, err := NewClient(context.Background(), h, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	return cl
+}
+
+// A guest that stops reading the control channel is cut off once a write
+// to it has waited for the write timeout: the signal that found the
+// channel blocked returns, the connection ends as a violation naming the
+// stall (for the caller to record and stop the VM), and later sends fail
+// at once. Before the write timeout, Signal blocked for ever under the one
+// write lock — and with it capsem run's --timeout, Ctrl-C and stop.
+func TestClientDeafPeerIsCutOff(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		flood bool
+		why   string
+	}{
+		{"no reads", false, "the signal's own write is what blocks"},
+		{"no reads, ping flood", true, "a Pong's write blocks first, the signal waits behind it"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const timeout = 300 * time.Millisecond
+			cl := deafAgent(t, tc.flood, ClientOptions{WriteTimeout: timeout})
+			s, err := cl.Exec(context.Background(), Exec{Argv: []string{"sleep", "600"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sent := make(chan error, 1)
+			start := time.Now()
+			go func() { sent <- s.Signal("KILL") }()
+			select {
+			case err := <-sent:
+				if !errors.Is(err, ErrStalled) && !errors.Is(err, ErrClosed) {
+					t.Errorf("Signal = %v, want the stall (%s)", err, tc.why)
+				}
+			case <-time.After(10 * timeout):
+				t.Fatalf("Signal to a peer that does not read still blocks after %v (%s)", 10*timeout, tc.why)
+			}
+			select {
+			case <-cl.Done():
+			case <-time.After(10 * timeout):
+				t.Fatal("the connection to a peer that does not read did not end")
+			}
+			if err := cl.Err(); !errors.Is(err, ErrViolation) || !errors.Is(err, ErrStalled) {
+				t.Fatalf("the connection ended with %v, want ErrViolation wrapping ErrStalled", err)
+			}
+			t.Logf("cut off %v after the signal", time.Since(start).Round(time.Millisecond))
+			if _, err := s.Wait(); !errors.Is(err, ErrClosed) {
+				t.Errorf("session ended with %v, want ErrClosed", err)
+			}
+			begin := time.Now()
+			if err := s.Signal("INT"); err == nil || time.Since(begin) > timeout/2 {
+				t.Errorf("a signal after the cut: %v after %v, want an error at once", err, time.Since(begin))
+			}
+		})
+	}
+}
+
+// While one write waits for a peer that does not read, a Ping (the
+// watchdog's) ends with its context, and an Exec with its own — neither
+// waits for the write timeout.
+func TestClientWaitForBlockedWriteEndsWithContext(t *testing.T) {
+	cl := deafAgent(t, false, ClientOptions{WriteTimeout: time.Minute})
+	s, err := cl.Exec(context.Background(), Exec{Argv: []string{"sleep", "600"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = s.Signal("INT") }() // blocks: nobody reads
+	time.Sleep(50 * time.Millisecond)
+	for _, tc := range []struct {
+		name string
+		call func(ctx context.Context) error
+	}{
+		{"ping", func(ctx context.Context) error { _, err := cl.Ping(ctx); return err }},
+		{"exec", func(ctx context.Context) error { _, err := cl.Exec(ctx, Exec{Argv: []string{"true"}}); return err }},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		start := time.Now()
+		err := tc.call(ctx)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 2*time.Second {
+			t.Errorf("%s: %v after %v, want the context's deadline after ~100ms", tc.name, err, time.Since(start))
+		}
+	}
+}
