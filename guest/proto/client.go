@@ -265,7 +265,7 @@ func (c *Client) Exec(ctx context.Context, ex Exec) (*Session, error) {
 		return s, nil
 	case <-ctx.Done():
 		s.Cancel(context.Cause(ctx))
-		return nil, ctx.Err()
+		return nil, context.Cause(ctx)
 	}
 }
 

@@ -341,3 +341,48 @@ func TestClientWaitForBlockedWriteEndsWithContext(t *testing.T) {
 		}
 	}
 }
+
+// heapInUse is the live heap after a collection.
+func heapInUse() int64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
+}
+
+// A guest that fills a session's output window with 1-byte frames holds
+// no more host memory than the window allows (limits.go: twice it): each
+// frame's bytes are copied into the inbox's buffers, not kept as one
+// allocation and one slice header each. Before, a 1 MiB window of 1-byte
+// frames held ~25 MiB (the frame bodies and a 24-byte header each).
+func TestClientTinyFramesBoundedMemory(t *testing.T) {
+	const window = 1 << 20
+	written := make(chan struct{})
+	cl := oneExecAgent(t, func(c *Conn, ex Exec) {
+		_ = c.Send(Started{ID: ex.ID, PID: 1})
+		f, _ := Encode(Stdout{ID: ex.ID, Data: []byte{'x'}})
+		one, _ := AppendFrame(nil, f)
+		script := bytes.Repeat(one, window)
+		_, _ = c.rw.Write(script) // returns once the host has read it all (net.Pipe)
+		close(written)
+	})
+	base := heapInUse()
+	s, err := cl.Exec(context.Background(), Exec{Argv: []string{"yes"}, Window: window})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-written
+	deadline := time.Now().Add(time.Minute)
+	for s.stdout.Buffered() < window && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := s.stdout.Buffered(); n != window {
+		t.Fatalf("%d bytes queued, want the whole window (%d)", n, window)
+	}
+	grew := heapInUse() - base
+	t.Logf("%d one-byte frames queued: the heap grew %.1f MiB for a %d KiB window", window, float64(grew)/(1<<20), window>>10)
+	if grew > 2*window+(256<<10) {
+		t.Errorf("a %d KiB window of 1-byte frames holds %.1f MiB of the host's heap; the bound is twice the window", window>>10, float64(grew)/(1<<20))
+	}
+	runtime.KeepAlive(s)
+}
