@@ -209,8 +209,10 @@ func Start(ctx context.Context, cfg Config) (sb *Sandbox, err error) {
 }
 
 // Exec starts a command in the guest and records it, from what the host
-// sent and saw, once it ends. Any number may run at once.
+// sent and saw, once it ends. Any number may run at once. TERM and LANG
+// get their defaults (execenv.go) when ex.Env does not set them.
 func (sb *Sandbox) Exec(ctx context.Context, ex proto.Exec) (*proto.Session, error) {
+	ex.Env = withExecDefaults(ex.Env, ex.TTY)
 	sent := time.Now()
 	s, err := sb.client.Exec(ctx, ex)
 	if err != nil {

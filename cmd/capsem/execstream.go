@@ -57,18 +57,8 @@ func execute(start func(proto.Exec) (execSession, error), o execOptions, sigs <-
 	ex := proto.Exec{Argv: o.argv, Env: o.env, Dir: o.dir, TTY: o.tty}
 	inFile, _ := stdin.(*os.File)
 	outFile, _ := stdout.(*os.File)
-	// Defaults for what the host did not pass: a terminal type that says
-	// what the command's output is, and UTF-8.
-	if !hasEnv(ex.Env, "TERM") {
-		if o.tty {
-			ex.Env = append(ex.Env, "TERM=xterm-256color")
-		} else {
-			ex.Env = append(ex.Env, "TERM=dumb")
-		}
-	}
-	if !hasEnv(ex.Env, "LANG") {
-		ex.Env = append(ex.Env, "LANG=C.UTF-8")
-	}
+	// TERM and LANG, when the host passed none, get their defaults where
+	// every command goes through: sandbox.Sandbox.Exec.
 	if o.tty && outFile != nil {
 		ex.Rows, ex.Cols = terminalSize(outFile)
 	}
@@ -193,13 +183,4 @@ wait:
 		return exitTimeout, nil
 	}
 	return exit.Code, nil
-}
-
-func hasEnv(env []string, key string) bool {
-	for _, kv := range env {
-		if strings.HasPrefix(kv, key+"=") {
-			return true
-		}
-	}
-	return false
 }

@@ -378,14 +378,7 @@ func (s *supervisor) Done() <-chan struct{} { return s.stopping }
 // Snapshot checkpoints the session's store into the sandbox's snapshots
 // directory, which the reader removes (and the next start clears).
 func (s *supervisor) Snapshot() (api.Snapshot, error) {
-	if err := os.MkdirAll(s.dir.snapshotsDir(), 0o700); err != nil {
-		return api.Snapshot{}, err
-	}
-	dir := filepath.Join(s.dir.snapshotsDir(), fmt.Sprintf("%d", time.Now().UnixNano()))
-	if err := s.rs.st.Checkpoint(dir); err != nil {
-		return api.Snapshot{}, err
-	}
-	return api.Snapshot{Dir: dir, SessionID: s.rs.w.ID()}, nil
+	return s.rs.snapshot(s.dir.snapshotsDir())
 }
 
 func (s *supervisor) PutFile(ctx context.Context, path, mode string, size int64, body io.Reader) (int64, error) {
