@@ -50,6 +50,7 @@ type guestRecord struct {
 	execs sync.WaitGroup // exec records not yet appended
 
 	mu        sync.Mutex
+	silent    bool // the agent's last ping went unanswered
 	tokens    float64
 	last      time.Time // when tokens were last refilled
 	dropped   int64     // file events dropped since the last rate-limited event
@@ -173,6 +174,30 @@ func (g *guestRecord) execFailed(ex proto.Exec, sent time.Time, err error) {
 	g.rec.Append(store.Event{Exec: rec})
 }
 
+// setSilent records the agent going silent (why says how it showed) or
+// answering again, once per change: the watchdog and the probes before a
+// signal's confirmation and a shutdown share it.
+func (g *guestRecord) setSilent(silent bool, why string) {
+	g.mu.Lock()
+	changed := g.silent != silent
+	g.silent = silent
+	g.mu.Unlock()
+	switch {
+	case changed && silent:
+		g.agent(store.AgentSilent, 1, why)
+		g.log.Warn("the guest agent stopped answering", "why", why)
+	case changed:
+		g.agent(store.AgentResumed, 1, "the agent answered a ping again")
+	}
+}
+
+// isSilent reports whether the agent's last ping went unanswered.
+func (g *guestRecord) isSilent() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.silent
+}
+
 // watch pings the agent until ctx ends or the connection does, recording
 // when it goes silent and when it answers again; at the end it records a
 // protocol violation, if that is why the connection ended, and calls
@@ -181,7 +206,6 @@ func (g *guestRecord) watch(ctx context.Context, client *proto.Client, onViolati
 	defer g.flush()
 	t := time.NewTicker(pingEvery)
 	defer t.Stop()
-	silent := false
 	for {
 		select {
 		case <-ctx.Done():
@@ -199,13 +223,10 @@ func (g *guestRecord) watch(ctx context.Context, client *proto.Client, onViolati
 			_, err := client.Ping(pctx)
 			cancel()
 			switch {
-			case err == nil && silent:
-				silent = false
-				g.agent(store.AgentResumed, 1, "the agent answered a ping again")
-			case err != nil && !silent && errors.Is(err, context.DeadlineExceeded):
-				silent = true
-				g.agent(store.AgentSilent, 1, fmt.Sprintf("the agent did not answer a ping within %s: nothing it reports can be expected", silentAfter))
-				g.log.Warn("the guest agent stopped answering pings", "after", silentAfter)
+			case err == nil:
+				g.setSilent(false, "")
+			case errors.Is(err, context.DeadlineExceeded):
+				g.setSilent(true, fmt.Sprintf("the agent did not answer a ping within %s: nothing it reports can be expected", silentAfter))
 			}
 		}
 	}

@@ -209,8 +209,10 @@ func Start(ctx context.Context, cfg Config) (sb *Sandbox, err error) {
 }
 
 // Exec starts a command in the guest and records it, from what the host
-// sent and saw, once it ends. Any number may run at once.
+// sent and saw, once it ends. Any number may run at once. TERM and LANG
+// get their defaults (execenv.go) when ex.Env does not set them.
 func (sb *Sandbox) Exec(ctx context.Context, ex proto.Exec) (*proto.Session, error) {
+	ex.Env = withExecDefaults(ex.Env, ex.TTY)
 	sent := time.Now()
 	s, err := sb.client.Exec(ctx, ex)
 	if err != nil {
@@ -265,12 +267,36 @@ func (sb *Sandbox) record(m proto.Message) {
 	}
 }
 
+// probeTimeout is how long a probe of the agent (Responsive) waits for
+// its Pong. Under TCG a busy guest answers in 2–40 ms (pytest running);
+// 1 s is 25 times that, and short enough that stop, --timeout and Ctrl-C
+// against a guest that stopped reading end within 5 s.
+const probeTimeout = time.Second
+
+// Responsive pings the agent and returns nil once it answers, or an error
+// after probeTimeout (or ctx), which is then on record (agent silent). The
+// agent handles the host's messages in order, so an answer also confirms
+// that everything sent before the probe — a signal — reached it.
+func (sb *Sandbox) Responsive(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	if _, err := sb.client.Ping(ctx); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			sb.guest.setSilent(true, fmt.Sprintf("the agent did not answer a ping within %s", probeTimeout))
+		}
+		return fmt.Errorf("the guest agent does not answer (%w): the guest is not reading its control channel", err)
+	}
+	sb.guest.setSilent(false, "")
+	return nil
+}
+
 // Shutdown powers the guest off through its agent (which syncs and
 // unmounts the workspace, so every write the guest made is on the host),
-// telling it why, then stops everything. It is safe to call on a sandbox
-// that is partly gone.
+// telling it why, then stops everything. An agent that is silent, or does
+// not answer a probe first, is not waited for: the VM is stopped at once.
+// It is safe to call on a sandbox that is partly gone.
 func (sb *Sandbox) Shutdown(why string) {
-	if sb.client != nil {
+	if sb.client != nil && !sb.guest.isSilent() && sb.Responsive(context.Background()) == nil {
 		if err := sb.client.Shutdown(why); err == nil {
 			select {
 			case <-sb.client.Done():
@@ -280,7 +306,9 @@ func (sb *Sandbox) Shutdown(why string) {
 			}
 		}
 	}
-	if sb.vmDone != nil {
+	if sb.vmDone != nil && sb.client != nil && sb.client.Err() != nil {
+		// The control channel is gone: the guest is powering off, or it
+		// was cut off and is being stopped.
 		select {
 		case err := <-sb.vmDone:
 			sb.vmDone <- err
@@ -343,6 +371,10 @@ func (sb *Sandbox) Ready() proto.Ready { return sb.client.Ready() }
 // Done is closed once the control connection to the agent is gone: the
 // guest powered off, crashed or was stopped.
 func (sb *Sandbox) Done() <-chan struct{} { return sb.client.Done() }
+
+// Err says why the control connection ended (nil while it runs): wrapping
+// proto.ErrViolation when the agent was cut off and the VM stopped.
+func (sb *Sandbox) Err() error { return sb.client.Err() }
 
 // SetPolicy swaps the policy: flows, queries and requests that start after
 // the call see the new one; those under way keep theirs.

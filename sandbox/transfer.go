@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/capsem/capsem/guest/proto"
 	"github.com/capsem/capsem/hypervisor"
@@ -87,7 +88,7 @@ done`
 
 // transfer is the host's side of the transfer disk.
 type transfer struct {
-	mu   sync.Mutex // one transfer at a time
+	slot chan struct{} // one transfer at a time: held while one runs
 	file *os.File
 }
 
@@ -96,7 +97,93 @@ func openTransfer(path string) (*transfer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("transfer disk: %w", err)
 	}
-	return &transfer{file: f}, nil
+	return &transfer{slot: make(chan struct{}, 1), file: f}, nil
+}
+
+// take waits for the disk (another transfer may hold it) until ctx ends.
+func (t *transfer) take(ctx context.Context) error {
+	select {
+	case t.slot <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for the transfer disk (another transfer holds it): %w", context.Cause(ctx))
+	}
+}
+
+// give hands the disk back, its blocks released.
+func (t *transfer) give() {
+	t.release()
+	<-t.slot
+}
+
+// transferStall bounds each wait of a transfer on the guest: a guest that
+// makes no progress for this long (a line, a chunk, room for stdin) is
+// given up, the session ended on the host's side and the transfer disk
+// freed. Under TCG a 32 MiB slot takes well under a second either way
+// (tmpfs and 9p, without O_DIRECT, ~2 s); a minute is a guest that stopped.
+// Before this bound, and with the caller's ctx ignored once the command
+// ran, a stalled guest held the disk — every later transfer waited — and
+// the session's slot for ever.
+var transferStall = time.Minute
+
+// guard ends s when ctx does, or when a wait on the guest (between begin
+// and end) lasts transferStall. stop releases it.
+type guard struct {
+	s     *proto.Session
+	timer *time.Timer
+	stop  func() bool
+}
+
+func newGuard(ctx context.Context, s *proto.Session) *guard {
+	g := &guard{s: s}
+	g.timer = time.AfterFunc(time.Hour, func() {
+		s.Cancel(fmt.Errorf("the guest made no progress for %v", transferStall))
+	})
+	g.timer.Stop()
+	g.stop = context.AfterFunc(ctx, func() { s.Cancel(context.Cause(ctx)) })
+	return g
+}
+
+func (g *guard) begin() { g.timer.Reset(transferStall) }
+func (g *guard) end()   { g.timer.Stop() }
+
+// close releases the guard; the session is left as it is.
+func (g *guard) close() {
+	g.stop()
+	g.timer.Stop()
+}
+
+// reader is r, each read of which is a wait on the guest. One guarded
+// wait at a time: the guard has one timer.
+func (g *guard) reader(r io.Reader) io.Reader { return &guardedReader{r, g} }
+
+// writer is w, each write to which is a wait on the guest.
+func (g *guard) writer(w io.Writer) io.Writer { return guardedWriter{w, g} }
+
+// guardedReader is r, guarded by g (unguarded once g is nil).
+type guardedReader struct {
+	r io.Reader
+	g *guard
+}
+
+func (r *guardedReader) Read(p []byte) (int, error) {
+	if r.g == nil {
+		return r.r.Read(p)
+	}
+	r.g.begin()
+	defer r.g.end()
+	return r.r.Read(p)
+}
+
+type guardedWriter struct {
+	w io.Writer
+	g *guard
+}
+
+func (w guardedWriter) Write(p []byte) (int, error) {
+	w.g.begin()
+	defer w.g.end()
+	return w.w.Write(p)
 }
 
 func (t *transfer) close() error { return t.file.Close() }
@@ -117,22 +204,25 @@ func (sb *Sandbox) PutFile(ctx context.Context, path, mode string, size int64, r
 		return sb.putOverChannel(ctx, path, mode, r)
 	}
 	t := sb.xfer
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	defer t.release()
+	if err := t.take(ctx); err != nil {
+		return 0, err
+	}
+	defer t.give()
 	s, err := sb.Exec(ctx, proto.Exec{Argv: []string{"sh", "-c", putScript, "capsem-put", path, mode,
 		strconv.FormatInt(size, 10), hypervisor.TransferDevice, strconv.Itoa(transferSlot)}, Dir: "/"})
 	if err != nil {
 		return 0, err
 	}
+	g := newGuard(ctx, s)
+	defer g.close()
 	errText := collect(s.Stderr())
-	acks := bufio.NewReader(s.Stdout())
+	acks := bufio.NewReader(g.reader(s.Stdout()))
+	toGuest := g.writer(s)
 	buf := make([]byte, transferSlot)
 	var sent int64
 	inFlight := 0
 	fail := func(err error) (int64, error) {
-		_ = s.Signal("KILL")
-		_, _ = s.Wait()
+		s.Cancel(err) // the guest's command is killed; the host waits for nothing
 		return sent, fmt.Errorf("%w%s", err, errText())
 	}
 	for i := 0; ; i++ {
@@ -150,7 +240,7 @@ func (sb *Sandbox) PutFile(ctx context.Context, path, mode string, size int64, r
 			if _, err := t.file.WriteAt(buf[:padded], int64(slot)*transferSlot); err != nil {
 				return fail(fmt.Errorf("transfer disk: %w", err))
 			}
-			if _, err := fmt.Fprintf(s, "%d %d\n", slot, n); err != nil {
+			if _, err := fmt.Fprintf(toGuest, "%d %d\n", slot, n); err != nil {
 				return fail(err)
 			}
 			inFlight++
@@ -171,13 +261,16 @@ func (sb *Sandbox) PutFile(ctx context.Context, path, mode string, size int64, r
 			return fail(err)
 		}
 	}
-	if _, err := io.WriteString(s, "0 0\n"); err != nil {
+	if _, err := io.WriteString(toGuest, "0 0\n"); err != nil {
 		return fail(err)
 	}
 	if err := expectLine(acks, "done"); err != nil {
 		return fail(err)
 	}
-	if exit, err := s.Wait(); err != nil || exit.Code != 0 {
+	g.begin()
+	exit, err := s.Wait()
+	g.end()
+	if err != nil || exit.Code != 0 {
 		return sent, fmt.Errorf("the guest could not write %s (exit %d, %v)%s", path, exit.Code, err, errText())
 	}
 	return sent, nil
@@ -185,26 +278,34 @@ func (sb *Sandbox) PutFile(ctx context.Context, path, mode string, size int64, r
 
 // GetFile copies the guest's file at path out: open is called once with
 // its size, and the bytes are written to what it returns.
-func (sb *Sandbox) GetFile(ctx context.Context, path string, open func(size int64) (io.Writer, error)) (int64, error) {
+func (sb *Sandbox) GetFile(ctx context.Context, path string, open func(size int64) (io.Writer, error)) (_ int64, err error) {
 	if sb.xfer == nil {
 		return sb.getOverChannel(ctx, path, open)
 	}
 	t := sb.xfer
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	defer t.release()
+	if err := t.take(ctx); err != nil {
+		return 0, err
+	}
+	defer t.give()
 	s, err := sb.Exec(ctx, proto.Exec{Argv: []string{"sh", "-c", getScript, "capsem-get", path,
 		hypervisor.TransferDevice, strconv.Itoa(transferSlot)}, Dir: "/"})
 	if err != nil {
 		return 0, err
 	}
-	defer endSession(s)
+	defer endSession(ctx, s, &err)
+	g := newGuard(ctx, s)
+	defer g.close()
 	errText := collect(s.Stderr())
-	lines := bufio.NewReader(s.Stdout())
+	lines := bufio.NewReader(g.reader(s.Stdout()))
 	first, err := readLine(lines)
 	size, perr := strconv.ParseInt(first, 10, 64)
 	if err != nil || perr != nil || size < 0 {
+		if gone := endedWith(s); gone != nil {
+			return 0, fmt.Errorf("the guest did not send %s: %w", path, gone)
+		}
+		g.begin()
 		_, _ = s.Wait()
+		g.end()
 		return 0, &NotFoundError{Msg: strings.TrimSpace(first + errText())}
 	}
 	w, err := open(size)
@@ -216,7 +317,10 @@ func (sb *Sandbox) GetFile(ctx context.Context, path string, open func(size int6
 	for got < size {
 		line, err := readLine(lines)
 		if err != nil {
-			return got, fmt.Errorf("the guest stopped sending %s after %d of %d bytes%s", path, got, size, errText())
+			if gone := endedWith(s); gone != nil {
+				err = gone
+			}
+			return got, fmt.Errorf("the guest stopped sending %s after %d of %d bytes (%v)%s", path, got, size, err, errText())
 		}
 		slot, n, ok := parseChunk(line)
 		if !ok || n > size-got || n == 0 {
@@ -232,7 +336,7 @@ func (sb *Sandbox) GetFile(ctx context.Context, path string, open func(size int6
 		// The ack is flow control only: the guest stops reading them once it
 		// has sent its last chunk, and may be gone before the host has read
 		// that chunk. A guest that is gone too early shows as a line missing.
-		_, _ = io.WriteString(s, "ack\n")
+		_, _ = io.WriteString(g.writer(s), "ack\n")
 	}
 	return got, nil
 }
@@ -322,13 +426,33 @@ func collect(r io.Reader) func() string {
 // NotFound says the file was not there to get (see sandbox/api).
 func (e *NotFoundError) NotFound() bool { return true }
 
-// endSession kills a transfer's command if it is still running (the
-// client went away, the guest broke the protocol) and waits for its end.
-func endSession(s *proto.Session) {
+// endedWith is the error s ended with, nil while it runs or if it exited.
+func endedWith(s *proto.Session) error {
 	select {
 	case <-s.Done():
+		_, err := s.Wait()
+		return err
 	default:
-		_ = s.Signal("KILL")
+		return nil
 	}
-	_, _ = s.Wait()
+}
+
+// endSession ends a transfer's command. After a transfer that went
+// through, the command has one wait on the guest (transferStall, or until
+// ctx ends) to exit by itself, so that its exit is on record; after a
+// failure (the client went away, the guest broke the protocol), or then,
+// it is killed in the guest and ended on the host's side at once, whether
+// the guest answers or not.
+func endSession(ctx context.Context, s *proto.Session, failed *error) {
+	if *failed == nil {
+		t := time.NewTimer(transferStall)
+		defer t.Stop()
+		select {
+		case <-s.Done():
+			return
+		case <-t.C:
+		case <-ctx.Done():
+		}
+	}
+	s.Cancel(errors.New("the transfer ended"))
 }

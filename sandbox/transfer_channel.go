@@ -35,15 +35,19 @@ func (sb *Sandbox) putOverChannel(ctx context.Context, path, mode string, r io.R
 	if err != nil {
 		return 0, err
 	}
+	g := newGuard(ctx, s)
+	defer g.close()
 	errText := collect(s.Stderr())
 	go func() { _, _ = io.Copy(io.Discard, s.Stdout()) }()
-	n, cerr := io.CopyBuffer(s, r, make([]byte, 256<<10))
+	n, cerr := io.CopyBuffer(g.writer(s), r, make([]byte, 256<<10))
 	if cerr != nil {
-		_ = s.Signal("KILL") // half a body: the target is untouched
+		s.Cancel(cerr) // half a body: the target is untouched
 	} else {
 		_ = s.CloseStdin()
 	}
+	g.begin()
 	exit, werr := s.Wait()
+	g.end()
 	switch {
 	case cerr != nil:
 		return n, fmt.Errorf("the upload broke off after %d bytes (%v); %s is unchanged", n, cerr, path)
@@ -53,20 +57,27 @@ func (sb *Sandbox) putOverChannel(ctx context.Context, path, mode string, r io.R
 	return n, nil
 }
 
-func (sb *Sandbox) getOverChannel(ctx context.Context, path string, open func(int64) (io.Writer, error)) (int64, error) {
+func (sb *Sandbox) getOverChannel(ctx context.Context, path string, open func(int64) (io.Writer, error)) (_ int64, err error) {
 	s, err := sb.Exec(ctx, proto.Exec{Argv: []string{"sh", "-c", channelGetScript, "capsem-get", path}, Dir: "/"})
 	if err != nil {
 		return 0, err
 	}
-	defer endSession(s)
-	errs := bufio.NewReader(s.Stderr())
+	defer endSession(ctx, s, &err)
+	g := newGuard(ctx, s)
+	defer g.close()
+	first := &guardedReader{r: s.Stderr(), g: g} // guarded for the size line only: then drained in the background
+	errs := bufio.NewReader(first)
 	line, lerr := errs.ReadString('\n')
 	size, perr := strconv.ParseInt(strings.TrimSpace(line), 10, 64)
 	if lerr != nil || perr != nil || size < 0 {
+		if gone := endedWith(s); gone != nil {
+			return 0, fmt.Errorf("the guest did not send %s: %w", path, gone)
+		}
 		rest, _ := io.ReadAll(io.LimitReader(errs, 64<<10))
-		_, _ = io.Copy(io.Discard, s.Stdout())
+		_, _ = io.Copy(io.Discard, g.reader(s.Stdout()))
 		return 0, &NotFoundError{Msg: strings.TrimSpace(line + string(rest))}
 	}
+	first.g = nil
 	go func() { _, _ = io.Copy(io.Discard, errs) }()
 	w, err := open(size)
 	if err != nil {
@@ -74,8 +85,8 @@ func (sb *Sandbox) getOverChannel(ctx context.Context, path string, open func(in
 	}
 	// Exactly size bytes: a file that changed size meanwhile ends short,
 	// which the reader sees as an error, never as a different file.
-	n, err := io.CopyBuffer(w, io.LimitReader(s.Stdout(), size), make([]byte, 256<<10))
-	_, _ = io.Copy(io.Discard, s.Stdout())
+	n, err := io.CopyBuffer(w, io.LimitReader(g.reader(s.Stdout()), size), make([]byte, 256<<10))
+	_, _ = io.Copy(io.Discard, g.reader(s.Stdout()))
 	if err == nil && n != size {
 		err = fmt.Errorf("%s: the guest sent %d of %d bytes", path, n, size)
 	}

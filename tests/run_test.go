@@ -80,7 +80,8 @@ type runOpts struct {
 	env                            []string // the capsem process's own environment additions
 	stdin                          io.Reader
 	timeout                        time.Duration
-	onStart                        func(pid int) // called once capsem runs
+	onStart                        func(pid int)     // called once capsem runs
+	onLine                         func(line string) // called with each line of capsem's stderr as it comes
 }
 
 // capsemRun runs `capsem run [flags] -- argv…` and checks that it left no
@@ -111,6 +112,9 @@ func capsemRun(t *testing.T, o runOpts, flags []string, argv ...string) runResul
 	cmd.Stdin = o.stdin
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if o.onLine != nil {
+		cmd.Stderr = io.MultiWriter(&stderr, &lineWriter{fn: o.onLine})
+	}
 	start := time.Now()
 	err := cmd.Start()
 	if err == nil {
@@ -134,6 +138,24 @@ func capsemRun(t *testing.T, o runOpts, flags []string, argv ...string) runResul
 	}
 	checkNothingLeft(t, filepath.Join(o.data, "sessions", r.session), "path="+o.workspace+",")
 	return r
+}
+
+// lineWriter calls fn with each whole line written to it.
+type lineWriter struct {
+	fn  func(string)
+	buf []byte
+}
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	w.buf = append(w.buf, p...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		w.fn(string(w.buf[:i]))
+		w.buf = w.buf[i+1:]
+	}
 }
 
 // sessionOf finds the session id in capsem run's closing line.

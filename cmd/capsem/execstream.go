@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -34,7 +35,19 @@ type execOptions struct {
 	dir     string // the working directory ("": the workspace)
 	tty     bool
 	timeout time.Duration // 0: none
+	// confirm, when set, asks the guest to confirm that the signals sent
+	// so far reached it (capsem run: a ping its agent answers after them);
+	// an error ends execute, for the caller to stop a guest that does not
+	// listen. nil: a command that does not end within killGrace of KILL
+	// is given up instead.
+	confirm func(ctx context.Context) error
 }
+
+// killGrace is how long a command has to end after KILL when the guest
+// cannot be asked to confirm it (capsem exec: the sandbox's supervisor
+// holds the guest): a KILL is delivered in milliseconds, so a command
+// still there after 5 s runs in a guest that does not listen.
+const killGrace = 5 * time.Second
 
 // execute runs o.argv in the guest (start starts it) and streams it: the command's stdout
 // and stderr to ours, our stdin to it. Signals capsem gets go to the
@@ -44,18 +57,8 @@ func execute(start func(proto.Exec) (execSession, error), o execOptions, sigs <-
 	ex := proto.Exec{Argv: o.argv, Env: o.env, Dir: o.dir, TTY: o.tty}
 	inFile, _ := stdin.(*os.File)
 	outFile, _ := stdout.(*os.File)
-	// Defaults for what the host did not pass: a terminal type that says
-	// what the command's output is, and UTF-8.
-	if !hasEnv(ex.Env, "TERM") {
-		if o.tty {
-			ex.Env = append(ex.Env, "TERM=xterm-256color")
-		} else {
-			ex.Env = append(ex.Env, "TERM=dumb")
-		}
-	}
-	if !hasEnv(ex.Env, "LANG") {
-		ex.Env = append(ex.Env, "LANG=C.UTF-8")
-	}
+	// TERM and LANG, when the host passed none, get their defaults where
+	// every command goes through: sandbox.Sandbox.Exec.
 	if o.tty && outFile != nil {
 		ex.Rows, ex.Cols = terminalSize(outFile)
 	}
@@ -88,11 +91,48 @@ func execute(start func(proto.Exec) (execSession, error), o execOptions, sigs <-
 		_ = sess.CloseStdin()
 	}
 
-	var timeout <-chan time.Time
+	var timeout, killed <-chan time.Time
 	if o.timeout > 0 {
 		t := time.NewTimer(o.timeout)
 		defer t.Stop()
 		timeout = t.C
+	}
+	// Signals and resizes go out in order from a goroutine of their own:
+	// a guest that does not read its control channel blocks that one, not
+	// this loop, which still sees the timeout, Ctrl-C and the end.
+	ctl := make(chan func() error, 16)
+	deaf := make(chan error, 1)
+	defer close(ctl)
+	go func() {
+		for f := range ctl {
+			if err := f(); err != nil && o.confirm != nil {
+				deaf <- err
+				for range ctl {
+				}
+				return
+			}
+		}
+	}()
+	control := func(f func() error) {
+		select {
+		case ctl <- f:
+		default: // 16 not sent yet: the guest takes none; the ones before decide
+		}
+	}
+	sendSignal := func(sig string) {
+		control(func() error {
+			err := sess.Signal(sig)
+			if err == nil && o.confirm != nil {
+				err = o.confirm(context.Background())
+			}
+			if err != nil {
+				return fmt.Errorf("the guest did not confirm signal %s: %w", sig, err)
+			}
+			return nil
+		})
+		if sig == "KILL" && o.confirm == nil && killed == nil {
+			killed = time.After(killGrace)
+		}
 	}
 	timedOut, interrupts := false, 0
 wait:
@@ -100,26 +140,31 @@ wait:
 		select {
 		case <-sess.Done():
 			break wait
+		case err := <-deaf:
+			return 0, err
+		case <-killed:
+			return 0, fmt.Errorf("%q did not end within %s of KILL: the guest does not answer", strings.Join(o.argv, " "), killGrace)
 		case <-timeout:
 			timedOut = true
-			_ = sess.Signal("KILL")
+			sendSignal("KILL")
 		case sig := <-sigs:
 			switch sig {
 			case syscall.SIGWINCH:
 				if o.tty && outFile != nil {
-					_ = sess.Resize(terminalSize(outFile))
+					rows, cols := terminalSize(outFile)
+					control(func() error { _ = sess.Resize(rows, cols); return nil })
 				}
 			case syscall.SIGINT:
 				interrupts++
 				if interrupts >= 3 {
-					_ = sess.Signal("KILL") // the command ignores INT
+					sendSignal("KILL") // the command ignores INT
 				} else {
-					_ = sess.Signal("INT")
+					sendSignal("INT")
 				}
 			case syscall.SIGTERM:
-				_ = sess.Signal("TERM")
+				sendSignal("TERM")
 			case syscall.SIGHUP:
-				_ = sess.Signal("HUP")
+				sendSignal("HUP")
 			}
 		}
 	}
@@ -138,13 +183,4 @@ wait:
 		return exitTimeout, nil
 	}
 	return exit.Code, nil
-}
-
-func hasEnv(env []string, key string) bool {
-	for _, kv := range env {
-		if strings.HasPrefix(kv, key+"=") {
-			return true
-		}
-	}
-	return false
 }

@@ -350,7 +350,9 @@ func runInSandbox(ctx context.Context, o *runOptions, cfg sandbox.Config, stdin 
 	defer sb.Shutdown("capsem run is done")
 	o.log.Debug("guest ready", "uptime", time.Duration(sb.Ready().Uptime).Round(time.Millisecond))
 	start := func(ex proto.Exec) (execSession, error) { return sb.Exec(context.Background(), ex) }
-	code, err := execute(start, o.execOptions(), sigs, stdin, stdout, stderr)
+	eo := o.execOptions()
+	eo.confirm = sb.Responsive // a guest that does not confirm a signal is stopped (deferred Shutdown)
+	code, err := execute(start, eo, sigs, stdin, stdout, stderr)
 	o.log.Debug("command done", "code", code)
 	if err != nil && cfg.ConsoleLog != "" {
 		err = fmt.Errorf("%w (the guest's console log: %s)", err, cfg.ConsoleLog)

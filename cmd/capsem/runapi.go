@@ -39,21 +39,13 @@ func serveRunAPI(data string, rs *runStore) (*runAPI, error) {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+api.PathSnapshot, func(w http.ResponseWriter, r *http.Request) {
-		if err := rs.w.Sync(); err != nil {
-			api.WriteError(w, http.StatusInternalServerError, "the run's store could not sync: "+err.Error())
-			return
-		}
-		if err := os.MkdirAll(a.snap, 0o700); err != nil {
-			api.WriteError(w, http.StatusInternalServerError, err.Error())
-			return
-		}
-		dir := filepath.Join(a.snap, fmt.Sprintf("%d", time.Now().UnixNano()))
-		if err := rs.st.Checkpoint(dir); err != nil {
-			api.WriteError(w, http.StatusInternalServerError, "checkpoint of the run's store: "+err.Error())
+		snap, err := rs.snapshot(a.snap)
+		if err != nil {
+			api.WriteError(w, http.StatusInternalServerError, "no snapshot of the run's store: "+err.Error())
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(api.Snapshot{Dir: dir, SessionID: id})
+		json.NewEncoder(w).Encode(snap)
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, http.StatusNotFound, fmt.Sprintf("a capsem run serves only POST %s (%s %s is a sandbox's: capsem start)", api.PathSnapshot, r.Method, r.URL.Path))

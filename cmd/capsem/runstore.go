@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/capsem/capsem/cmd/internal/storeflags"
+	"github.com/capsem/capsem/sandbox/api"
 	"github.com/capsem/capsem/store"
 )
 
@@ -66,6 +67,26 @@ func openRunStoreWith(data string, meta store.Session, opt store.Options) (*runS
 		return nil, err
 	}
 	return &runStore{data: data, st: st, w: w}, nil
+}
+
+// snapshot answers POST /v1/snapshot for a running sandbox's supervisor
+// and a running capsem run alike: a checkpoint of the store (hard links)
+// in a new directory under dir, taken after a sync so that every event
+// appended so far is in it (the store commits in groups: without the sync
+// the supervisor's missed the newest). The reader opens it read-only and
+// removes it.
+func (r *runStore) snapshot(dir string) (api.Snapshot, error) {
+	if err := r.w.Sync(); err != nil {
+		return api.Snapshot{}, fmt.Errorf("the store could not sync: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return api.Snapshot{}, err
+	}
+	snap := filepath.Join(dir, fmt.Sprintf("%d", time.Now().UnixNano()))
+	if err := r.st.Checkpoint(snap); err != nil {
+		return api.Snapshot{}, fmt.Errorf("checkpoint of the store: %w", err)
+	}
+	return api.Snapshot{Dir: snap, SessionID: r.w.ID()}, nil
 }
 
 // end records the exit code, flushes every event and closes the store.

@@ -250,6 +250,9 @@ func supervise(ctx context.Context, data, name string, o superviseOptions, repor
 	_ = srv.Close()
 	if crashed {
 		why := "the guest stopped on its own (see its console log: " + d.consoleLog() + ")"
+		if err := sb.Err(); errors.Is(err, proto.ErrViolation) {
+			why = "the guest was stopped: " + err.Error()
+		}
 		log.Error(why)
 		_ = os.WriteFile(d.crashPath(), []byte(why), 0o600)
 	}
@@ -363,14 +366,7 @@ func (s *supervisor) Done() <-chan struct{} { return s.stopping }
 // Snapshot checkpoints the session's store into the sandbox's snapshots
 // directory, which the reader removes (and the next start clears).
 func (s *supervisor) Snapshot() (api.Snapshot, error) {
-	if err := os.MkdirAll(s.dir.snapshotsDir(), 0o700); err != nil {
-		return api.Snapshot{}, err
-	}
-	dir := filepath.Join(s.dir.snapshotsDir(), fmt.Sprintf("%d", time.Now().UnixNano()))
-	if err := s.rs.st.Checkpoint(dir); err != nil {
-		return api.Snapshot{}, err
-	}
-	return api.Snapshot{Dir: dir, SessionID: s.rs.w.ID()}, nil
+	return s.rs.snapshot(s.dir.snapshotsDir())
 }
 
 func (s *supervisor) PutFile(ctx context.Context, path, mode string, size int64, body io.Reader) (int64, error) {

@@ -18,7 +18,6 @@ import (
 // windows) and a peer that overruns a window ends the connection.
 type Client struct {
 	conn  *Conn
-	rw    io.Closer
 	agent Hello
 	ready Ready
 	opts  ClientOptions
@@ -50,14 +49,28 @@ type ClientOptions struct {
 	// meanwhile.
 	OnEvent func(Message)
 	Logger  *slog.Logger
+	// WriteTimeout is how long a frame to the agent may wait for it to
+	// read before the agent is cut off (ErrStalled, wrapped in
+	// ErrViolation); 0 means DefaultWriteTimeout, negative none.
+	WriteTimeout time.Duration
 }
+
+// DefaultWriteTimeout bounds every write to the agent. A healthy agent
+// reads its port without pause (it blocks on nothing but starting a
+// command), and a write blocks only once ~200 KiB are queued unread in the
+// socket and the port's buffers: 5 s of that is an agent that stopped
+// reading — guest root holding the port — not a slow one. Before this
+// bound such a guest wedged every Send behind the blocked one: signals,
+// --timeout, Ctrl-C, stop and the watchdog's pings.
+const DefaultWriteTimeout = 5 * time.Second
 
 // ErrClosed is returned for operations on a client whose connection ended.
 var ErrClosed = errors.New("proto: connection to the agent closed")
 
 // ErrViolation wraps ErrClosed's cause when the client cut the agent off
 // because it broke the protocol: a malformed or oversized frame, data beyond
-// a window, credit beyond MaxWindow, or a message only the host sends. The
+// a window, credit beyond MaxWindow, a message only the host sends, or no
+// reading of what the host sends for the write timeout (ErrStalled). The
 // guest is then not trustworthy any more; the caller stops the VM.
 var ErrViolation = errors.New("proto: the agent broke the protocol and was cut off")
 
@@ -68,9 +81,12 @@ var ErrTooManySessions = errors.New("proto: too many sessions")
 // host's, waits for Ready) and starts reading. ctx bounds the handshake
 // only: when it is done first, rw is closed.
 func NewClient(ctx context.Context, rw io.ReadWriteCloser, opts ClientOptions) (*Client, error) {
+	timeout := opts.WriteTimeout
+	if timeout == 0 {
+		timeout = DefaultWriteTimeout
+	}
 	c := &Client{
-		conn:     NewConn(rw),
-		rw:       rw,
+		conn:     NewConnTimeout(rw, timeout),
 		opts:     opts,
 		log:      opts.Logger,
 		sessions: map[uint32]*Session{},
@@ -84,14 +100,14 @@ func NewClient(ctx context.Context, rw io.ReadWriteCloser, opts ClientOptions) (
 	stop := context.AfterFunc(ctx, func() { rw.Close() })
 	err := c.handshake()
 	if !stop() {
-		rw.Close()
+		c.conn.Close()
 		if err == nil || ctx.Err() != nil {
 			err = fmt.Errorf("%w: %w", ErrHandshake, context.Cause(ctx))
 		}
 		return nil, err
 	}
 	if err != nil {
-		rw.Close()
+		c.conn.Close()
 		return nil, err
 	}
 	go c.readLoop()
@@ -149,7 +165,7 @@ func (c *Client) Err() error {
 
 // Close closes the connection; running sessions fail with ErrClosed.
 func (c *Client) Close() error {
-	err := c.rw.Close()
+	err := c.conn.Close()
 	<-c.done
 	return err
 }
@@ -178,7 +194,7 @@ func (c *Client) Ping(ctx context.Context) (time.Duration, error) {
 		c.mu.Unlock()
 	}()
 	start := time.Now()
-	if err := c.conn.Send(Ping{Seq: seq}); err != nil {
+	if err := c.conn.SendContext(ctx, Ping{Seq: seq}); err != nil {
 		return 0, err
 	}
 	select {
@@ -237,7 +253,7 @@ func (c *Client) Exec(ctx context.Context, ex Exec) (*Session, error) {
 	c.sessions[ex.ID] = s
 	c.mu.Unlock()
 
-	if err := c.conn.Send(ex); err != nil {
+	if err := c.conn.SendContext(ctx, ex); err != nil {
 		c.finish(s, Exit{}, err)
 		return nil, err
 	}
@@ -248,8 +264,8 @@ func (c *Client) Exec(ctx context.Context, ex Exec) (*Session, error) {
 		}
 		return s, nil
 	case <-ctx.Done():
-		_ = s.Signal("KILL")
-		return nil, ctx.Err()
+		s.Cancel(context.Cause(ctx))
+		return nil, context.Cause(ctx)
 	}
 }
 
@@ -272,7 +288,11 @@ func (c *Client) readLoop() {
 	} else {
 		err = fmt.Errorf("%w: %w", ErrClosed, err)
 	}
-	c.rw.Close()
+	if serr := c.conn.Stalled(); serr != nil {
+		// The read ended because the watchdog closed the stream.
+		err = fmt.Errorf("%w: %w: %w", ErrClosed, ErrViolation, serr)
+	}
+	c.conn.Close()
 	c.mu.Lock()
 	c.err = err
 	sessions := c.sessions
@@ -489,6 +509,23 @@ func (s *Session) CloseStdin() error {
 // Signal sends a signal by name ("INT", "TERM", "KILL", …).
 func (s *Session) Signal(sig string) error {
 	return s.c.conn.Send(Signal{ID: s.id, Sig: sig})
+}
+
+// Cancel ends the session on the host's side at once, with err: its
+// readers and writers return, its slot is free, and what the guest still
+// sends for it is dropped. The command is sent KILL in the background, so
+// that a guest that does not read costs the caller no wait.
+func (s *Session) Cancel(err error) {
+	select {
+	case <-s.done:
+		return
+	default:
+	}
+	if err == nil {
+		err = errSessionEnded
+	}
+	go func() { _ = s.Signal("KILL") }()
+	s.c.finish(s, Exit{}, err)
 }
 
 // Resize sets the terminal size (pty sessions).

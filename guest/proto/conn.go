@@ -1,15 +1,22 @@
 package proto
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
 // ErrHandshake wraps every failure of the Hello exchange.
 var ErrHandshake = errors.New("proto: handshake failed")
+
+// ErrStalled means the peer stopped reading: a write to it did not finish
+// within the write timeout (NewConnTimeout). The stream is closed then,
+// since the peer cannot be told anything any more.
+var ErrStalled = errors.New("proto: the peer stopped reading the control channel")
 
 // Conn sends and receives messages over a byte stream (a virtio-serial
 // port, a vsock connection, a socketpair, net.Pipe). Send is safe for
@@ -19,26 +26,98 @@ type Conn struct {
 	rw io.ReadWriter
 	r  *Reader
 
-	wmu  sync.Mutex
+	// wsem holds the right to write (a channel, not a mutex, so that a
+	// wait for it can end with a context); wbuf and werr are its.
+	wsem chan struct{}
 	wbuf []byte
 	werr error
+
+	// The write timeout: a watchdog closes the stream when one write has
+	// been under way for longer. wseq counts the starts and ends of
+	// writes: odd while one is under way.
+	timeout   time.Duration
+	wseq      atomic.Uint64
+	stallErr  error // set before stalled
+	stalled   atomic.Bool
+	closeOnce sync.Once
+	closed    chan struct{}
 }
 
-// NewConn returns a Conn over rw.
+// NewConn returns a Conn over rw whose writes wait for the peer as long as
+// it takes (the agent's side: its host is trusted to read).
 func NewConn(rw io.ReadWriter) *Conn {
-	return &Conn{rw: rw, r: NewReader(rw)}
+	return &Conn{rw: rw, r: NewReader(rw), wsem: make(chan struct{}, 1), closed: make(chan struct{})}
+}
+
+// NewConnTimeout returns a Conn over rw that gives up on a peer which does
+// not take a frame within timeout: the stream is closed, that Send and
+// every later one fail with ErrStalled. rw must be an io.Closer for a
+// stalled write to end. Close the Conn to stop its watchdog.
+func NewConnTimeout(rw io.ReadWriter, timeout time.Duration) *Conn {
+	c := NewConn(rw)
+	if timeout > 0 {
+		c.timeout = timeout
+		go c.watch()
+	}
+	return c
+}
+
+// watch looks at the writes a few times per timeout: when the same write
+// has been under way at every look for the timeout, it closes the stream,
+// which ends the blocked Write. The cost on the hot path is two atomic
+// adds per frame; reading the clock, or resetting a timer, per frame cost
+// more (measured: +80 to +130 ns a frame with time.Since).
+func (c *Conn) watch() {
+	const looks = 4
+	t := time.NewTicker(c.timeout / looks)
+	defer t.Stop()
+	var last uint64
+	seen := 0 // looks that found write last still under way
+	for {
+		select {
+		case <-c.closed:
+			return
+		case <-t.C:
+			w := c.wseq.Load()
+			if w&1 == 0 || w != last {
+				last, seen = w, 0
+				continue
+			}
+			if seen++; seen >= looks {
+				c.stallErr = fmt.Errorf("%w: a frame waited %v to be taken", ErrStalled, c.timeout)
+				c.stalled.Store(true)
+				_ = c.Close()
+				return
+			}
+		}
+	}
 }
 
 // Send encodes m and writes it. After a write error every later Send
 // returns that error: the stream cannot be trusted to be at a frame
 // boundary any more.
 func (c *Conn) Send(m Message) error {
+	return c.SendContext(context.Background(), m)
+}
+
+// SendContext is Send whose wait for another Send's write to finish ends
+// with ctx. The write itself is bounded by the write timeout, not by ctx:
+// a frame is written whole or the stream is given up.
+func (c *Conn) SendContext(ctx context.Context, m Message) error {
 	f, err := Encode(m)
 	if err != nil {
 		return err
 	}
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
+	if done := ctx.Done(); done == nil {
+		c.wsem <- struct{}{}
+	} else {
+		select {
+		case c.wsem <- struct{}{}:
+		case <-done:
+			return fmt.Errorf("proto: send %v: %w", f.Type, context.Cause(ctx))
+		}
+	}
+	defer func() { <-c.wsem }()
 	if c.werr != nil {
 		return c.werr
 	}
@@ -46,12 +125,27 @@ func (c *Conn) Send(m Message) error {
 	if err != nil {
 		return err
 	}
-	if _, err := c.rw.Write(c.wbuf); err != nil {
+	c.wseq.Add(1)
+	_, err = c.rw.Write(c.wbuf)
+	c.wseq.Add(1)
+	if err != nil {
+		if serr := c.Stalled(); serr != nil {
+			err = serr
+		}
 		c.werr = fmt.Errorf("proto: send %v: %w", f.Type, err)
 		return c.werr
 	}
 	if cap(c.wbuf) > 4*MaxData+HeaderLen {
 		c.wbuf = nil // do not keep a large frame's buffer for ever
+	}
+	return nil
+}
+
+// Stalled returns the error wrapping ErrStalled once the write timeout
+// has cut the peer off, nil before.
+func (c *Conn) Stalled() error {
+	if c.stalled.Load() {
+		return c.stallErr
 	}
 	return nil
 }
@@ -68,8 +162,10 @@ func (c *Conn) Recv() (Message, error) {
 	return Decode(f)
 }
 
-// Close closes the underlying stream if it is an io.Closer.
+// Close closes the underlying stream if it is an io.Closer, and stops the
+// write watchdog.
 func (c *Conn) Close() error {
+	c.closeOnce.Do(func() { close(c.closed) })
 	if cl, ok := c.rw.(io.Closer); ok {
 		return cl.Close()
 	}

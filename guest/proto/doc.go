@@ -38,7 +38,10 @@
 // every message kind has a bounded host cost (limits.go; FuzzClient plays a
 // hostile agent): one pending Pong however many Pings arrive, rate-limited
 // logs, sessions only the host opens. A peer that breaks the protocol is cut
-// off (ErrViolation) for the caller to stop the VM. What the guest reports
+// off (ErrViolation) for the caller to stop the VM; so is one that stops
+// reading: every host write has a deadline (ClientOptions.WriteTimeout,
+// ErrStalled), and a wait for another Send's write ends with its context
+// (Ping, Exec), so that no signal, probe or stop waits on the guest. What the guest reports
 // about itself (ExecEvent, FileEvent) is handed on as a claim, never as the
 // host's record: Session.Exec and Session.Times are what the host sent and
 // saw. It also never does I/O of its own beyond the stream it is given.

@@ -232,3 +232,157 @@ func TestSessionExecAndTimes(t *testing.T) {
 		t.Fatalf("exec %#v", ex)
 	}
 }
+
+// deafAgent is a fake agent that starts the first command it is asked for,
+// then never reads again — guest root holding the agent's port — and, with
+// flood, sends Pings without end meanwhile. net.Pipe has no buffer: every
+// host write after that blocks at once, as one does once the socket and
+// the port's buffers are full.
+func deafAgent(t *testing.T, flood bool, opts ClientOptions) *Client {
+	t.Helper()
+	a, h := net.Pipe()
+	t.Cleanup(func() { a.Close() })
+	fakeAgent(t, a, func(c *Conn) {
+		m, _ := c.Recv()
+		if ex, ok := m.(Exec); ok {
+			_ = c.Send(Started{ID: ex.ID, PID: 7})
+		}
+		for seq := uint64(0); flood; seq++ {
+			if c.Send(Ping{Seq: seq}) != nil {
+				return
+			}
+		}
+	})
+	cl, err := NewClient(context.Background(), h, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	return cl
+}
+
+// A guest that stops reading the control channel is cut off once a write
+// to it has waited for the write timeout: the signal that found the
+// channel blocked returns, the connection ends as a violation naming the
+// stall (for the caller to record and stop the VM), and later sends fail
+// at once. Before the write timeout, Signal blocked for ever under the one
+// write lock — and with it capsem run's --timeout, Ctrl-C and stop.
+func TestClientDeafPeerIsCutOff(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		flood bool
+		why   string
+	}{
+		{"no reads", false, "the signal's own write is what blocks"},
+		{"no reads, ping flood", true, "a Pong's write blocks first, the signal waits behind it"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const timeout = 300 * time.Millisecond
+			cl := deafAgent(t, tc.flood, ClientOptions{WriteTimeout: timeout})
+			s, err := cl.Exec(context.Background(), Exec{Argv: []string{"sleep", "600"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sent := make(chan error, 1)
+			start := time.Now()
+			go func() { sent <- s.Signal("KILL") }()
+			select {
+			case err := <-sent:
+				if !errors.Is(err, ErrStalled) && !errors.Is(err, ErrClosed) {
+					t.Errorf("Signal = %v, want the stall (%s)", err, tc.why)
+				}
+			case <-time.After(10 * timeout):
+				t.Fatalf("Signal to a peer that does not read still blocks after %v (%s)", 10*timeout, tc.why)
+			}
+			select {
+			case <-cl.Done():
+			case <-time.After(10 * timeout):
+				t.Fatal("the connection to a peer that does not read did not end")
+			}
+			if err := cl.Err(); !errors.Is(err, ErrViolation) || !errors.Is(err, ErrStalled) {
+				t.Fatalf("the connection ended with %v, want ErrViolation wrapping ErrStalled", err)
+			}
+			t.Logf("cut off %v after the signal", time.Since(start).Round(time.Millisecond))
+			if _, err := s.Wait(); !errors.Is(err, ErrClosed) {
+				t.Errorf("session ended with %v, want ErrClosed", err)
+			}
+			begin := time.Now()
+			if err := s.Signal("INT"); err == nil || time.Since(begin) > timeout/2 {
+				t.Errorf("a signal after the cut: %v after %v, want an error at once", err, time.Since(begin))
+			}
+		})
+	}
+}
+
+// While one write waits for a peer that does not read, a Ping (the
+// watchdog's) ends with its context, and an Exec with its own — neither
+// waits for the write timeout.
+func TestClientWaitForBlockedWriteEndsWithContext(t *testing.T) {
+	cl := deafAgent(t, false, ClientOptions{WriteTimeout: time.Minute})
+	s, err := cl.Exec(context.Background(), Exec{Argv: []string{"sleep", "600"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = s.Signal("INT") }() // blocks: nobody reads
+	time.Sleep(50 * time.Millisecond)
+	for _, tc := range []struct {
+		name string
+		call func(ctx context.Context) error
+	}{
+		{"ping", func(ctx context.Context) error { _, err := cl.Ping(ctx); return err }},
+		{"exec", func(ctx context.Context) error { _, err := cl.Exec(ctx, Exec{Argv: []string{"true"}}); return err }},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		start := time.Now()
+		err := tc.call(ctx)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 2*time.Second {
+			t.Errorf("%s: %v after %v, want the context's deadline after ~100ms", tc.name, err, time.Since(start))
+		}
+	}
+}
+
+// heapInUse is the live heap after a collection.
+func heapInUse() int64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
+}
+
+// A guest that fills a session's output window with 1-byte frames holds
+// no more host memory than the window allows (limits.go: twice it): each
+// frame's bytes are copied into the inbox's buffers, not kept as one
+// allocation and one slice header each. Before, a 1 MiB window of 1-byte
+// frames held ~25 MiB (the frame bodies and a 24-byte header each).
+func TestClientTinyFramesBoundedMemory(t *testing.T) {
+	const window = 1 << 20
+	written := make(chan struct{})
+	cl := oneExecAgent(t, func(c *Conn, ex Exec) {
+		_ = c.Send(Started{ID: ex.ID, PID: 1})
+		f, _ := Encode(Stdout{ID: ex.ID, Data: []byte{'x'}})
+		one, _ := AppendFrame(nil, f)
+		script := bytes.Repeat(one, window)
+		_, _ = c.rw.Write(script) // returns once the host has read it all (net.Pipe)
+		close(written)
+	})
+	base := heapInUse()
+	s, err := cl.Exec(context.Background(), Exec{Argv: []string{"yes"}, Window: window})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-written
+	deadline := time.Now().Add(time.Minute)
+	for s.stdout.Buffered() < window && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := s.stdout.Buffered(); n != window {
+		t.Fatalf("%d bytes queued, want the whole window (%d)", n, window)
+	}
+	grew := heapInUse() - base
+	t.Logf("%d one-byte frames queued: the heap grew %.1f MiB for a %d KiB window", window, float64(grew)/(1<<20), window>>10)
+	if grew > 2*window+(256<<10) {
+		t.Errorf("a %d KiB window of 1-byte frames holds %.1f MiB of the host's heap; the bound is twice the window", window>>10, float64(grew)/(1<<20))
+	}
+	runtime.KeepAlive(s)
+}

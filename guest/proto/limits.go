@@ -10,6 +10,8 @@ import (
 //
 //	frame         MaxFrame (1 MiB) before allocation, one frame at a time
 //	stdout/err    the session's window per stream (Exec.Window ≤ MaxWindow)
+//	              of data, held in at most twice that (Inbox), whatever
+//	              the frame sizes
 //	stdin credit  MaxWindow per session (more is ErrViolation)
 //	sessions      MaxSessions at once, and only the host opens them
 //	ping          one Pong pending; Pings meanwhile go unanswered
@@ -22,9 +24,11 @@ import (
 // host process never grows with what the guest sends.
 
 // MaxSessions bounds the commands running in the guest at once through one
-// client. Each costs at most two output windows of host memory, so the
-// bound on memory is MaxSessions × 2 × the window (512 MiB at the default
-// 256 KiB window, reached only by a host that starts that many commands).
+// client. Each costs at most two output windows of data, each held in at
+// most twice its size, so the bound on memory is MaxSessions × 4 × the
+// window (1 GiB at the default 256 KiB window, reached only by a host that
+// starts that many commands and a guest that alternates small and large
+// frames; 512 MiB with frames of one size).
 const MaxSessions = 1024
 
 // maxLogText bounds what of a peer's free text goes into one log line: an

@@ -24,6 +24,13 @@ const goneGrace = 2 * time.Second
 // client's exec() cuts at the same (MAX_BUFFERED, pythoncap_test.go).
 const maxBufferedOutput = 16 << 20
 
+// execStartTimeout bounds the wait for the guest to start a command (its
+// agent's Started): under TCG a start takes milliseconds, a busy guest's
+// a second or two. A guest that never answers otherwise held the request
+// and a session slot until the client went away — and a client without a
+// timeout never does.
+var execStartTimeout = time.Minute
+
 func readExecRequest(w http.ResponseWriter, r *http.Request) (ExecRequest, bool) {
 	var req ExecRequest
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequestJSON))
@@ -52,7 +59,12 @@ func serveExec(b Backend, w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	upgrade := strings.EqualFold(r.Header.Get("Upgrade"), ExecProtocol)
-	s, err := b.Exec(context.Background(), req.exec())
+	// The request's context: a client that goes away before the command
+	// started takes its session with it.
+	ctx, cancel := context.WithTimeoutCause(r.Context(), execStartTimeout,
+		fmt.Errorf("%w: the guest did not start the command within %v", context.DeadlineExceeded, execStartTimeout))
+	s, err := b.Exec(ctx, req.exec())
+	cancel()
 	if err != nil {
 		exit, ok := startError(err)
 		if !ok {
