@@ -78,15 +78,9 @@ func (ex *exchange) holdGatewayBody(w http.ResponseWriter, r *http.Request) bool
 	if r.Body == nil || r.Body == http.NoBody {
 		return true
 	}
-	body, err := ex.readHeld(w, r, r.Body, mcpMaxHold)
+	body, ok := ex.holdBody(w, r, r.Body, mcpMaxHold)
 	switch {
-	case err == errRefusedBody:
-		ex.answerRefusal(w)
-		return false
-	case ex.refuseHeld(w, err):
-		return false
-	case err != nil:
-		ex.refuse(w, http.StatusBadRequest, ReasonUpstreamError, "reading the request body: "+err.Error(), "Send the request again.")
+	case !ok:
 		return false
 	case len(body) > mcpMaxHold:
 		ex.refuse(w, http.StatusRequestEntityTooLarge, ReasonBodyHoldBudget,

@@ -101,16 +101,8 @@ func (ex *exchange) guard(w http.ResponseWriter, r *http.Request) bool {
 		body, sub = cg, nil
 	}
 	if r.ContentLength >= 0 && r.ContentLength <= MaxBufferedBody {
-		body, err := ex.readHeld(w, r, body, MaxBufferedBody)
-		switch {
-		case err == errRefusedBody:
-			ex.answerRefusal(w)
-			return false
-		case ex.refuseHeld(w, err):
-			return false
-		case err != nil:
-			ex.refuse(w, http.StatusBadRequest, ReasonUpstreamError, "reading the request body: "+err.Error(), "Send the request again.")
-			ex.ev.Decision = store.Allowed
+		body, ok := ex.holdBody(w, r, body, MaxBufferedBody)
+		if !ok {
 			return false
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))

@@ -8,6 +8,8 @@ import (
 	"os"
 	"sync/atomic"
 	"time"
+
+	"github.com/capsem/capsem/store"
 )
 
 // errHoldBudget ends a held body whose bytes the flow's or the proxy's
@@ -70,6 +72,25 @@ func (ex *exchange) readHeld(w http.ResponseWriter, r *http.Request, body io.Rea
 			return nil, err
 		}
 	}
+}
+
+// holdBody is readHeld that answers the guest itself when the body cannot
+// be held: the guard refused it (403), the budgets are spent (503), it did
+// not arrive in time (408), or it broke (400; the request stays allowed:
+// the guest's body broke, not the policy). ok is false when it answered.
+func (ex *exchange) holdBody(w http.ResponseWriter, r *http.Request, body io.Reader, limit int64) ([]byte, bool) {
+	b, err := ex.readHeld(w, r, body, limit)
+	switch {
+	case err == nil:
+		return b, true
+	case err == errRefusedBody:
+		ex.answerRefusal(w)
+	case ex.refuseHeld(w, err):
+	default:
+		ex.refuse(w, http.StatusBadRequest, ReasonUpstreamError, "reading the request body: "+err.Error(), "Send the request again.")
+		ex.ev.Decision = store.Allowed
+	}
+	return nil, false
 }
 
 // hold takes n bytes for a held body from the flow's and the proxy's
