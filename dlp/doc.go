@@ -11,7 +11,10 @@
 // of any size that arrives in writes of any size (Stream), finding in it
 // what ScanString finds in the whole, each match once, and telling how
 // much of the stream is decided (Safe) so that a caller that refuses
-// requests holding a secret forwards none of it. Scrub, ScrubHeader and
+// requests holding a secret forwards none of it. ExpectedHosts says where
+// each detector's credential is expected (a provider's key at the
+// provider's API host, anthropic-key at api.anthropic.com), which the
+// caller does not take for a finding. Scrub, ScrubHeader and
 // ScrubArgv redact what the detectors find, the values of credential
 // headers written as text and Bearer tokens to "[REDACTED:<kind>]"
 // (capsem export --scrub).
