@@ -4,7 +4,10 @@
 // private-key, jwt), find the API keys and tokens of the common
 // providers, AWS secret keys by their keywords, PEM private keys and
 // JWTs, with high confidence only: a literal prefix or keyword and the
-// shape that follows it, no guess by entropy.
+// shape that follows it, no guess by entropy. A match starts at a word's
+// start, or anywhere for the prefixes distinctive enough (ghp_, sk-ant-,
+// xoxb-, AKIA, …: detectors.go says why each is) that a guest gluing a
+// token to a word ("xghp_…") does not hide it.
 //
 // A Scanner runs them for the MITM's data-loss scan of decrypted egress:
 // over a whole header value or URL (ScanString), or over a request body
