@@ -80,9 +80,10 @@ var cls = func() (t [256]uint8) {
 const minRun = 20
 
 // A tokenRule is a literal prefix followed by a tail of one byte class: a
-// match starts at a word boundary, and its tail is exactly min bytes
-// followed by no word byte (exact), or at least min bytes, as many as
-// there are (up to the scan's cap).
+// match starts at a word boundary (or, for a rule marked anywhere, at any
+// byte), and its tail is exactly min bytes followed by no word byte
+// (exact), or at least min bytes, as many as there are (up to the scan's
+// cap).
 type tokenRule struct {
 	det    int
 	prefix string
@@ -90,30 +91,68 @@ type tokenRule struct {
 	min    int
 	exact  bool
 	ok     func(tail []byte) bool // a further check of the tail, or nil
+	// anywhere: the prefix is distinctive enough to be taken also glued
+	// to a word before it ("xghp_…", "aAKIA…", "key_sk-ant-…"), which
+	// a guest otherwise writes to pass the scan. Each says why it is.
+	anywhere bool
+}
+
+// sep is the index in r's prefix of its first byte that is no letter or
+// digit (where the scanner stops in a run), -1 when it has none (then a
+// rule taken anywhere is exact, and its match ends where letters and
+// digits do).
+func (r *tokenRule) sep() int {
+	for k := 0; k < len(r.prefix); k++ {
+		if cls[r.prefix[k]]&cAlnum == 0 {
+			return k
+		}
+	}
+	return -1
 }
 
 // tokenRules are tried in order at a position; the first that matches
 // wins. Every prefix plus min is at least minRun.
+//
+// A prefix is taken anywhere when glued text holding it by chance is rare
+// enough: in ordinary text it is no part of a word, and in random text
+// (base64 of an image sent to a model, a hash) what follows it rarely has
+// the tail's shape. Not anywhere: ACCA (four hex digits: an upper-case
+// hex digest holds it followed by 16 more and its end once in 65,536),
+// AIza (four letters: standard base64 holds it, 35 more of the tail's
+// class and a '+' or '/' about once in 1.6e9 bytes, 32 times as often as
+// after a '+' or '/'), the sk-/sk_/rk_ prefixes of OpenAI and Stripe (the
+// ends of task-, disk_, work_: "task_test_shouldReturnAnError…" is a
+// test's name).
 var tokenRules = []tokenRule{
-	// gitleaks: \b(AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b
-	{det: dAWSAccessKey, prefix: "AKIA", tail: cUpNum, min: 16, exact: true},
-	{det: dAWSAccessKey, prefix: "ASIA", tail: cUpNum, min: 16, exact: true},
-	{det: dAWSAccessKey, prefix: "ABIA", tail: cUpNum, min: 16, exact: true},
+	// gitleaks: \b(AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b. AKIA, ASIA and
+	// ABIA hold a letter no hex digit is, and the match is exactly 20
+	// upper-case letters and digits ending where the word does: in
+	// random base64 once in 5e12 bytes.
+	{det: dAWSAccessKey, prefix: "AKIA", tail: cUpNum, min: 16, exact: true, anywhere: true},
+	{det: dAWSAccessKey, prefix: "ASIA", tail: cUpNum, min: 16, exact: true, anywhere: true},
+	{det: dAWSAccessKey, prefix: "ABIA", tail: cUpNum, min: 16, exact: true, anywhere: true},
 	{det: dAWSAccessKey, prefix: "ACCA", tail: cUpNum, min: 16, exact: true},
 	// AIza and 35 more, not followed by more of them.
 	{det: dGoogleAPIKey, prefix: "AIza", tail: cB64URL, min: 35, exact: true},
 	// Classic tokens are 36 after the prefix (30 random, 6 checksum);
-	// fine-grained ones (github_pat_) 82, 22 at least by gitleaks.
-	{det: dGitHubToken, prefix: "ghp_", tail: cAlnum, min: 36},
-	{det: dGitHubToken, prefix: "gho_", tail: cAlnum, min: 36},
-	{det: dGitHubToken, prefix: "ghs_", tail: cAlnum, min: 36},
-	{det: dGitHubToken, prefix: "ghu_", tail: cAlnum, min: 36},
-	{det: dGitHubToken, prefix: "ghr_", tail: cAlnum, min: 36},
-	{det: dGitHubToken, prefix: "github_pat_", tail: cWord, min: 22},
+	// fine-grained ones (github_pat_) 82, 22 at least by gitleaks, whose
+	// first 22 are letters and digits ("11A…"): a tail with no run of 16
+	// of them holding a digit is a name (load_github_pat_from_env). The
+	// '_' keeps these out of standard base64 and hex; in ordinary text
+	// "gh" then one of p, o, s, u, r and '_' is no part of a word, and
+	// 36 letters and digits after it no identifier's. Random base64url
+	// holds one about once in 9 MiB (7 in 64 MiB; 2 when taken at a word
+	// start only), a price for finding the token a guest glues to a word.
+	{det: dGitHubToken, prefix: "ghp_", tail: cAlnum, min: 36, anywhere: true},
+	{det: dGitHubToken, prefix: "gho_", tail: cAlnum, min: 36, anywhere: true},
+	{det: dGitHubToken, prefix: "ghs_", tail: cAlnum, min: 36, anywhere: true},
+	{det: dGitHubToken, prefix: "ghu_", tail: cAlnum, min: 36, anywhere: true},
+	{det: dGitHubToken, prefix: "ghr_", tail: cAlnum, min: 36, anywhere: true},
+	{det: dGitHubToken, prefix: "github_pat_", tail: cWord, min: 22, ok: alnumDigitRun, anywhere: true},
 	// sk-ant-api03-… is 108 bytes; 13 is the least that makes minRun,
 	// so that a key cut by a DNS label (sk-ant-api03-xxxxxx.evil.test)
-	// still counts.
-	{det: dAnthropicKey, prefix: "sk-ant-", tail: cB64URL, min: 13},
+	// still counts. Seven bytes with two '-': no word holds them.
+	{det: dAnthropicKey, prefix: "sk-ant-", tail: cB64URL, min: 13, anywhere: true},
 	// sk-… (48 letters and digits), sk-proj-…, sk-svcacct-…, and the sk-
 	// keys of OpenAI-compatible APIs; not sk-ant-, and not a slug such as
 	// sk-learn-tutorial-basics: the tail holds 16 letters and digits in a
@@ -125,25 +164,30 @@ var tokenRules = []tokenRule{
 	{det: dStripeKey, prefix: "rk_live_", tail: cAlnum, min: 24},
 	{det: dStripeKey, prefix: "sk_test_", tail: cAlnum, min: 24},
 	{det: dStripeKey, prefix: "rk_test_", tail: cAlnum, min: 24},
-	{det: dSlackToken, prefix: "xoxb-", tail: cSlack, min: 15},
-	{det: dSlackToken, prefix: "xoxa-", tail: cSlack, min: 15},
-	{det: dSlackToken, prefix: "xoxp-", tail: cSlack, min: 15},
-	{det: dSlackToken, prefix: "xoxr-", tail: cSlack, min: 15},
-	{det: dSlackToken, prefix: "xoxs-", tail: cSlack, min: 15},
+	// "xox", a letter and '-': no word, and no base64 (the '-') or hex.
+	{det: dSlackToken, prefix: "xoxb-", tail: cSlack, min: 15, anywhere: true},
+	{det: dSlackToken, prefix: "xoxa-", tail: cSlack, min: 15, anywhere: true},
+	{det: dSlackToken, prefix: "xoxp-", tail: cSlack, min: 15, anywhere: true},
+	{det: dSlackToken, prefix: "xoxr-", tail: cSlack, min: 15, anywhere: true},
+	{det: dSlackToken, prefix: "xoxs-", tail: cSlack, min: 15, anywhere: true},
 }
 
 func openAITail(t []byte) bool {
-	if bytes.HasPrefix(t, []byte("ant-")) {
-		return false
-	}
+	return !bytes.HasPrefix(t, []byte("ant-")) && alnumDigitRun(t)
+}
+
+// alnumDigitRun reports whether t holds 16 letters and digits in a row,
+// one of them a digit: the random part of a key, not a slug or a name.
+func alnumDigitRun(t []byte) bool {
 	n, digit := 0, false
 	for _, c := range t {
-		if c == '-' || c == '_' { // the rest of class cB64URL is alnum
+		isDigit := '0' <= c && c <= '9'
+		if !isDigit && !('a' <= c && c <= 'z') && !('A' <= c && c <= 'Z') { // not cls: it refers to tokenRules
 			n, digit = 0, false
 			continue
 		}
 		n++
-		digit = digit || c <= '9'
+		digit = digit || isDigit
 		if n >= 16 && digit {
 			return true
 		}

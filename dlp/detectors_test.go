@@ -16,10 +16,21 @@ func TestDetectorNames(t *testing.T) {
 	if got := Detectors(); !slices.Equal(got, want) {
 		t.Errorf("Detectors() = %q, want %q", got, want)
 	}
+	endLen := 0
 	for _, r := range tokenRules {
 		if len(r.prefix)+r.min < minRun {
 			t.Errorf("rule %s: %d+%d bytes is shorter than minRun: the scanner would miss it", r.prefix, len(r.prefix), r.min)
 		}
+		if !r.anywhere || r.sep() >= 0 {
+			continue
+		}
+		// Taken anywhere without a separator, a match is found where its
+		// stretch of letters and digits ends: it must be exact, and all
+		// such are one length (the scanner checks one place).
+		if !r.exact || endLen != 0 && len(r.prefix)+r.min != endLen {
+			t.Errorf("rule %s: taken anywhere without a separator, exact %v, length %d (others %d)", r.prefix, r.exact, len(r.prefix)+r.min, endLen)
+		}
+		endLen = len(r.prefix) + r.min
 	}
 }
 
@@ -61,7 +72,16 @@ var detectorCases = []struct {
 	{"aws lower tail", "AKIAiosfodnn7example", nil, "the tail is upper case"},
 	{"aws short", "AKIAIOSFODNN7EXAMPL ", nil, "15 after the prefix"},
 	{"aws long", "AKIAIOSFODNN7EXAMPLEX", nil, "17 after the prefix: no word boundary"},
-	{"aws in word", "xAKIAIOSFODNN7EXAMPLE", nil, "no word boundary before"},
+	{"aws glued", "xAKIAIOSFODNN7EXAMPLE", []string{"aws-access-key"}, "glued to a letter: passed before (AKIA is distinctive)"},
+	{"aws glued a", "aAKIAIOSFODNN7EXAMPLE", []string{"aws-access-key"}, "the issue's example: passed before"},
+	{"aws glued underscore", "key_AKIAIOSFODNN7EXAMPLE", []string{"aws-access-key"}, "'_' is a word byte: passed before"},
+	{"aws glued digit", "1ASIAY34FZKBOKMUTVV7A", []string{"aws-access-key"}, "ASIA glued to a digit"},
+	{"aws glued ABIA", "zABIAZ7QW3ERTY5UIOP2A.", []string{"aws-access-key"}, "ABIA glued"},
+	{"aws glued long", "xAKIAIOSFODNN7EXAMPLEX", nil, "the end is still exact: 17 after the prefix"},
+	{"aws glued in caps", "THEAKIAIOSFODNN7EXAMPLEKEYS", nil, "not ending where the word does"},
+	{"aws glued long word", "averylongidentifiernameAKIAIOSFODNN7EXAMPLE", []string{"aws-access-key"}, "a glue longer than minRun: the scanner is in a run when the key starts"},
+	{"aws ACCA glued", "xACCAZ7QW3ERTY5UIOP2A", nil, "ACCA is four hex digits: at a word start only"},
+	{"aws ACCA in hex", "9F86D081884C7D659A2FEAA0ACCA5D5B0123456789ABCDEF", nil, "an upper-case digest holding ACCA 20 before its end"},
 	{"aws secret env", "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", []string{"aws-secret-key"}, "keyword then 40"},
 	{"aws secret json", `{"AccessKeyId":"AKIAIOSFODNN7EXAMPLE","SecretAccessKey":"wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"}`,
 		[]string{"aws-access-key", "aws-secret-key"}, "an STS response"},
@@ -78,28 +98,50 @@ var detectorCases = []struct {
 	{"github short", "ghp_16C7e42F292c6912E7710c838347Ae178B4", nil, "35 after the prefix"},
 	{"github pat short", "github_pat_11ABCDEFG0123456789_a", nil, "21 after the prefix"},
 	{"github ghx", "ghx_16C7e42F292c6912E7710c838347Ae178B4a", nil, "no such prefix"},
+	{"github glued", "xghp_16C7e42F292c6912E7710c838347Ae178B4a", []string{"github-token"}, "the issue's example: passed before"},
+	{"github glued underscore", "token_ghp_16C7e42F292c6912E7710c838347Ae178B4a", []string{"github-token"}, "'_' before: passed before"},
+	{"github glued gho", "1gho_16C7e42F292c6912E7710c838347Ae178B4a", []string{"github-token"}, "glued to a digit"},
+	{"github glued ghs ghu ghr", "aghs_16C7e42F292c6912E7710c838347Ae178B4a bghu_16C7e42F292c6912E7710c838347Ae178B4a cghr_16C7e42F292c6912E7710c838347Ae178B4a",
+		[]string{"github-token", "github-token", "github-token"}, "each prefix glued"},
+	{"github glued short", "xghp_16C7e42F292c6912E7710c838347Ae178B4", nil, "35 after the prefix"},
+	{"github glued long word", "thisisalongwordgluedtothetokenxghp_16C7e42F292c6912E7710c838347Ae178B4a", []string{"github-token"}, "a glue longer than minRun"},
+	{"github pat glued", "my_github_pat_11ABCDEFG0123456789_abcdefghij", []string{"github-token"}, "glued with '_': passed before"},
+	{"github pat glued letter", "xgithub_pat_11ABCDEFG0123456789_abcdefghij", []string{"github-token"}, "glued to a letter: passed before"},
+	{"github pat glued long word", "configuration_value_for_the_github_pat_11ABCDEFG0123456789_abcdefghij", []string{"github-token"}, "a glue longer than minRun"},
+	{"github pat name", "load_github_pat_from_the_environment_variable", nil, "a name: no 16 letters and digits in a row with a digit"},
+	{"github pat name at start", "github_pat_from_the_environment_variable", nil, "the same at a word start (a match before)"},
+	{"github weighs", "weighs_AbCdEfGhIjKlMnOp", nil, "a word ending in ghs_ with a short tail"},
 	{"anthropic", "sk-ant-api03-AbCdEfGhIjKlMnOpQrStUvWx", []string{"anthropic-key"}, "sk-ant- + 13+"},
 	{"anthropic dns label", "sk-ant-api03-aaaaaaaaaaaa.exfil.example.com", []string{"anthropic-key"}, "cut by a DNS label"},
 	{"anthropic short", "sk-ant-api03-abc", nil, "too few chars"},
 	{"anthropic short not openai", "sk-ant-api03-abc12345678901234567890", []string{"anthropic-key"}, "sk-ant- is never openai"},
 	{"anthropic 12", "sk-ant-api03-abcdef", nil, "12 after sk-ant-, not openai either"},
+	{"anthropic glued", "xsk-ant-api03-AbCdEfGhIjKlMnOpQrStUvWx", []string{"anthropic-key"}, "glued to a letter: passed before"},
+	{"anthropic glued underscore", "key_sk-ant-api03-AbCdEfGhIjKlMnOpQrStUvWx", []string{"anthropic-key"}, "'_' before: passed before"},
+	{"anthropic glued long word", "ANTHROPIC_API_KEY_VALUE_FOLLOWS_sk-ant-api03-AbCdEfGhIjKlMnOpQrStUvWx", []string{"anthropic-key"}, "a glue longer than minRun"},
+	{"anthropic glued dns", "asksk-ant-api03-aaaaaaaaaaaa.exfil.example.com", []string{"anthropic-key"}, "glued and cut by a DNS label"},
 	{"openai legacy", "sk-Ab12Cd34Ef56Gh78Ij90Kl12Mn34Op56Qr78St90Uv12", []string{"openai-key"}, "sk- + 48"},
 	{"openai proj", "OPENAI_API_KEY=sk-proj-Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0Fe", []string{"openai-key"}, "sk-proj-"},
 	{"openai slug", "sk-learn-tutorial-basics-and-more", nil, "a slug: no 16 letters and digits with a digit"},
 	{"openai no digit", "sk-abcdefghijklmnopqrstuvwxyzABCD", nil, "no digit"},
-	{"openai in word", "task-Ab12Cd34Ef56Gh78Ij90Kl12Mn34Op56", nil, "no word boundary before sk-"},
+	{"openai in word", "task-Ab12Cd34Ef56Gh78Ij90Kl12Mn34Op56", nil, "no word boundary before sk-: sk- ends words"},
 	{"google", "key=AIzaSyD-1234567890abcdefghijklmnopqrstu&q=1", []string{"google-api-key"}, "AIza + 35"},
 	{"google short", "AIzaSyD-1234567890abcdefghijklmnopqrst", nil, "34 after AIza"},
 	{"google long", "AIzaSyD-1234567890abcdefghijklmnopqrstuv", nil, "36 after AIza"},
+	{"google glued", "xAIzaSyD-1234567890abcdefghijklmnopqrstu", nil, "AIza is four letters base64 holds: at a word start only"},
 	{"slack bot", "xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx", []string{"slack-token"}, "xoxb-"},
 	{"slack user", "xoxp-2222222222-3333333333-abcdefabcdef", []string{"slack-token"}, "xoxp-"},
 	{"slack short", "xoxb-12345", nil, "too short"},
 	{"slack xoxo", "xoxo-1234567890123456789", nil, "no such type"},
+	{"slack glued", "tokxoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx", []string{"slack-token"}, "glued to a letter: passed before"},
+	{"slack glued long word", "the_slack_bot_token_isxoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx", []string{"slack-token"}, "a glue longer than minRun"},
+	{"slack glued underscore", "SLACK_xoxp-2222222222-3333333333-abcdefabcdef", []string{"slack-token"}, "'_' before: passed before"},
 	{"stripe live", "sk_live_51HxQ2aBcDeFgHiJkLmNoPqRsTuV", []string{"stripe-key"}, "sk_live_ + 24+"},
 	{"stripe restricted", "rk_live_51HxQ2aBcDeFgHiJkLmNoPqRsTuV", []string{"stripe-key"}, "rk_live_"},
 	{"stripe test", "sk_test_4eC39HqLyjWDarjtT1zdp7dc", []string{"stripe-key"}, "test keys count too"},
 	{"stripe short", "sk_live_4eC39HqLyjWDarjtT1zdp7d", nil, "23 after the prefix"},
 	{"stripe publishable", "pk_live_4eC39HqLyjWDarjtT1zdp7dc", nil, "a publishable key is public"},
+	{"stripe glued", "task_test_shouldReturnAnErrorWhenEmpty", nil, "sk_/rk_ end words (task_, work_): at a word start only"},
 	{"pem rsa", "-----BEGIN RSA PRIVATE KEY-----\nMIIE", []string{"private-key"}, "a PEM header"},
 	{"pem openssh", "x -----BEGIN OPENSSH PRIVATE KEY-----", []string{"private-key"}, "the header alone"},
 	{"pem pkcs8", "-----BEGIN PRIVATE KEY-----", []string{"private-key"}, "PKCS #8"},

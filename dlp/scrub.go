@@ -102,7 +102,7 @@ var secretRules = []secretRule{
 		// The placeholders capsem gives a guest for its secrets: not a
 		// credential, but what a reader of an export must not be able to
 		// tie to a session's secret.
-		kind:     "secret-placeholder",
+		kind:     placeholderKind,
 		re:       regexp.MustCompile(regexp.QuoteMeta(PlaceholderPrefix) + `[0-9a-f]{32}`),
 		triggers: []string{PlaceholderPrefix},
 	},

@@ -69,3 +69,47 @@ func TestScrubPlaceholders(t *testing.T) {
 		}
 	}
 }
+
+// A Scrubber redacts a session's placeholders, fixed ones too, in every
+// form and case a request or a DNS name holds them.
+func TestScrubberFixedPlaceholders(t *testing.T) {
+	const fixed = "My-Fixed/Placeholder+Anthropic"
+	sc := NewScrubber([]string{fixed, "", "second-fixed-placeholder"})
+	red := "[REDACTED:secret-placeholder]"
+	for _, c := range []struct{ in, want, why string }{
+		{"token: " + fixed, "token: " + red, "as written"},
+		{"q=My-Fixed%2FPlaceholder%2BAnthropic&x=1", "q=" + red + "&x=1", "percent-encoded for a query"},
+		{"/v1/My-Fixed%2FPlaceholder+Anthropic/x", "/v1/" + red + "/x", "percent-encoded for a path"},
+		{"my-fixed/placeholder+anthropic.evil.test", red + ".evil.test", "lower-cased, as a DNS name"},
+		{"a second-fixed-placeholder b " + fixed, "a " + red + " b " + red, "two of them"},
+		{"ghp_16C7e42F292c6912E7710c838347Ae178B4a " + fixed, "[REDACTED:github-token] " + red, "and what Scrub finds"},
+		{"capsem-secret-0123456789abcdef0123456789abcdef", red, "generated ones as Scrub does"},
+		{"é日本 My-Fixed/Placeholder+Anthropic İ", "é日本 " + red + " İ", "offsets kept around runes whose lower case is longer"},
+		{"nothing here", "nothing here", "text without them is unchanged"},
+	} {
+		got := sc.Scrub(c.in)
+		if got != c.want {
+			t.Errorf("%s: Scrub(%q) = %q, want %q", c.why, c.in, got, c.want)
+		}
+		if again := sc.Scrub(got); again != got {
+			t.Errorf("%s: not idempotent: %q then %q", c.why, got, again)
+		}
+	}
+	if n, v := sc.ScrubHeader("X-Token", "Bearer-less "+fixed); n != "X-Token" || v != "Bearer-less "+red {
+		t.Errorf("ScrubHeader: %q %q", n, v)
+	}
+	words := []string{"curl", "-H", "X-Token: " + fixed, "https://a.test/?k=" + fixed}
+	if got := sc.ScrubArgv(words); strings.Contains(strings.Join(got, " "), fixed) || got[0] != "curl" || words[2] != "X-Token: "+fixed {
+		t.Errorf("ScrubArgv(%q) = %q (and the words given must stay)", words, got)
+	}
+	// A placeholder that a redaction holds is redacted in text, and the
+	// redaction left alone: Scrub stays idempotent.
+	sc2 := NewScrubber([]string{"secret-placeholder"})
+	if got := sc2.Scrub("a secret-placeholder b"); got != "a "+red+" b" || sc2.Scrub(got) != got {
+		t.Errorf("a placeholder inside the redaction's text: %q, then %q", got, sc2.Scrub(got))
+	}
+	var none *Scrubber
+	if NewScrubber(nil) != nil || NewScrubber([]string{""}) != nil || none.Scrub("ghp_16C7e42F292c6912E7710c838347Ae178B4a") != "[REDACTED:github-token]" {
+		t.Error("a nil Scrubber is Scrub")
+	}
+}

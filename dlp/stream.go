@@ -24,6 +24,16 @@ type Scanner struct {
 	rules [256][]*tokenRule // by first byte, in tokenRules' order
 	first [256]bool         // a token rule or a JWT starts with the byte
 	runs  bool              // some detector other than private-key is on
+
+	// The rules taken anywhere (tokenRule.anywhere), glued to a word
+	// before them: by the byte of the prefix the scanner stops at (sep),
+	// and those that end where a stretch of letters and digits does.
+	glued    []*tokenRule
+	bySep    [256][]sepRule
+	byEnd    []*tokenRule
+	endLen   int       // the length of a match of each of byEnd (all are AWS key ids)
+	endFirst [256]bool // the first bytes of byEnd's prefixes
+	gluedTo  int       // how far before the end of a write a glued match may start undecided: the longest prefix, or prefix and tail of an exact one
 }
 
 // NewScanner returns a scanner for the named detectors (nil or empty: all
@@ -44,6 +54,25 @@ func NewScanner(detectors []string) (*Scanner, error) {
 		if r := &tokenRules[i]; s.on[r.det] {
 			s.rules[r.prefix[0]] = append(s.rules[r.prefix[0]], r)
 			s.first[r.prefix[0]] = true
+		}
+	}
+	for i := range tokenRules {
+		r := &tokenRules[i]
+		if !s.on[r.det] || !r.anywhere {
+			continue
+		}
+		s.glued = append(s.glued, r)
+		if k := r.sep(); k >= 0 {
+			s.bySep[r.prefix[k]] = append(s.bySep[r.prefix[k]], sepRule{r, k})
+			s.gluedTo = max(s.gluedTo, len(r.prefix))
+		} else {
+			if s.endLen != 0 && s.endLen != len(r.prefix)+r.min {
+				// TestDetectorNames keeps tokenRules from this.
+				return nil, fmt.Errorf("dlp: the rules taken anywhere without a separator differ in length (%s)", r.prefix)
+			}
+			s.byEnd, s.endLen = append(s.byEnd, r), len(r.prefix)+r.min
+			s.endFirst[r.prefix[0]] = true
+			s.gluedTo = max(s.gluedTo, s.endLen)
 		}
 	}
 	if s.on[dJWT] {
@@ -193,6 +222,9 @@ func (s *Scanner) run(w *window, a, limit int, add func(d, i, end int)) (int, in
 		if j == n {
 			break
 		}
+		if s.glued != nil && (len(s.bySep[b[j]]) > 0 || j-s.endLen >= i && s.endFirst[b[j-s.endLen]]) {
+			limit = s.gluedAt(w, a, i, j, limit, add)
+		}
 		c := cls[b[j]]
 		if c&cRun == 0 {
 			limit = s.secretAt(w, vs, j, limit, add)
@@ -204,6 +236,8 @@ func (s *Scanner) run(w *window, a, limit int, add func(d, i, end int)) (int, in
 		}
 		cand = c&cWord == 0
 		i = j + 1
+		// A glued match is decided at the end of the stretch it starts
+		// in (gluedAt, above): one that starts before limit is decided.
 		if i >= limit && vs >= limit {
 			return i, limit
 		}
@@ -211,10 +245,75 @@ func (s *Scanner) run(w *window, a, limit int, add func(d, i, end int)) (int, in
 	// The run reaches the end of b.
 	if w.final {
 		limit = s.secretAt(w, vs, n, limit, add)
-	} else if n-vs <= awsSecretLen && vs < limit && s.on[dAWSSecretKey] && (vs == 0 || cls[b[vs-1]]&cV == 0) {
-		limit = vs // the stretch may yet be 40 bytes long
+		if s.glued != nil {
+			limit = s.gluedAt(w, a, i, n, limit, add)
+		}
+	} else {
+		if n-vs <= awsSecretLen && vs < limit && s.on[dAWSSecretKey] && (vs == 0 || cls[b[vs-1]]&cV == 0) {
+			limit = vs // the stretch may yet be 40 bytes long
+		}
+		if s.glued != nil {
+			limit = s.holdGlued(w, a, limit)
+		}
 	}
 	return n, limit
+}
+
+// glue reports whether a match at i would be glued to a word before it:
+// only the rules taken anywhere are tried there (at a word boundary,
+// run tries them all).
+func glue(b []byte, i int) bool { return i > 0 && cls[b[i-1]]&cWord != 0 }
+
+// gluedAt tries the rules taken anywhere at the glued positions the
+// stretch of letters and digits [i, j) of the run that starts at a
+// decides: where a prefix with a separator has it at j (a byte of the run
+// that is no letter or digit), and where an exact rule's match without
+// one ends at j. It returns limit, lowered to a position whose verdict
+// needs more bytes.
+func (s *Scanner) gluedAt(w *window, a, i, j, limit int, add func(d, i, end int)) int {
+	b := w.b
+	try := func(st int, r *tokenRule) {
+		if st < i || st < a || st >= limit || b[st] != r.prefix[0] || !glue(b, st) {
+			return
+		}
+		switch end, v := w.token(st, r); v {
+		case yes:
+			add(r.det, st, end)
+		case more:
+			limit = st
+		}
+	}
+	for _, r := range s.byEnd {
+		try(j-s.endLen, r)
+	}
+	if j < len(b) {
+		for _, sr := range s.bySep[b[j]] {
+			try(j-sr.sep, sr.tokenRule)
+		}
+	}
+	return limit
+}
+
+// holdGlued lowers limit to the first glued position within gluedTo of
+// the end of b (a run that reaches it) where a rule taken anywhere needs
+// more bytes for its verdict: "…xgh" may yet be "xghp_…", and an exact
+// match ending at the end of b may yet be followed by more of its tail.
+func (s *Scanner) holdGlued(w *window, a, limit int) int {
+	b := w.b
+	for st := max(a, len(b)-s.gluedTo); st < min(len(b), limit); st++ {
+		if !glue(b, st) {
+			continue
+		}
+		for _, r := range s.glued {
+			if b[st] != r.prefix[0] {
+				continue
+			}
+			if _, v := w.token(st, r); v == more {
+				return st
+			}
+		}
+	}
+	return limit
 }
 
 // secretAt checks the stretch [vs, ve) of class cV bytes, ended by a byte
@@ -248,6 +347,13 @@ func (s *Scanner) tokenAt(w *window, i int) (int, int, verdict) {
 		return dJWT, end, v
 	}
 	return 0, 0, no
+}
+
+// A sepRule is a rule taken anywhere and the index of its prefix's
+// separator.
+type sepRule struct {
+	*tokenRule
+	sep int
 }
 
 // A Stream scans one stream that arrives in writes of any size: it finds

@@ -82,6 +82,47 @@ func TestStreamSplits(t *testing.T) {
 	}
 }
 
+// Every case of the detectors' table, split at every byte, a byte at a
+// time and inside large writes, finds what ScanString finds: above all
+// the glued ones, whose start the scanner decides only at a byte past it
+// (the '_' of "xghp_", the end of "aAKIA…").
+func TestStreamSplitsCases(t *testing.T) {
+	for _, c := range detectorCases {
+		in := []byte(c.input)
+		want := all.ScanString(c.input)
+		var ones []int
+		for i := 0; i <= len(in); i++ {
+			if got := streamAll(t, all, in, []int{i}); !sameMatches(got, want) {
+				t.Errorf("%s split at %d: %v, want %v", c.name, i, got, want)
+			}
+			if i > 0 && i < len(in) {
+				ones = append(ones, i)
+			}
+		}
+		if got := streamAll(t, all, in, ones); !sameMatches(got, want) {
+			t.Errorf("%s a byte at a time: %v, want %v", c.name, got, want)
+		}
+		pad := bytes.Repeat([]byte("ab cd "), 1000)
+		big := append(append(append([]byte{}, pad...), in...), bytes.Repeat([]byte(" ef gh"), 1000)...)
+		wantBig := all.ScanString(string(big))
+		if len(wantBig) != len(want) {
+			t.Fatalf("%s in a large text: %v, want %v", c.name, wantBig, want)
+		}
+		// The second write is large: split anywhere from where the
+		// match starts at the edge of what its first scan decides (keep
+		// bytes into it) to past its end.
+		splits := []int{0, len(pad) - 1000, len(pad) - head/2}
+		for at := len(pad) - keep - 30; at <= len(pad)+len(in); at++ {
+			splits = append(splits, at)
+		}
+		for _, at := range splits {
+			if got := streamAll(t, all, big, []int{at}); !sameMatches(got, wantBig) {
+				t.Errorf("%s large write split at %d: %v, want %v", c.name, at, got, wantBig)
+			}
+		}
+	}
+}
+
 // A long JWT holds Safe back until it is decided, then is found once,
 // whatever the writes.
 func TestStreamLongJWT(t *testing.T) {

@@ -13,7 +13,6 @@ import (
 	"sync"
 
 	"github.com/capsem/capsem/dlp"
-	"github.com/capsem/capsem/policy"
 	"github.com/capsem/capsem/store"
 )
 
@@ -35,7 +34,7 @@ func (ex *exchange) guard(w http.ResponseWriter, r *http.Request) bool {
 	if ex.view == nil && ex.scanner == nil {
 		return true
 	}
-	if ex.checkFields(r, "") {
+	if ex.checkFields(r, "", sc.head) {
 		ex.answerRefusal(w)
 		return false
 	}
@@ -73,7 +72,7 @@ func (ex *exchange) guard(w http.ResponseWriter, r *http.Request) bool {
 	// header before the body's end is passed on, so that a refused
 	// trailer never reaches the upstream.
 	g.atEOF = func() bool {
-		if len(r.Trailer) == 0 || !ex.checkFields(&http.Request{Header: r.Trailer, URL: &url.URL{}}, "trailer ") {
+		if len(r.Trailer) == 0 || !ex.checkFields(&http.Request{Header: r.Trailer, URL: &url.URL{}}, "trailer ", sc.head) {
 			return false
 		}
 		ex.cancel()
@@ -136,9 +135,11 @@ func headScanFields(r *http.Request) [][2]string {
 
 // checkFields checks a request head (or trailer, where is then
 // "trailer "): a leaked secret in a header, the URL or the host, and, with
-// DLP on, a credential in a header or the URL, which is noted. It marks a
-// refusal and returns true for a leak, or a credential under "block".
-func (ex *exchange) checkFields(r *http.Request, where string) bool {
+// a DLP scanner of the head (the flow's head: without the detectors
+// expected at its host), a credential in a header or the URL, which is
+// noted. It marks a refusal and returns true for a leak, or a credential
+// under "block".
+func (ex *exchange) checkFields(r *http.Request, where string, head *dlp.Scanner) bool {
 	if ex.view != nil {
 		if l := ex.view.checkHead(r); l != nil {
 			l.where = where + l.where
@@ -146,12 +147,12 @@ func (ex *exchange) checkFields(r *http.Request, where string) bool {
 			return true
 		}
 	}
-	if ex.scanner == nil {
+	if head == nil {
 		return false
 	}
 	exempt := ex.view.exempt()
 	for _, f := range headScanFields(r) {
-		for _, m := range ex.scanner.ScanString(f[1]) {
+		for _, m := range head.ScanString(f[1]) {
 			if exemptValue(exempt, m.Value) {
 				continue
 			}
@@ -320,19 +321,20 @@ func (ex *exchange) answerRefusal(w http.ResponseWriter) {
 	reason, why, rule := ex.refusal()
 	advice := "Send this request without the secret: capsem puts a secret's real value in only for the hosts it belongs to, and never lets the real value itself out of the sandbox."
 	if reason == ReasonDLPMatch {
-		advice = "Remove the credential from the request. If the task needs to send it, ask the user to list the host under [dlp] allow_hosts, or to declare the credential as a [[secret]] bound to this host."
+		advice = "Remove the credential from the request. If the task needs to send it, ask the user to declare the credential as a [[secret]] bound to this host, to list the host under [dlp] expected_hosts for the detector if this is the host's own credential, or under [dlp] allow_hosts."
 	}
 	ex.refuse(w, http.StatusForbidden, reason, why, advice)
 	ex.ev.MatchedRule = rule
 }
 
-// scanner returns the DLP scanner for d, built once per set of detectors.
-func (p *Proxy) scanner(d policy.DLP) *dlp.Scanner {
-	key := strings.Join(d.Detectors, ",")
+// scanner returns the DLP scanner of the detectors named (nil: all of
+// them), built once per set of detectors.
+func (p *Proxy) scanner(detectors []string) *dlp.Scanner {
+	key := strings.Join(detectors, ",")
 	if s, ok := p.scanners.Load(key); ok {
 		return s.(*dlp.Scanner)
 	}
-	s, err := dlp.NewScanner(d.Detectors)
+	s, err := dlp.NewScanner(detectors)
 	if err != nil {
 		// The policy checked the names against dlp.Detectors: this is a
 		// bug, and scanning nothing would fail open.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 
@@ -55,17 +56,38 @@ type flowScan struct {
 	pol      *policy.Policy
 	view     *secretView  // nil: no secrets
 	scanner  *dlp.Scanner // nil: no DLP for this host
+	head     *dlp.Scanner // the request head's: scanner but the detectors expected at this host; nil: none
 	dlpBlock bool         // a DLP match refuses (else it is noted)
 }
 
 // scanFor returns the flow's flowScan for pol.
+//
+// A detector whose credential is expected at the flow's host ([dlp]
+// expected_hosts: anthropic-key at api.anthropic.com) does not scan the
+// request head, where a client sends its credential (the claude CLI its
+// key in X-Api-Key on every request, each of which was a dlp-match). It
+// still scans the body: a key posted to its provider's host is data the
+// host keeps or shows (a gist on api.github.com, a prompt to the model),
+// not the request's credential.
 func (fs *flowState) scanFor(p *Proxy, pol *policy.Policy) *flowScan {
 	if c := fs.scan.Load(); c != nil && c.pol == pol {
 		return c
 	}
 	c := &flowScan{pol: pol, view: p.secretsFor(pol, fs.sni)}
 	if d := pol.DLP(); d.Action != policy.DLPOff && !d.Exempt(fs.sni) {
-		c.scanner, c.dlpBlock = p.scanner(d), d.Action == policy.DLPBlock
+		c.scanner, c.dlpBlock = p.scanner(d.Detectors), d.Action == policy.DLPBlock
+		c.head = c.scanner
+		if exp := d.ExpectedAt(fs.sni); len(exp) > 0 {
+			on := d.Detectors
+			if on == nil {
+				on = dlp.Detectors()
+			}
+			on = slices.DeleteFunc(slices.Clone(on), func(name string) bool { return slices.Contains(exp, name) })
+			c.head = nil
+			if len(on) > 0 {
+				c.head = p.scanner(on)
+			}
+		}
 	}
 	fs.scan.Store(c)
 	return c

@@ -12,11 +12,13 @@
 // QUIC to port 443 (quic.go). Everything else is dropped, and every drop
 // is recorded as an event (rate-limited per reason, with exact counts).
 //
-// QUIC is decided on its first Initial as TCP is on the SYN: to an
-// address fake DNS handed out, for a name allowed on port 443, under
+// QUIC is decided on its first Initial as TCP is on the SYN, on any port:
+// to an address fake DNS handed out, for a name allowed on port 443, under
 // [quic] mode = "intercept", it starts a flow that a DatagramFlowHandler
 // (the MITM) reads as a net.PacketConn; anything else gets ICMP port
-// unreachable, so the client falls back to TCP at once. At most
+// unreachable, with the reason the SYN would get (direct-ip,
+// port-not-allowed, …; quic-unserved on another port the policy allows),
+// so the client falls back to TCP at once. At most
 // MaxQUICHandshakes (256) flows are in their handshake; Initials beyond
 // are dropped as quic-initial-flood. A flow counts against MaxFlows and
 // ends after QUICIdleTimeout (30 s) without a datagram.

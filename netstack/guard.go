@@ -151,6 +151,12 @@ func (s *Stack) guardIPv4(frame []byte, more bool) {
 		case portHTTPS:
 			s.serveQUIC(ip, udp.SourcePort(), payload)
 		default:
+			if isQUICInitial(payload) {
+				// Decided as the same SYN: a port the policy does
+				// not allow is port-not-allowed, not UDP's refusal.
+				s.startQUIC(ip, quicKey{sport: udp.SourcePort(), dst: dstIP}, udp.DestinationPort(), payload)
+				return
+			}
 			s.drops.record(ReasonUDPNotAllowed, store.TransportUDP, dstIP, udp.DestinationPort(), "")
 		}
 		return

@@ -26,6 +26,13 @@ import (
 // udp-not-allowed, so a guest that moves a flow to another source port
 // (QUIC connection migration) is not followed.
 //
+// A QUIC Initial to another port is decided as the SYN to that port too,
+// and refused with the SYN's reason (a name allowed on 443 only is
+// port-not-allowed, where it was once udp-not-allowed like any UDP: the
+// log said the guest broke a UDP rule when it asked for a port the policy
+// does not allow), or quic-unserved on a port the policy allows: capsem
+// intercepts QUIC on 443 only.
+//
 // A refused Initial gets ICMP port unreachable: it is the UDP analogue of
 // TCP's RST, and a QUIC client that gets it on a connected socket fails at
 // once (ECONNREFUSED) and falls back to TCP, where a silent drop leaves it
@@ -58,7 +65,8 @@ const quicHandshakeWindow = 3 * time.Second
 type DatagramFlowHandler func(ctx context.Context, pc net.PacketConn, f *Flow) FlowResult
 
 // quicKey names a QUIC flow: the guest's source port and the address it
-// sends to (the guest's address is always GuestIP, the port always 443).
+// sends to (the guest's address is always GuestIP, a flow's port always
+// 443).
 type quicKey struct {
 	sport uint16
 	dst   netip.Addr
@@ -110,19 +118,22 @@ func (s *Stack) serveQUIC(ip header.IPv4, sport uint16, payload []byte) {
 		})
 		return
 	}
-	s.startQUIC(ip, key, payload)
+	s.startQUIC(ip, key, portHTTPS, payload)
 }
 
-// startQUIC decides a QUIC Initial that belongs to no flow, and starts its
-// flow when it is allowed. Refusals are recorded under the drop log's rate
-// limit, like refused SYNs; the flow itself is one event when it ends.
-func (s *Stack) startQUIC(ip header.IPv4, key quicKey, initial []byte) {
-	dst := netip.AddrPortFrom(key.dst, portHTTPS)
+// startQUIC decides a QUIC Initial to port that belongs to no flow, as a
+// SYN to that port is decided, and starts its flow when it is allowed and
+// port is 443 (capsem serves QUIC there only: on another port an allowed
+// name is quic-unserved, and the client falls back to TCP). Refusals are
+// recorded under the drop log's rate limit, like refused SYNs; the flow
+// itself is one event when it ends.
+func (s *Stack) startQUIC(ip header.IPv4, key quicKey, port uint16, initial []byte) {
+	dst := netip.AddrPortFrom(key.dst, port)
 	src := netip.AddrPortFrom(GuestIP, key.sport)
 	ev := store.Net{
 		Transport: store.TransportUDP,
 		IP:        dst.Addr(),
-		Port:      portHTTPS,
+		Port:      port,
 		SrcIP:     src.Addr(),
 		SrcPort:   src.Port(),
 		ConnType:  store.ConnQUIC,
@@ -153,7 +164,7 @@ func (s *Stack) startQUIC(ip header.IPv4, key quicKey, initial []byte) {
 	name := entry.name
 	ev.Domain = name
 	pol := s.policy.Load()
-	dec := pol.DecideFlow(name, portHTTPS)
+	dec := pol.DecideFlow(name, port)
 	ev.MatchedRule = dec.Rule
 	switch {
 	case !dec.Allowed:
@@ -164,6 +175,9 @@ func (s *Stack) startQUIC(ip header.IPv4, key quicKey, initial []byte) {
 		return
 	case s.cfg.QUICFlows == nil:
 		refuse(ReasonQUICUnserved, "this capsem serves no QUIC: HTTP/3 clients fall back to TCP")
+		return
+	case port != portHTTPS:
+		refuse(ReasonQUICUnserved, fmt.Sprintf("capsem serves QUIC on port %d only: HTTP/3 clients fall back to TCP, which port %d is allowed for", portHTTPS, port))
 		return
 	}
 	if err := s.admit(); err != nil {

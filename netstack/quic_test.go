@@ -223,6 +223,67 @@ allow = ["a.test"]`, "", "a.test", func(context.Context, net.PacketConn, *Flow) 
 	}
 }
 
+// TestQUICInitialOnAnotherPort is issue 27 item 9: a QUIC Initial to a
+// port other than 443 is decided as the same SYN would be — a name allowed
+// on 443 only is port-not-allowed, an address capsem's DNS did not hand
+// out is direct-ip — and answered with ICMP port unreachable, where it
+// was dropped as udp-not-allowed. On a port the policy allows, capsem
+// serves no QUIC there: quic-unserved, and the client falls back to TCP.
+// A datagram that is no Initial is udp-not-allowed as before.
+func TestQUICInitialOnAnotherPort(t *testing.T) {
+	const port = 8443
+	for _, c := range []struct {
+		name, policy, to string
+		initial          bool
+		reason           string
+		why              string
+	}{
+		{"port not allowed", `[network]
+allow = ["a.test"]`, "a.test", true, policy.ReasonPortNotAllowed, "the name is allowed on 443 only: the SYN to 8443 is port-not-allowed"},
+		{"direct ip", `[network]
+allow = ["a.test"]`, "", true, ReasonDirectIP, "an address capsem's DNS did not hand out"},
+		{"name denied", `[network]
+allow = ["a.test"]
+deny = ["a.test:8443"]`, "a.test", true, policy.ReasonDeniedByRule, "a deny entry names the port"},
+		{"allowed port", `[network]
+allow = ["a.test:8443"]`, "a.test", true, ReasonQUICUnserved, "allowed on 8443, where capsem serves TCP only"},
+		{"not an initial", `[network]
+allow = ["a.test"]`, "a.test", false, ReasonUDPNotAllowed, "other UDP is dropped as ever"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g := newGuestSide(t, c.policy, func(cfg *Config) { cfg.QUICFlows = echoOnce })
+			addr := netip.MustParseAddr("203.0.113.5")
+			if c.to != "" {
+				if _, addr = g.resolve(c.to + "."); !addr.IsValid() {
+					t.Fatalf("%s did not resolve", c.to)
+				}
+			}
+			payload := quicInitial(0xc3, quicV1, 1)
+			if !c.initial {
+				payload = append([]byte{0x43}, make([]byte, 1300)...)
+			}
+			sent := udpFrame(guestMAC, GuestIP.As4(), addr.As4(), 50010, port, payload)
+			g.send(sent)
+			reply := g.recvQUICReply(500 * time.Millisecond)
+			if !c.initial {
+				if reply != nil {
+					t.Fatalf("answered a datagram that is no Initial: %x", reply)
+				}
+				g.rec.waitReason(t, ReasonUDPNotAllowed, 1)
+				return
+			}
+			expectUnreachable(t, reply, sent)
+			ev := g.rec.netEvent(t, c.reason)
+			if ev.Transport != store.TransportUDP || ev.ConnType != store.ConnQUIC || ev.Decision != store.Denied || ev.Port != port || ev.IP != addr || ev.Domain != c.to || ev.SrcPort != 50010 {
+				t.Errorf("event %+v (%s)", ev, c.why)
+			}
+			if n := g.rec.netReasons()[ReasonUDPNotAllowed]; n != 0 {
+				t.Errorf("%d udp-not-allowed events besides (%s)", n, c.why)
+			}
+		})
+	}
+}
+
 // echoOnce answers the flow's first datagram with "pong".
 func echoOnce(ctx context.Context, pc net.PacketConn, f *Flow) FlowResult {
 	buf := make([]byte, 2048)

@@ -29,7 +29,7 @@ const (
 	// UDP and ICMP: only DNS and DHCP are answered, and echo to the gateway.
 
 	ReasonMalformedUDP    = "malformed-udp"         // a UDP header whose length does not fit the packet
-	ReasonUDPNotAllowed   = "udp-not-allowed"       // UDP to a port other than 53 (DNS) and 67 (DHCP), and UDP to 443 that is neither a QUIC flow's nor a QUIC Initial
+	ReasonUDPNotAllowed   = "udp-not-allowed"       // UDP to a port other than 53 (DNS) and 67 (DHCP) that is neither a QUIC flow's nor a QUIC Initial
 	ReasonDoT             = "dns-over-tls"          // TCP or UDP to port 853: capsem answers DNS itself
 	ReasonICMPOutside     = "icmp-outside"          // ICMP to an address other than the gateway
 	ReasonICMPType        = "icmp-type-not-allowed" // ICMP to the gateway that is not an echo request
@@ -39,12 +39,12 @@ const (
 	ReasonDHCPAck         = "dhcp-ack"              // allowed: a REQUEST for the guest's address (or an INFORM) acknowledged
 	ReasonDHCPNak         = "dhcp-nak"              // denied: a REQUEST for another address, answered NAK
 
-	// QUIC (quic.go): UDP to port 443 that starts with a QUIC Initial is
-	// decided like a SYN (direct-ip, port-not-allowed, … with transport
-	// udp), refusals answered with ICMP port unreachable.
+	// QUIC (quic.go): UDP that starts with a QUIC Initial, to any port, is
+	// decided like a SYN to that port (direct-ip, port-not-allowed, … with
+	// transport udp), refusals answered with ICMP port unreachable.
 
 	ReasonQUICBlocked  = "quic-blocked"       // a QUIC Initial to an allowed name under [quic] mode = "block": ICMP port unreachable
-	ReasonQUICUnserved = "quic-unserved"      // a QUIC Initial to an allowed name while no QUIC handler runs (Config.QUICFlows nil): ICMP port unreachable
+	ReasonQUICUnserved = "quic-unserved"      // a QUIC Initial to an allowed name while no QUIC handler runs (Config.QUICFlows nil), or on an allowed port other than 443: ICMP port unreachable
 	ReasonQUICFlood    = "quic-initial-flood" // a QUIC Initial dropped: MaxQUICHandshakes flows in their handshake
 
 	// DNS (dns.go): every query gets an answer, and an event.

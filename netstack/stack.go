@@ -54,6 +54,20 @@ type Recorder interface {
 	Admit() error
 }
 
+// placeholderNoter is a Recorder that keeps the placeholders of the
+// session's secrets in its record (store.Writer is one), so that an export
+// with --scrub redacts them, fixed ones too. The stack tells it those of
+// every policy it is given.
+type placeholderNoter interface {
+	NotePlaceholders(byName map[string]string)
+}
+
+func notePlaceholders(r Recorder, p *policy.Policy) {
+	if n, ok := r.(placeholderNoter); ok && len(p.Secrets()) > 0 {
+		n.NotePlaceholders(p.Placeholders())
+	}
+}
+
 // Resolver looks up the real addresses of an allowed name when capsem dials
 // it. net.DefaultResolver is one.
 type Resolver interface {
@@ -251,6 +265,7 @@ func New(cfg Config) (*Stack, error) {
 		cfg.Logger = slog.Default()
 	}
 	s := &Stack{cfg: cfg, log: cfg.Logger, dns: NewFakeDNS(), flows: cfg.Flows}
+	notePlaceholders(cfg.Recorder, cfg.Policy)
 	s.policy.Store(cfg.Policy)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.drops = newDropLog(cfg.Recorder, &s.stats)
@@ -357,6 +372,7 @@ func (s *Stack) addGuestNeighbor(mac tcpip.LinkAddress) {
 // see the new policy; running flows keep the decision they were given.
 func (s *Stack) SetPolicy(p *policy.Policy) {
 	if p != nil {
+		notePlaceholders(s.cfg.Recorder, p)
 		s.policy.Store(p)
 	}
 }

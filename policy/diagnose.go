@@ -126,7 +126,7 @@ func expectedType(key []string) string {
 		}
 		for _, tk := range t.keys {
 			full := t.keyPath() + "." + tk.name
-			if k == full || tk.kind == kindStringMap && strings.HasPrefix(k, full+".") {
+			if k == full || (tk.kind == kindStringMap || tk.kind == kindStringLists) && strings.HasPrefix(k, full+".") {
 				return tk.want
 			}
 		}

@@ -39,6 +39,9 @@
 //	action = "log"                # or "block" or "off": credentials in decrypted requests
 //	detectors = ["github-token"]  # optional: all of package dlp's
 //	allow_hosts = ["*.corp.test"] # not scanned
+//	expected_hosts = { "github-token" = ["github.corp.test"] }   # where a credential belongs: not a
+//	                              # finding in a request's header or URL there; replaces dlp's list
+//	default_expected_hosts = true # false: no detector's hosts but expected_hosts' (dlp.ExpectedHosts)
 //
 //	[mcp]
 //	hide_denied = true            # tools/list results leave denied tools out (the default)

@@ -47,6 +47,8 @@ func FuzzParse(f *testing.F) {
 		"[tls]\npassthrough = [\"mcp.capsem.internal\"]\n[[mcp.rules]]\nserver = \"*.capsem.internal\"\ntools = []\naction = \"Deny\"\n[MCP]\nHide_denied = 1\n",
 		"[network]\ndeny = [\"mcp.capsem.internal\"]\n[mcp.servers.gh]\ncommand = [\"gh\"]\ncwd = \"~x\"\nenv.\"A-B\" = \"v\"\n",
 		"[quic]\nmode = \"block\"\n[[quic]]\nquic.mode = \"Intercept\"\n",
+		"[dlp]\nexpected_hosts = { \"github-token\" = [\"a.test\", \"*.b.test\"], \"jwt\" = [], \"x\" = [\"c:1\"] }\ndefault_expected_hosts = false\n",
+		"[dlp.expected_hosts]\n\"anthropic-key\" = [\"a.test\"]\nGitHub-Token = [1]\ndlp.expected_hosts.jwt = \"x\"\n[dlp]\nExpected_Hosts = { a = { b = [\"c\"] } }\n",
 	} {
 		f.Add([]byte(seed))
 	}

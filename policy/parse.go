@@ -81,7 +81,12 @@ import (
 //     is an error. Names are unique.
 //   - dlp.action is "log" (the default), "block" or "off"; dlp.detectors
 //     names detectors of package dlp (absent: all); dlp.allow_hosts are
-//     names or "*.name" patterns whose requests are not scanned.
+//     names or "*.name" patterns whose requests are not scanned;
+//     dlp.expected_hosts maps detector names to the names or "*.name"
+//     patterns where their credential is expected, each list in place of
+//     package dlp's for that detector (an empty one: nowhere);
+//     dlp.default_expected_hosts = false drops package dlp's lists
+//     (absent: true).
 //   - mcp.hide_denied is true (the default) or false. Each [[mcp.rules]]
 //     table is a rule for MCP tools/call requests, tried in file order (see
 //     DecideMCPTool): server, required, is the NAME of an [mcp.servers.NAME]

@@ -9,7 +9,7 @@ package policy
 //	[mitm]      preview_bytes
 //	[dns]       max_wildcard_names
 //	[[secret]]  name from_env from_file hosts placeholder in   (an array of tables)
-//	[dlp]       action detectors allow_hosts
+//	[dlp]       action detectors allow_hosts expected_hosts default_expected_hosts
 //	[mcp]       hide_denied
 //	[[mcp.rules]]        server tools action       (an array of tables in [mcp])
 //	[mcp.servers.NAME]   command env cwd url headers   (a table per NAME the user chooses)
@@ -37,11 +37,12 @@ import (
 type keyKind int
 
 const (
-	kindString    keyKind = iota // "x"
-	kindStrings                  // ["x", "y"]
-	kindStringMap                // { "k" = "v" }
-	kindBool                     // true
-	kindInt                      // 4096
+	kindString      keyKind = iota // "x"
+	kindStrings                    // ["x", "y"]
+	kindStringMap                  // { "k" = "v" }
+	kindStringLists                // { "k" = ["x", "y"] }
+	kindBool                       // true
+	kindInt                        // 4096
 )
 
 // goType is the type of the field go-toml decodes a key of kind k into: a
@@ -54,6 +55,8 @@ func (k keyKind) goType() reflect.Type {
 		return reflect.TypeFor[[]string]()
 	case kindStringMap:
 		return reflect.TypeFor[map[string]string]()
+	case kindStringLists:
+		return reflect.TypeFor[map[string][]string]()
 	case kindBool:
 		return reflect.TypeFor[*bool]()
 	}
@@ -63,7 +66,7 @@ func (k keyKind) goType() reflect.Type {
 // holdsStrings reports whether the walker reads the values of a key of
 // kind k as string leaves (the other kinds it leaves to the decoder).
 func (k keyKind) holdsStrings() bool {
-	return k == kindString || k == kindStrings || k == kindStringMap
+	return k == kindString || k == kindStrings || k == kindStringMap || k == kindStringLists
 }
 
 // key is one key of a table.
@@ -191,6 +194,8 @@ var tables = []table{
 			{"action", kindString, "dlp.action must be the string \"log\", \"block\" or \"off\", like action = \"block\""},
 			{"detectors", kindStrings, "dlp.detectors must be an array of strings, like detectors = [\"aws-access-key\", \"github-token\"]"},
 			{"allow_hosts", kindStrings, "dlp.allow_hosts must be an array of strings, like allow_hosts = [\"internal.example.com\"]"},
+			{"expected_hosts", kindStringLists, "dlp.expected_hosts must map quoted detector names to arrays of strings, like expected_hosts = { \"github-token\" = [\"github.example.com\"] }"},
+			{"default_expected_hosts", kindBool, "dlp.default_expected_hosts must be true or false, without quotes"},
 		},
 		build: (*builder).dlpTable,
 	},
@@ -510,11 +515,17 @@ func (d decoded) stringCounts(ti int, cols []int) []int {
 	want := make([]int, rows*len(cols))
 	for i, in := range instances {
 		for c, j := range cols {
-			if v := in.Field(j); v.Kind() == reflect.Pointer {
+			switch v := in.Field(j); {
+			case v.Kind() == reflect.Pointer:
 				if !v.IsNil() {
 					want[i*len(cols)+c] = 1
 				}
-			} else {
+			case v.Kind() == reflect.Map && v.Type().Elem().Kind() == reflect.Slice:
+				// kindStringLists: the strings of every list.
+				for it := v.MapRange(); it.Next(); {
+					want[i*len(cols)+c] += it.Value().Len()
+				}
+			default:
 				want[i*len(cols)+c] = v.Len()
 			}
 		}

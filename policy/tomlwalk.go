@@ -216,7 +216,8 @@ func (w *walker) value(path []string, index int, v *unstable.Node, keyLine int) 
 
 // values yields, in file order, each string value of a key of t with its
 // key: the value of a key of kindString, each entry of kindStrings, each
-// value of the map of kindStringMap. Wrong types were reported by the
+// value of the map of kindStringMap, each entry of each list of
+// kindStringLists. Wrong types were reported by the
 // decoder already, so other values are skipped. In an array of tables,
 // leaf.elem is the element that holds the value; in a named table,
 // leaf.path[len(t.parts())] is the name.
@@ -259,6 +260,8 @@ func (l *leaf) holds(k key, depth int) bool {
 		return n == 1 && l.index >= 0
 	case kindStringMap:
 		return n == 2 && l.index < 0
+	case kindStringLists:
+		return n == 2 && l.index >= 0
 	}
 	return false
 }

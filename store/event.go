@@ -346,7 +346,20 @@ type Session struct {
 	Image        string
 	Host         string
 	Sandbox      string // the long-lived sandbox the session is a start of ("": a capsem run)
+	// Placeholders are those the session's secrets had (Writer.
+	// NotePlaceholders): what the guest was given in place of each real
+	// value, never a real value. An export with --scrub redacts them in
+	// every text it writes; a placeholder the policy fixed has no prefix
+	// to be known by. The store's own record keeps them, as its events
+	// keep what the guest sent; an export never does.
+	Placeholders []Placeholder
 	Counts       Counts
+}
+
+// A Placeholder is a secret's name and the placeholder the guest held
+// for it.
+type Placeholder struct {
+	Name, Value string
 }
 
 // Counts summarise a session's events. They are written with every committed

@@ -24,6 +24,7 @@ type sessionRecord struct {
 	Image        string           `json:"image,omitempty"`
 	Host         string           `json:"host,omitempty"`
 	Sandbox      string           `json:"sandbox,omitempty"`
+	Placeholders []placeholderRec `json:"placeholders,omitempty"`
 	Events       int64            `json:"events"`
 	Kinds        map[Kind]int64   `json:"kinds,omitempty"`
 	Allowed      int64            `json:"allowed,omitempty"`
@@ -34,6 +35,11 @@ type sessionRecord struct {
 	InputTokens  int64            `json:"input_tokens,omitempty"`
 	OutputTokens int64            `json:"output_tokens,omitempty"`
 	CostUSD      float64          `json:"cost_usd,omitempty"`
+}
+
+type placeholderRec struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
 }
 
 func encodeSession(s *Session) []byte {
@@ -56,6 +62,9 @@ func encodeSession(s *Session) []byte {
 		InputTokens:  s.Counts.InputTokens,
 		OutputTokens: s.Counts.OutputTokens,
 		CostUSD:      s.Counts.CostUSD,
+	}
+	for _, p := range s.Placeholders {
+		r.Placeholders = append(r.Placeholders, placeholderRec(p))
 	}
 	if !s.EndedAt.IsZero() {
 		t := s.EndedAt.UTC()
@@ -92,6 +101,9 @@ func decodeSession(v []byte) (Session, error) {
 		Sandbox:      r.Sandbox,
 		Counts: Counts{Events: r.Events, Kinds: r.Kinds, Allowed: r.Allowed, Denied: r.Denied, Lost: r.Lost, Agent: r.Agent, Bytes: r.Bytes,
 			InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, CostUSD: r.CostUSD},
+	}
+	for _, p := range r.Placeholders {
+		s.Placeholders = append(s.Placeholders, Placeholder(p))
 	}
 	if r.EndedAt != nil {
 		s.EndedAt = *r.EndedAt

@@ -255,6 +255,7 @@ func (s *Store) Begin(meta Session) (*Writer, error) {
 	}
 	meta.StartedAt = meta.StartedAt.UTC()
 	meta.Command = slices.Clone(meta.Command)
+	meta.Placeholders = mergePlaceholders(nil, meta.Placeholders)
 	meta.EndedAt, meta.ExitCode, meta.Counts = time.Time{}, nil, Counts{}
 	if err := s.db.Set(sessionKey(meta.ID), encodeSession(&meta), pebble.Sync); err != nil {
 		return nil, fmt.Errorf("store: record session %q: %w", meta.ID, err)

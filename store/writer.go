@@ -1,11 +1,13 @@
 package store
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -102,6 +104,36 @@ func newBatch(db *pebble.DB) *pebble.Batch {
 
 // ID returns the session id.
 func (w *Writer) ID() string { return w.id }
+
+// NotePlaceholders adds to the session's record the placeholders of a
+// policy's secrets, by secret name (policy.Policy.Placeholders): at the
+// start, and at each reload, which may bring new secrets or a new fixed
+// placeholder. Those noted before stay: the events hold them. The record
+// carries them from the next commit on.
+func (w *Writer) NotePlaceholders(byName map[string]string) {
+	var ps []Placeholder
+	for name, v := range byName {
+		ps = append(ps, Placeholder{Name: name, Value: v})
+	}
+	w.mu.Lock()
+	w.meta.Placeholders = mergePlaceholders(w.meta.Placeholders, ps)
+	w.mu.Unlock()
+}
+
+// mergePlaceholders returns have and add, without empty values or
+// repeats, sorted by name then value.
+func mergePlaceholders(have, add []Placeholder) []Placeholder {
+	out := slices.Clone(have)
+	for _, p := range add {
+		if p.Value != "" && !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	slices.SortFunc(out, func(a, b Placeholder) int {
+		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Value, b.Value))
+	})
+	return out
+}
 
 var encPool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 

@@ -27,6 +27,7 @@ import (
 	"github.com/capsem/capsem/guest/h3get"
 	"github.com/capsem/capsem/mitm"
 	"github.com/capsem/capsem/netstack"
+	"github.com/capsem/capsem/policy"
 	"github.com/capsem/capsem/store"
 	"github.com/capsem/capsem/tests/harness"
 )
@@ -430,6 +431,28 @@ func TestHTTP3MigrationRefused(t *testing.T) {
 	})
 	if n == nil || n.Decision != store.Denied || n.Transport != store.TransportUDP {
 		t.Errorf("want the new path's datagrams dropped as %s, got %+v\n%s", netstack.ReasonUDPNotAllowed, n, dumpEvents(evs))
+	}
+}
+
+// TestHTTP3OtherPortRefused is issue 27 item 9: quic-go's client dials
+// h3.test, allowed on 443 only, on port 8443. The Initial is decided as
+// the SYN to 8443 would be: port-not-allowed, refused at once with ICMP
+// port unreachable, where it was dropped as udp-not-allowed and the
+// client waited for its handshake timeout.
+func TestHTTP3OtherPortRefused(t *testing.T) {
+	e := startH3(t, "", envOptions{})
+	r := e.h3Get(h3get.Request{URL: "https://h3.test:8443/other-port", Timeout: 10 * time.Second})
+	t.Logf("the quic-go client to port 8443: %+v", r)
+	if !r.Refused || r.Status != 0 {
+		t.Errorf("QUIC to a port the policy does not allow: want connection refused (ICMP port unreachable), got %+v", r)
+	}
+	if r.Millis > 1000 {
+		t.Errorf("the refused QUIC client took %d ms to fail; want under a second", r.Millis)
+	}
+	evs := e.stop()
+	n := netEvent(evs, func(n *store.Net) bool { return n.Port == 8443 })
+	if n == nil || n.Reason != policy.ReasonPortNotAllowed || n.Decision != store.Denied || n.Transport != store.TransportUDP || n.Domain != "h3.test" || n.ConnType != store.ConnQUIC {
+		t.Errorf("want a denied udp/quic event with reason %s for h3.test:8443, got %+v\n%s", policy.ReasonPortNotAllowed, n, dumpEvents(evs))
 	}
 }
 

@@ -17,7 +17,27 @@ import (
 // (the value functions of schema.go call it), scrubbing text when asked.
 type converter struct {
 	scrub bool
+	ph    *dlp.Scrubber // with scrub: redacts the placeholders of the sessions exported too (nil: none)
 	buf   bytes.Buffer
+}
+
+// newConverter returns the converter of an export of sessions. With
+// scrub, the placeholders the sessions' records hold are redacted in every
+// text of every one of them (not only its own: a placeholder the policy
+// fixed is the same in each session of that policy, and a session
+// recorded before capsem kept them has none).
+func newConverter(scrub bool, sessions []store.Session) *converter {
+	c := &converter{scrub: scrub}
+	if scrub {
+		var vals []string
+		for _, s := range sessions {
+			for _, p := range s.Placeholders {
+				vals = append(vals, p.Value)
+			}
+		}
+		c.ph = dlp.NewScrubber(vals)
+	}
+	return c
 }
 
 // text returns s as a TEXT value: NULL when empty, invalid UTF-8
@@ -30,7 +50,7 @@ func (c *converter) text(s string) any {
 		s = strings.ToValidUTF8(s, "\uFFFD")
 	}
 	if c.scrub {
-		s = dlp.Scrub(s)
+		s = c.ph.Scrub(s)
 	}
 	return s
 }
@@ -42,7 +62,7 @@ func (c *converter) sessionID(id string, ordinal int) string {
 	if !c.scrub {
 		return id
 	}
-	if s := dlp.Scrub(id); s != id {
+	if s := c.ph.Scrub(id); s != id {
 		return fmt.Sprintf("%s#%d", s, ordinal)
 	}
 	return id
@@ -114,7 +134,7 @@ func (c *converter) argv(args []string) []string {
 		words[i] = strings.ToValidUTF8(a, "\uFFFD")
 	}
 	if c.scrub {
-		words = dlp.ScrubArgv(words)
+		words = c.ph.ScrubArgv(words)
 	}
 	return words
 }
@@ -139,7 +159,7 @@ func (c *converter) headers(hs []store.Header) any {
 	for i, h := range hs {
 		name, value := strings.ToValidUTF8(h.Name, "\uFFFD"), strings.ToValidUTF8(h.Value, "\uFFFD")
 		if c.scrub {
-			name, value = dlp.ScrubHeader(name, value)
+			name, value = c.ph.ScrubHeader(name, value)
 		}
 		out[i] = [2]string{name, value}
 	}

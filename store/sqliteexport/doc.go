@@ -24,7 +24,11 @@
 // With [Options.Scrub] every text column goes through [Scrub], which
 // replaces API keys, tokens, credential-bearing header values and private
 // key blocks with "[REDACTED:<kind>]", so that an export can be shared or
-// committed as a fixture.
+// committed as a fixture; and the placeholders the sessions' records hold
+// (store.Session.Placeholders: those a policy fixed have no prefix Scrub
+// knows) become "[REDACTED:secret-placeholder]" in every session
+// exported, in any case, as written or percent-encoded. The placeholders
+// themselves are not exported.
 //
 // What this package must never do:
 //   - modify the store. It only reads (Sessions, Session, Events); it can

@@ -165,7 +165,7 @@ func build(ctx context.Context, st *store.Store, path string, sessions []store.S
 		}
 	}
 
-	conv := converter{scrub: opt.Scrub}
+	conv := newConverter(opt.Scrub, sessions)
 	ids := make([]string, len(sessions))
 	insSession, err := tx.PrepareContext(ctx, sessionsTable.insertSQL())
 	if err != nil {
@@ -174,14 +174,14 @@ func build(ctx context.Context, st *store.Store, path string, sessions []store.S
 	defer insSession.Close()
 	for i := range sessions {
 		ids[i] = conv.sessionID(sessions[i].ID, i+1)
-		row := sessionsTable.args(&conv, &source{session: ids[i], sess: &sessions[i]})
+		row := sessionsTable.args(conv, &source{session: ids[i], sess: &sessions[i]})
 		if _, err := insSession.ExecContext(ctx, row...); err != nil {
 			return fmt.Errorf("sqliteexport: session %q: %w", sessions[i].ID, err)
 		}
 	}
 	res.Sessions = len(sessions)
 
-	if err := copyEvents(ctx, st, tx, sessions, ids, &conv, res); err != nil {
+	if err := copyEvents(ctx, st, tx, sessions, ids, conv, res); err != nil {
 		return err
 	}
 
