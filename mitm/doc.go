@@ -21,7 +21,7 @@
 //     (header and Basic credentials, query, path, streamed body; header
 //     and query by default), the placeholder going anywhere else and the
 //     real value coming from the guest are refused in every encoding
-//     (403), and everything a secret's host answers (header, 1xx,
+//     (403), and every HTTP response of a secret's host (header, 1xx,
 //     trailers, the body decoded) is scanned for the real value in every
 //     encoding and fold, which reaches the guest as the placeholder;
 //   - scans every decrypted request for credentials ([dlp], package dlp):
@@ -37,7 +37,14 @@
 //     a host with deny rules); under [mcp] hide_denied a tools/list result
 //     loses the denied tools;
 //   - serves flows to the MCP gateway's name (netstack.Flow.Local: nothing
-//     was dialled) through Config.MCPGateway (gateway.go);
+//     was dialled) through Config.MCPGateway (gateway.go), its requests
+//     scanned like any egress;
+//   - bounds what a guest can make it hold (limits.go, heldbody.go): a
+//     guest HTTP/2 or HTTP/3 connection has at most 100 requests in
+//     flight, and the bodies it reads whole before forwarding (to scan
+//     them, to decide their MCP calls) take their bytes from a budget per
+//     connection and one in all (Config.MaxHeldBodies) and must arrive
+//     within Config.HeldBodyDeadline; past either, a 503 or a 408;
 //   - records every request as a net event (headers with secret values
 //     hashed, in wire order where it is known — see wireorder.go — body
 //     previews) and every AI-provider API call as a model_call event with

@@ -55,9 +55,9 @@ type exchange struct {
 	cancel   context.CancelFunc // cancels the request upstream: the guard refused its body
 	// gatewayBytes is what the MCP gateway wrote back (gateway.go).
 	gatewayBytes int64
-	// heldBytes is what the exchange's held bodies took from the budgets
-	// (heldbody.go), given back when it finishes.
-	heldBytes int64
+	// heldBodies are the request bodies it read whole (heldbody.go),
+	// whose bytes go back to the budgets at the latest when it finishes.
+	heldBodies []*heldBody
 }
 
 type exchangeKey struct{}

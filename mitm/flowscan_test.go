@@ -1,6 +1,7 @@
 package mitm
 
 import (
+	"net/http/httptest"
 	"slices"
 	"testing"
 
@@ -50,6 +51,41 @@ func TestFlowScanExpectedHosts(t *testing.T) {
 		}
 		if got := found(sc.scanner); !slices.Equal(got, c.body) {
 			t.Errorf("%s: the body scan finds %q, want %q (%s)", c.name, got, c.body, c.why)
+		}
+	}
+}
+
+// TestExpectedHostsOnlyWhereCredentialsGo: at a credential's own host its
+// detector leaves header values and the query alone, never the path — a
+// stolen token put in a file's name on api.github.com is still found.
+func TestExpectedHostsOnlyWhereCredentialsGo(t *testing.T) {
+	const github = "ghp_16C7e42F292c6912E7710c838347Ae178B4a"
+	pol, err := policy.Parse("p.toml", []byte("[dlp]\naction = \"block\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, target string
+		header       bool
+		want         string
+		why          string
+	}{
+		{"header", "/user", true, "", "the request's credential at its host"},
+		{"query", "/user?access_token=" + github, false, "", "a credential in the query"},
+		{"path", "/repos/a/b/contents/" + github, false, "github-token@url", "data the host keeps: a file's name"},
+	} {
+		fs := &flowState{sni: "api.github.com"}
+		ex := &exchange{p: &Proxy{}, fs: fs, pol: pol}
+		sc := fs.scanFor(ex.p, pol)
+		ex.scanner, ex.dlpBlock = sc.scanner, sc.dlpBlock
+		r := httptest.NewRequest("GET", "https://api.github.com"+c.target, nil)
+		if c.header {
+			r.Header.Set("Authorization", "token "+github)
+		}
+		refused := ex.checkFields(r, "", sc)
+		reason, _, rule := ex.refusal()
+		if c.want == "" && refused || c.want != "" && (!refused || reason != ReasonDLPMatch || rule != c.want) {
+			t.Errorf("%s: refused %v (%s %s), want %q (%s)", c.name, refused, reason, rule, c.want, c.why)
 		}
 	}
 }

@@ -1,7 +1,6 @@
 package mitm
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"net"
@@ -78,17 +77,17 @@ func (ex *exchange) holdGatewayBody(w http.ResponseWriter, r *http.Request) bool
 	if r.Body == nil || r.Body == http.NoBody {
 		return true
 	}
-	body, ok := ex.holdBody(w, r, r.Body, mcpMaxHold)
+	held, ok := ex.holdBody(w, r, r.Body, mcpMaxHold)
 	switch {
 	case !ok:
 		return false
-	case len(body) > mcpMaxHold:
+	case held.Over():
 		ex.refuse(w, http.StatusRequestEntityTooLarge, ReasonBodyHoldBudget,
 			fmt.Sprintf("a request body over %d bytes to the MCP gateway", mcpMaxHold),
 			"capsem reads a request to its MCP gateway whole before handing it on. Send smaller requests.")
 		return false
 	}
-	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), -1
+	r.Body, r.ContentLength = held, -1
 	r.Header.Del("Content-Length")
 	return true
 }

@@ -34,7 +34,7 @@ func (ex *exchange) guard(w http.ResponseWriter, r *http.Request) bool {
 	if ex.view == nil && ex.scanner == nil {
 		return true
 	}
-	if ex.checkFields(r, "", sc.head) {
+	if ex.checkFields(r, "", sc) {
 		ex.answerRefusal(w)
 		return false
 	}
@@ -72,7 +72,7 @@ func (ex *exchange) guard(w http.ResponseWriter, r *http.Request) bool {
 	// header before the body's end is passed on, so that a refused
 	// trailer never reaches the upstream.
 	g.atEOF = func() bool {
-		if len(r.Trailer) == 0 || !ex.checkFields(&http.Request{Header: r.Trailer, URL: &url.URL{}}, "trailer ", sc.head) {
+		if len(r.Trailer) == 0 || !ex.checkFields(&http.Request{Header: r.Trailer, URL: &url.URL{}}, "trailer ", sc) {
 			return false
 		}
 		ex.cancel()
@@ -100,12 +100,12 @@ func (ex *exchange) guard(w http.ResponseWriter, r *http.Request) bool {
 		body, sub = cg, nil
 	}
 	if r.ContentLength >= 0 && r.ContentLength <= MaxBufferedBody {
-		body, ok := ex.holdBody(w, r, body, MaxBufferedBody)
+		held, ok := ex.holdBody(w, r, body, MaxBufferedBody)
 		if !ok {
 			return false
 		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		r.ContentLength = int64(len(body))
+		r.Body = held
+		r.ContentLength = int64(len(held.Bytes()))
 		r.Header.Del("Content-Length")
 		return true
 	}
@@ -117,29 +117,38 @@ func (ex *exchange) guard(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
-// headScanFields are the parts of a request head DLP scans, with where
-// each is: header values by name, and the URL.
-func headScanFields(r *http.Request) [][2]string {
-	var out [][2]string
+// headField is a part of a request head DLP scans: where it is (a
+// header's name, or "url"), its text, and whether it is where a client
+// sends its credential — a header value, the query — rather than data (the
+// path, which a host may keep: a file's name on api.github.com).
+type headField struct {
+	where, text string
+	credential  bool
+}
+
+// headScanFields are the parts of a request head DLP scans.
+func headScanFields(r *http.Request) []headField {
+	var out []headField
 	for name, vals := range r.Header {
 		for _, v := range vals {
-			out = append(out, [2]string{name, v})
+			out = append(out, headField{name, v, true})
 		}
 	}
-	u := r.URL.EscapedPath()
+	out = append(out, headField{"url", r.URL.EscapedPath(), false})
 	if r.URL.RawQuery != "" {
-		u += "?" + r.URL.RawQuery
+		out = append(out, headField{"url", "?" + r.URL.RawQuery, true})
 	}
-	return append(out, [2]string{"url", u})
+	return out
 }
 
 // checkFields checks a request head (or trailer, where is then
 // "trailer "): a leaked secret in a header, the URL or the host, and, with
-// a DLP scanner of the head (the flow's head: without the detectors
-// expected at its host), a credential in a header or the URL, which is
-// noted. It marks a refusal and returns true for a leak, or a credential
-// under "block".
-func (ex *exchange) checkFields(r *http.Request, where string, head *dlp.Scanner) bool {
+// DLP on, a credential in a header or the URL, which is noted — where a
+// client sends its credential (header values, the query) with the flow's
+// head scanner, which leaves out the detectors expected at its host, and
+// the path with them all. It marks a refusal and returns true for a leak,
+// or a credential under "block".
+func (ex *exchange) checkFields(r *http.Request, where string, sc *flowScan) bool {
 	if ex.view != nil {
 		if l := ex.view.checkHead(r); l != nil {
 			l.where = where + l.where
@@ -147,18 +156,25 @@ func (ex *exchange) checkFields(r *http.Request, where string, head *dlp.Scanner
 			return true
 		}
 	}
-	if head == nil {
+	if sc.scanner == nil {
 		return false
 	}
 	exempt := ex.view.exempt()
 	for _, f := range headScanFields(r) {
-		for _, m := range head.ScanString(f[1]) {
+		s := sc.scanner
+		if f.credential {
+			s = sc.head
+		}
+		if s == nil {
+			continue
+		}
+		for _, m := range s.ScanString(f.text) {
 			if exemptValue(exempt, m.Value) {
 				continue
 			}
-			ex.dlpMatch(m.Detector, where+f[0])
+			ex.dlpMatch(m.Detector, where+f.where)
 			if ex.dlpBlock {
-				ex.markDLP(m.Detector, where+f[0])
+				ex.markDLP(m.Detector, where+f.where)
 				return true
 			}
 		}
@@ -195,7 +211,8 @@ type findings struct {
 	dlpRule     string   // the first DLP match, detector@where
 	dlpMore     []string // the others
 	// mayHoldReal: a body went unscanned (a content coding capsem cannot
-	// decode), so the previews may hold a real value.
+	// decode), or a response carried a real value back, so the event's
+	// previews or headers may hold one.
 	mayHoldReal bool
 	// A response from a bound host carried a real value back (reflect.go):
 	// the first as NAME@where, and what each was; or it was cut.

@@ -1,6 +1,7 @@
 package mitm
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -20,13 +21,60 @@ var errHoldBudget = errors.New("mitm: the request bodies capsem holds before for
 // Config.HeldBodyDeadline.
 var errHoldTimeout = errors.New("mitm: the request body did not arrive whole in time")
 
+// heldBody is a request body read whole before it is forwarded: its
+// bytes, and what they took from the flow's and the proxy's budgets. The
+// bytes go back to the budgets as soon as the body has been read on to
+// its end (the buffer is dropped then) or closed, or at the latest when
+// the exchange finishes: a request whose answer streams for minutes (a
+// model's) holds no budget while it streams.
+type heldBody struct {
+	ex   *exchange
+	b    []byte
+	off  int
+	took atomic.Int64
+	// more is the rest of a body longer than the limit, its first byte
+	// read already; nil when the body ended within the limit.
+	more io.Reader
+}
+
+// Bytes is the body as held (up to the limit).
+func (h *heldBody) Bytes() []byte { return h.b }
+
+// Over reports whether the body went on past the limit (more follows).
+func (h *heldBody) Over() bool { return h.more != nil }
+
+func (h *heldBody) Read(p []byte) (int, error) {
+	if h.off < len(h.b) {
+		n := copy(p, h.b[h.off:])
+		h.off += n
+		return n, nil
+	}
+	h.release()
+	if h.more != nil {
+		return h.more.Read(p)
+	}
+	return 0, io.EOF
+}
+
+// Close gives the bytes back; it does not close the request's body.
+func (h *heldBody) Close() error {
+	h.release()
+	return nil
+}
+
+func (h *heldBody) release() {
+	h.b = nil
+	if n := h.took.Swap(0); n > 0 {
+		h.ex.fs.held.give(n)
+		h.ex.p.held.give(n)
+	}
+}
+
 // readHeld reads r's body (through body, which may wrap it) whole, up to
-// limit+1 bytes — a caller given more than limit refuses or streams the
-// rest — taking the bytes it holds from the flow's and the proxy's budgets
-// as the buffer grows, within Config.HeldBodyDeadline. What it took is given
-// back when the exchange finishes (releaseHeld), since the bytes go on to
-// the upstream from the buffer.
-func (ex *exchange) readHeld(w http.ResponseWriter, r *http.Request, body io.Reader, limit int64) ([]byte, error) {
+// limit bytes, taking them from the flow's and the proxy's budgets as the
+// buffer grows, within Config.HeldBodyDeadline. A body longer than limit
+// comes back Over, the rest to be read from it.
+func (ex *exchange) readHeld(w http.ResponseWriter, r *http.Request, body io.Reader, limit int64) (*heldBody, error) {
 	// The server's own read deadline ends a stalled read on HTTP/1.1,
 	// HTTP/2 and HTTP/3 alike; closing the body is the way left for a
 	// writer that has none.
@@ -39,50 +87,92 @@ func (ex *exchange) readHeld(w http.ResponseWriter, r *http.Request, body io.Rea
 		t := time.AfterFunc(d, func() { timedOut.Store(true); r.Body.Close() })
 		defer t.Stop()
 	}
-	// A body of known length takes its whole buffer at once: growing one
-	// by doubling left up to its size again as garbage, which 4,096
-	// stalled flows turned into tens of MiB the budget did not count.
-	// One of unknown length grows.
-	start := int64(32 << 10)
-	if r.ContentLength >= 0 {
-		start = min(r.ContentLength, limit) + 1
+	failed := func(err error) error {
+		if timedOut.Load() || errors.Is(err, os.ErrDeadlineExceeded) {
+			return errHoldTimeout
+		}
+		return err
+	}
+	h := &heldBody{ex: ex}
+	ex.heldBodies = append(ex.heldBodies, h)
+	// A body of known length takes its whole buffer at once (the server
+	// holds it to that length): growing one by doubling left up to its
+	// size again as garbage, which 4,096 stalled flows turned into tens
+	// of MiB the budget did not count. One of unknown length grows.
+	next := func(c int64) int64 {
+		if r.ContentLength >= 0 {
+			return min(r.ContentLength, limit)
+		}
+		return min(max(2*c, 32<<10), limit)
 	}
 	var buf []byte
 	for {
 		if len(buf) == cap(buf) {
-			if int64(len(buf)) > limit {
-				return buf, nil
+			n := next(int64(cap(buf)))
+			if n <= int64(cap(buf)) {
+				// At its size: the end, or a body longer than limit.
+				h.b = buf
+				var one [1]byte
+				for {
+					k, err := body.Read(one[:])
+					if k > 0 {
+						h.more = io.MultiReader(bytes.NewReader([]byte{one[0]}), body)
+						return h, nil
+					}
+					if err == io.EOF {
+						return h, nil
+					}
+					if err != nil {
+						h.release()
+						return nil, failed(err)
+					}
+				}
 			}
-			n := min(max(2*int64(cap(buf)), start), limit+1)
-			if !ex.hold(n - int64(cap(buf))) {
+			if !h.take(n - int64(cap(buf))) {
+				h.release()
 				return nil, errHoldBudget
 			}
 			nb := make([]byte, len(buf), n)
 			copy(nb, buf)
 			buf = nb
 		}
-		n, err := body.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
+		k, err := body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+k]
 		switch {
 		case err == io.EOF:
-			return buf, nil
-		case err != nil && (timedOut.Load() || errors.Is(err, os.ErrDeadlineExceeded)):
-			return nil, errHoldTimeout
+			h.b = buf
+			return h, nil
 		case err != nil:
-			return nil, err
+			h.release()
+			return nil, failed(err)
 		}
 	}
+}
+
+// take takes n more bytes for h from the flow's and the proxy's budgets;
+// false when either is spent.
+func (h *heldBody) take(n int64) bool {
+	ex := h.ex
+	if !ex.fs.held.take(n) {
+		return false
+	}
+	if !ex.p.held.take(n) {
+		ex.fs.held.give(n)
+		return false
+	}
+	h.took.Add(n)
+	return true
 }
 
 // holdBody is readHeld that answers the guest itself when the body cannot
 // be held: the guard refused it (403), the budgets are spent (503), it did
 // not arrive in time (408), or it broke (400; the request stays allowed:
 // the guest's body broke, not the policy). ok is false when it answered.
-func (ex *exchange) holdBody(w http.ResponseWriter, r *http.Request, body io.Reader, limit int64) ([]byte, bool) {
-	b, err := ex.readHeld(w, r, body, limit)
+func (ex *exchange) holdBody(w http.ResponseWriter, r *http.Request, body io.Reader, limit int64) (*heldBody, bool) {
+	h, err := ex.readHeld(w, r, body, limit)
 	switch {
 	case err == nil:
-		return b, true
+		return h, true
 	case err == errRefusedBody:
 		ex.answerRefusal(w)
 	case ex.refuseHeld(w, err):
@@ -93,26 +183,10 @@ func (ex *exchange) holdBody(w http.ResponseWriter, r *http.Request, body io.Rea
 	return nil, false
 }
 
-// hold takes n bytes for a held body from the flow's and the proxy's
-// budgets; false when either is spent.
-func (ex *exchange) hold(n int64) bool {
-	if !ex.fs.held.take(n) {
-		return false
-	}
-	if !ex.p.held.take(n) {
-		ex.fs.held.give(n)
-		return false
-	}
-	ex.heldBytes += n
-	return true
-}
-
-// releaseHeld gives back what the exchange's held bodies took.
+// releaseHeld gives back what the exchange's held bodies still hold.
 func (ex *exchange) releaseHeld() {
-	if ex.heldBytes > 0 {
-		ex.fs.held.give(ex.heldBytes)
-		ex.p.held.give(ex.heldBytes)
-		ex.heldBytes = 0
+	for _, h := range ex.heldBodies {
+		h.release()
 	}
 }
 
@@ -134,7 +208,7 @@ func (ex *exchange) refuseHeld(w http.ResponseWriter, err error) bool {
 			"Send the request again once the requests in flight are done, or send fewer large requests at once.")
 	case errors.Is(err, errHoldTimeout):
 		ex.refuse(w, http.StatusRequestTimeout, ReasonBodyTimeout, fmt.Sprintf("%v (%v)", err, ex.p.cfg.HeldBodyDeadline),
-			"capsem reads a body up to 1 MiB whole before forwarding it; send the whole body promptly, or stream a large upload without a Content-Length.")
+			"capsem reads this request's body whole before forwarding it (to scan it, or to decide its MCP calls); send the whole body promptly.")
 	default:
 		return false
 	}

@@ -1,6 +1,7 @@
 package mitm
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -73,13 +74,15 @@ func TestHeldBodiesAreBounded(t *testing.T) {
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 	var most int64
+	giveUp := time.After(20 * time.Second)
 	for waiting := true; waiting; {
 		most = max(most, tp.p.held.used.Load())
 		select {
 		case <-done:
 			waiting = false
 		case <-time.After(time.Millisecond):
-		case <-time.After(20 * time.Second):
+		case <-giveUp:
+			mu.Lock()
 			t.Fatalf("the stalled requests were never answered: %v", results)
 		}
 	}
@@ -172,4 +175,41 @@ func TestHeldBodiesPerConnection(t *testing.T) {
 	if results["503 body-hold-budget"] == 0 || results["408 body-read-timeout"] == 0 {
 		t.Errorf("want both refusals, got %v", results)
 	}
+}
+
+// TestHeldBodyGivenBackOnceForwarded: a held body's bytes go back to the
+// budgets once the upstream has read it, not when its answer ends — a
+// model's answer streams for minutes after its prompt went up.
+func TestHeldBodyGivenBackOnceForwarded(t *testing.T) {
+	release := make(chan struct{})
+	rec := &memRecorder{}
+	tp := startTestProxy(t, rec, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "data: first\n\n")
+		w.(http.Flusher).Flush()
+		<-release
+		fmt.Fprint(w, "data: last\n\n")
+	}))
+	cc, err := (&http2.Transport{}).NewClientConn(tp.dial("h2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("POST", "https://api.test/stream", bytes.NewReader(make([]byte, 1<<20)))
+	req.ContentLength = 1 << 20
+	resp, err := cc.RoundTrip(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("%v %v", resp, err)
+	}
+	defer resp.Body.Close()
+	line := make([]byte, len("data: first\n\n"))
+	if _, err := io.ReadFull(resp.Body, line); err != nil {
+		t.Fatal(err)
+	}
+	// The answer is streaming; the prompt went up whole.
+	if u := tp.p.held.used.Load(); u != 0 {
+		t.Errorf("%d bytes still taken while the answer streams, after the body was forwarded", u)
+	}
+	close(release)
+	io.Copy(io.Discard, resp.Body)
 }

@@ -47,12 +47,17 @@ type holdBudget struct {
 }
 
 // take reserves n bytes; false (and nothing reserved) past the bound.
+// Never over it, even for a moment: a reader of used sees the truth.
 func (b *holdBudget) take(n int64) bool {
-	if b.used.Add(n) > b.max {
-		b.used.Add(-n)
-		return false
+	for {
+		u := b.used.Load()
+		if u+n > b.max {
+			return false
+		}
+		if b.used.CompareAndSwap(u, u+n) {
+			return true
+		}
 	}
-	return true
 }
 
 func (b *holdBudget) give(n int64) { b.used.Add(-n) }

@@ -34,7 +34,7 @@ func (v *mcpView) decide(w http.ResponseWriter, r *http.Request) bool {
 			"capsem decides the MCP requests to this host before forwarding them, and reads only uncompressed bodies for that. Send the body uncompressed.")
 		return false
 	}
-	body, err := v.ex.readHeld(w, r, r.Body, mcpMaxHold)
+	held, err := v.ex.readHeld(w, r, r.Body, mcpMaxHold)
 	v.ex.req.close() // the parser has seen all it will: the decision is made on it
 	if v.ex.refuseHeld(w, err) {
 		return false
@@ -44,11 +44,12 @@ func (v *mcpView) decide(w http.ResponseWriter, r *http.Request) bool {
 			"capsem decides an MCP request to this host before forwarding it, and could not read this one whole.")
 		return false
 	}
-	if len(body) > mcpMaxHold {
+	body := held.Bytes()
+	if held.Over() {
 		if !mayBeJSON(body) {
 			// Not JSON, so no JSON-RPC for a server to act on: forward
 			// it whole.
-			r.Body = readCloser{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
+			r.Body = readCloser{held, r.Body}
 			return true
 		}
 		v.ex.refuse(w, http.StatusRequestEntityTooLarge, ReasonMCPToolDenied,
@@ -68,7 +69,7 @@ func (v *mcpView) decide(w http.ResponseWriter, r *http.Request) bool {
 				"though it lacks \"jsonrpc\": \"2.0\". Send MCP requests as JSON-RPC 2.0.")
 		return false
 	}
-	r.Body = readCloser{bytes.NewReader(body), r.Body}
+	r.Body = readCloser{held, r.Body}
 	v.mu.Lock()
 	calls := append([]*mcpCall(nil), v.calls...)
 	v.batch = len(bytes.TrimLeft(body, " \t\r\n")) > 0 && bytes.TrimLeft(body, " \t\r\n")[0] == '['

@@ -13,12 +13,13 @@ import (
 
 // A secret's own host is given its real value, and may say it back: an API
 // that echoes a request, a model asked to repeat what it was sent, a host
-// that stores data and returns it re-encoded. Everything such a host
-// answers is scanned before the guest sees it — the response header, 1xx
-// headers, trailers, and the body decoded from any content coding — for
-// the real value in every form the leak matcher knows, as the bytes run
-// and folded (secret.Scrubber: whitespace out, JSON strings of a key path
-// read as one text across events). A match reaches the guest as the
+// that stores data and returns it re-encoded. Every HTTP response of such
+// a host is scanned before the guest sees it — the response header (names
+// and values), 1xx headers, trailers, and the body decoded from any content
+// coding — for the real value in every form the leak matcher knows, as the
+// bytes run and folded (secret.Scrubber: any case, whitespace out, JSON
+// strings of a key path read as one text across events). A WebSocket's
+// upstream frames are not (wsguard.go). A match reaches the guest as the
 // placeholder and is recorded as secret-reflected. What cannot be scanned
 // is not passed: a content coding capsem cannot undo gets a 502, a stream
 // that breaks mid-way is cut there.
@@ -151,7 +152,8 @@ func (g *reflectGuard) hit(h secret.ScrubHit) { g.ex.reflected(h, "body") }
 
 // scrubFields turns the real values of the bound secrets in a response's
 // header (or 1xx header, or trailer: where says which) back into their
-// placeholders, in every form and fold.
+// placeholders, in every form and fold: in the values, and in the names —
+// a host that echoes a query key as a header name says the value there.
 func (ex *exchange) scrubFields(h http.Header, where string) {
 	v := ex.view
 	if v == nil || v.reflect == nil {
@@ -164,6 +166,13 @@ func (ex *exchange) scrubFields(h http.Header, where string) {
 				for _, hit := range hits {
 					ex.reflected(hit, where+" "+name)
 				}
+			}
+		}
+		if out, hits := v.reflect.ScrubString(name); len(hits) > 0 {
+			delete(h, name)
+			h[out] = append(h[out], vals...)
+			for _, hit := range hits {
+				ex.reflected(hit, where+" name")
 			}
 		}
 	}
@@ -183,6 +192,7 @@ func (ex *exchange) reflected(h secret.ScrubHit, where string) {
 	f := &ex.found
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.mayHoldReal = true // the event's record of the response may hold it: redactEvent
 	if f.reflectRule == "" {
 		f.reflectRule = name + "@" + where
 	}
@@ -203,16 +213,20 @@ func (ex *exchange) markReflectCut(reason, why string) {
 
 // scrubWriter scrubs what the reverse proxy writes into the guest's
 // response header outside ModifyResponse: 1xx headers (written straight
-// from the transport's trace) and, when the handler is done, trailers.
+// from the transport's trace), the Trailer field it announces the
+// upstream's trailers with (added after ModifyResponse), and, when the
+// handler is done, the trailers.
 type scrubWriter struct {
 	http.ResponseWriter
 	ex *exchange
 }
 
 func (w *scrubWriter) WriteHeader(code int) {
+	where := "header"
 	if code >= 100 && code < 200 && code != http.StatusSwitchingProtocols {
-		w.ex.scrubFields(w.Header(), "1xx header")
+		where = "1xx header"
 	}
+	w.ex.scrubFields(w.Header(), where)
 	w.ResponseWriter.WriteHeader(code)
 }
 

@@ -63,12 +63,12 @@ type flowScan struct {
 // scanFor returns the flow's flowScan for pol.
 //
 // A detector whose credential is expected at the flow's host ([dlp]
-// expected_hosts: anthropic-key at api.anthropic.com) does not scan the
-// request head, where a client sends its credential (the claude CLI its
-// key in X-Api-Key on every request, each of which was a dlp-match). It
-// still scans the body: a key posted to its provider's host is data the
-// host keeps or shows (a gist on api.github.com, a prompt to the model),
-// not the request's credential.
+// expected_hosts: anthropic-key at api.anthropic.com) does not scan where
+// a client sends its credential — header values and the URL's query (the
+// claude CLI its key in X-Api-Key on every request, each of which was a
+// dlp-match). It still scans the path and the body: a key put there at its
+// provider's host is data the host keeps or shows (a file's name or a gist
+// on api.github.com, a prompt to the model), not the request's credential.
 func (fs *flowState) scanFor(p *Proxy, pol *policy.Policy) *flowScan {
 	if c := fs.scan.Load(); c != nil && c.pol == pol {
 		return c

@@ -7,6 +7,12 @@
 // and a transfer disk that PutFile and GetFile pass files through
 // (transfer.go).
 //
+// Every command it starts gets the same defaults (execenv.go: TERM, LANG),
+// whoever asked for it — capsem run, capsem exec, the API. Every write to
+// the agent has a deadline; a guest that does not drain its control
+// channel is cut off and stopped, and Responsive and Shutdown never wait
+// on an agent that does not answer a ping within probeTimeout.
+//
 // It knows nothing of names, directories or the command line: the caller
 // says where the console log, the data disk and the events go. It must
 // never let the guest out by any way but the netstack, never trust what the

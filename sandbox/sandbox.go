@@ -269,9 +269,11 @@ func (sb *Sandbox) record(m proto.Message) {
 
 // probeTimeout is how long a probe of the agent (Responsive) waits for
 // its Pong. Under TCG a busy guest answers in 2–40 ms (pytest running);
-// 1 s is 25 times that, and short enough that stop, --timeout and Ctrl-C
-// against a guest that stopped reading end within 5 s.
-const probeTimeout = time.Second
+// 2 s is 50 times that — a host loaded twice as much as the one measured
+// does not make a healthy guest look deaf, and fail a run at its first
+// Ctrl-C — and short enough that stop, --timeout and Ctrl-C against a
+// guest that stopped reading end within 5 s.
+const probeTimeout = 2 * time.Second
 
 // Responsive pings the agent and returns nil once it answers, or an error
 // after probeTimeout (or ctx), which is then on record (agent silent). The

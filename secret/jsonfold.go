@@ -62,7 +62,7 @@ func (f *jsonFold) viewFor(path uint64) *view {
 		return v
 	}
 	nv := func() *view {
-		return &view{m: f.s.folded, st: f.s.folded.Stream(), minHold: f.s.hold, folded: true, inJSON: true}
+		return &view{m: f.s.folded, st: f.s.folded.Stream(), minHold: f.s.hold, folded: true, inJSON: true, lower: true}
 	}
 	if len(f.list) < maxJSONPaths {
 		v := nv()
@@ -239,7 +239,7 @@ func unhex(c byte) int {
 	return -1
 }
 
-func (f *jsonFold) commit(hit func(*view, Hit, []span)) {
+func (f *jsonFold) commit(hit func(*view, Hit, int64)) {
 	for _, v := range f.list {
 		v.commit(hit)
 	}

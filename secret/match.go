@@ -80,7 +80,15 @@ type Matcher struct {
 const MinNeedle = 4
 
 // NewMatcher returns a matcher of needles, none shorter than MinNeedle.
-func NewMatcher(needles []Needle) (*Matcher, error) {
+func NewMatcher(needles []Needle) (*Matcher, error) { return newMatcher(needles, false) }
+
+// newCaselessMatcher is NewMatcher of every form in lower case, for a text
+// in lower case: it finds a form whatever the case it is written in (a
+// header name a server or an HTTP/2 hop lowercased, a value an upstream
+// was asked to upper-case).
+func newCaselessMatcher(needles []Needle) (*Matcher, error) { return newMatcher(needles, true) }
+
+func newMatcher(needles []Needle, caseless bool) (*Matcher, error) {
 	m := &Matcher{}
 	seen := map[string]bool{}
 	for _, n := range needles {
@@ -88,6 +96,9 @@ func NewMatcher(needles []Needle) (*Matcher, error) {
 			return nil, errors.New("secret: a value to find is shorter than 4 bytes")
 		}
 		for _, p := range forms(n.Value) {
+			if caseless {
+				p.b = bytes.ToLower(p.b)
+			}
 			if seen[string(p.b)] {
 				continue
 			}

@@ -16,8 +16,9 @@ import (
 //   - contiguous, as the bytes run (the contig view): the match is replaced
 //     by the value's replacement in the same form, and no byte of it is
 //     passed on before it is found;
-//   - with whitespace taken out, and the escapes \n, \r and \t with it
-//     (the lines view): "s k - a n t …", base64 wrapped at 76 columns;
+//   - with whitespace taken out, and the escapes \n, \r and \t with it,
+//     in any letter case (the lines view): "s k - a n t …", base64
+//     wrapped at 76 columns, "SK-ANT-…", a header name lowercased;
 //   - in JSON strings, escapes decoded and whitespace taken out, the
 //     strings of one key path read as one text across values and
 //     top-level documents (the JSON view): the characters of a value
@@ -91,7 +92,7 @@ func NewScrubber(needles []ScrubNeedle) (*Scrubber, error) {
 	if s.contig, err = NewMatcher(contig); err != nil {
 		return nil, err
 	}
-	if s.folded, err = NewMatcher(folded); err != nil {
+	if s.folded, err = newCaselessMatcher(folded); err != nil {
 		return nil, err
 	}
 	if m := s.folded.MinLen(); m > 0 && m < s.hold {
@@ -233,7 +234,7 @@ type edit struct {
 func (s *Scrubber) Stream(w io.Writer, onHit func(ScrubHit)) *ScrubStream {
 	st := &ScrubStream{s: s, w: w, onHit: onHit}
 	st.contig = &view{m: s.contig, st: s.contig.Stream(), minHold: 1, ident: true}
-	st.lines = &view{m: s.folded, st: s.folded.Stream(), minHold: s.hold, folded: true}
+	st.lines = &view{m: s.folded, st: s.folded.Stream(), minHold: s.hold, folded: true, lower: true}
 	st.lf.v = st.lines
 	st.json = &jsonFold{s: s, views: map[uint64]*view{}}
 	return st
@@ -293,13 +294,14 @@ func (st *ScrubStream) Close() error {
 
 var errClosed = errors.New("secret: write after Close")
 
-// hit makes the edits of a match whose bytes are spans, found by v.
-func (st *ScrubStream) hit(v *view, h Hit, spans []span) {
-	passed, covered := 0, false
+// hit makes the edits of a match found by v at its offset hs.
+func (st *ScrubStream) hit(v *view, h Hit, hs int64) {
+	he := hs + int64(h.Len)
+	passed := v.passed(hs, he, st.base)
+	covered := false
 	var parts []span
-	for _, sp := range spans {
+	for _, sp := range v.spans(hs, he) {
 		if sp.end <= st.base {
-			passed++
 			continue
 		}
 		sp.start = max(sp.start, st.base)
@@ -413,6 +415,7 @@ type view struct {
 	inJSON  bool
 	runs    []run  // cover the view bytes from st's Safe point on
 	pend    []byte // view bytes not given to st yet
+	lower   bool   // the view reads letters in lower case (the folded views)
 }
 
 // run maps n view bytes from norm to the raw stream: byte by byte from raw
@@ -431,29 +434,50 @@ func (v *view) add(b []byte, raw int64) {
 		if !r.unit && r.norm+int64(r.n) == at && r.raw+int64(r.n) == raw {
 			r.n += int32(len(b))
 			r.w = r.n
-			v.pend = append(v.pend, b...)
+			v.appendPend(b)
 			return
 		}
 	}
 	v.runs = append(v.runs, run{norm: at, raw: raw, n: int32(len(b)), w: int32(len(b))})
-	v.pend = append(v.pend, b...)
+	v.appendPend(b)
 }
+
+func (v *view) appendPend(b []byte) {
+	if !v.lower {
+		v.pend = append(v.pend, b...)
+		return
+	}
+	for _, c := range b {
+		v.pend = append(v.pend, lowerByte[c])
+	}
+}
+
+// lowerByte is the ASCII lower case of a byte (others unchanged).
+var lowerByte = func() (t [256]byte) {
+	for i := range t {
+		t[i] = byte(i)
+		if i >= 'A' && i <= 'Z' {
+			t[i] = byte(i) + 'a' - 'A'
+		}
+	}
+	return t
+}()
 
 // addUnit appends view bytes b that all come from the w raw bytes at raw
 // (an escape).
 func (v *view) addUnit(b []byte, raw int64, w int) {
 	at := v.norm + int64(len(v.pend))
 	v.runs = append(v.runs, run{norm: at, raw: raw, n: int32(len(b)), w: int32(w), unit: true})
-	v.pend = append(v.pend, b...)
+	v.appendPend(b)
 }
 
 // commitIdent scans p, the raw bytes from at on, in the contig view.
-func (v *view) commitIdent(p []byte, at int64, hit func(*view, Hit, []span)) {
+func (v *view) commitIdent(p []byte, at int64, hit func(*view, Hit, int64)) {
 	v.scan(p, at, hit)
 }
 
 // commit scans the pending view bytes.
-func (v *view) commit(hit func(*view, Hit, []span)) {
+func (v *view) commit(hit func(*view, Hit, int64)) {
 	if len(v.pend) == 0 {
 		return
 	}
@@ -464,7 +488,7 @@ func (v *view) commit(hit func(*view, Hit, []span)) {
 
 // scan gives data (the view bytes from at on) to the matcher's stream; a
 // hit is handed on and the stream starts again after it.
-func (v *view) scan(data []byte, at int64, hit func(*view, Hit, []span)) {
+func (v *view) scan(data []byte, at int64, hit func(*view, Hit, int64)) {
 	end := at + int64(len(data))
 	for len(data) > 0 {
 		h, ok := v.st.Write(data)
@@ -473,7 +497,7 @@ func (v *view) scan(data []byte, at int64, hit func(*view, Hit, []span)) {
 		}
 		hs := v.stBase + h.Offset
 		he := hs + int64(h.Len)
-		hit(v, h, v.spans(hs, he))
+		hit(v, h, hs)
 		v.st, v.stBase = v.m.Stream(), max(he, at)
 		data = data[max(he, at)-at:]
 		at = max(he, at)
@@ -515,6 +539,31 @@ func (v *view) spans(a, b int64) []span {
 		out = append(out, sp)
 	}
 	return out
+}
+
+// passed is how many of view bytes [a, b) had gone on before the match
+// was found: those whose raw bytes start before base.
+func (v *view) passed(a, b, base int64) int {
+	if v.ident {
+		return int(max(0, min(b, base)-a))
+	}
+	n := int64(0)
+	for _, r := range v.runs {
+		re := r.norm + int64(r.n)
+		if re <= a || r.norm >= b {
+			continue
+		}
+		lo, hi := max(a, r.norm), min(b, re)
+		switch {
+		case r.unit:
+			if r.raw < base { // an escape of which a byte went
+				n += hi - lo
+			}
+		default:
+			n += min(hi-lo, max(0, base-(r.raw+lo-r.norm)))
+		}
+	}
+	return int(n)
 }
 
 // holdFrom is the raw offset from which the view holds the stream back (a
@@ -583,7 +632,7 @@ func (f *lineFold) feed(p []byte, at int64) {
 	}
 }
 
-func (f *lineFold) close(hit func(*view, Hit, []span)) {
+func (f *lineFold) close(hit func(*view, Hit, int64)) {
 	if f.slash {
 		f.slash = false
 		f.v.add([]byte{'\\'}, f.slashAt)

@@ -83,8 +83,9 @@ func spaced(v string) string { return strings.Join(strings.Split(v, ""), " ") }
 // matcher knows, as it runs or with whitespace taken out.
 func leaks(text string) bool {
 	m, _ := NewMatcher([]Needle{{ID: 1, Value: []byte(realKey)}})
+	caseless, _ := newCaselessMatcher([]Needle{{ID: 1, Value: []byte(realKey)}})
 	_, raw := m.FindString(text)
-	_, folded := m.Find(foldSpace([]byte(text)))
+	_, folded := caseless.Find(bytes.ToLower(foldSpace([]byte(text))))
 	return raw || folded
 }
 
@@ -106,6 +107,8 @@ func TestScrubberTakesTheValueOutOfEveryFold(t *testing.T) {
 		{name: "base64 wrapped", in: `{"content":"` + wrap(b64, 8, `\n`) + `"}`, folded: true, why: "GitHub's contents API wraps base64 with \\n escapes",
 			read: func(t testing.TB, out string) string { return decodeB64Field(t, out) }},
 		{name: "spaced", in: "sure: " + spaced(realKey) + " done", folded: true, why: "\"repeat with spaces\""},
+		{name: "upper case", in: "SURE: " + strings.ToUpper(realKey), folded: true, why: "\"repeat in capitals\", or a header name a hop lowercased"},
+		{name: "hex upper case, spaced", in: spaced(strings.ToUpper(hex.EncodeToString([]byte(realKey)))), folded: true, why: "a hex dump"},
 		{name: "one character per SSE event", in: sseOneCharPerEvent(realKey), folded: true, why: "a model streaming the key back a token at a time",
 			read: deltaText},
 		{name: "JSON escapes", in: `{"text":"\u0073\u006b` + realKey[2:] + `"}`, folded: true, why: "an escaped first letter hides the raw form"},
@@ -246,6 +249,7 @@ func FuzzScrubStream(f *testing.F) {
 		func(v string) string { return base64.StdEncoding.EncodeToString([]byte("x" + v)) },
 		func(v string) string { return hex.EncodeToString([]byte(v)) },
 		func(v string) string { return `"\u0073` + v[1:] + `"` },
+		strings.ToUpper,
 	}
 	f.Fuzz(func(t *testing.T, data, sizes []byte, plant, at uint8) {
 		if p := plants[int(plant)%len(plants)]; p != nil {

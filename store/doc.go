@@ -19,7 +19,10 @@
 //
 // Layout of the keys (all sortable byte strings):
 //
-//	s/<session id>                     the session record (version byte, JSON)
+//	s/<session id>                     the session record (version byte, JSON: the
+//	                                   session's metadata, counts, and the names and
+//	                                   placeholders of its secrets — never a real value —
+//	                                   for export --scrub)
 //	e/<session id>/<seq, 8 bytes BE>   one event (version byte, binary fields)
 //
 // Sequence numbers start at 1 and are gap-free within a session; batches are

@@ -47,13 +47,19 @@ func echoBack(w http.ResponseWriter, r *http.Request, body []byte) {
 		fmt.Fprint(zw, said)
 		zw.Close()
 	case "hints":
+		// Also as the names of a header and a trailer, as a host echoing a
+		// query key as a header name would (written as they are: Go would
+		// change the case of a canonical key).
+		tok := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
 		h.Set("X-Hint", said)
 		w.WriteHeader(http.StatusEarlyHints)
 		h.Del("X-Hint")
+		h["x-echo-"+tok] = []string{"the name"}
 		h.Set("Trailer", "X-Said")
 		w.WriteHeader(http.StatusOK)
 		fmt.Fprint(w, "see the trailer")
 		h.Set("X-Said", said)
+		h[http.TrailerPrefix+"x-t-"+tok] = []string{"the trailer's name"}
 	case "unknown-coding":
 		h.Set("Content-Encoding", "x-capsem-unknown")
 		fmt.Fprint(w, said)

@@ -38,15 +38,15 @@ type execOptions struct {
 	// confirm, when set, asks the guest to confirm that the signals sent
 	// so far reached it (capsem run: a ping its agent answers after them);
 	// an error ends execute, for the caller to stop a guest that does not
-	// listen. nil: a command that does not end within killGrace of KILL
-	// is given up instead.
+	// listen. Either way a command that does not end within killGrace of
+	// KILL is given up.
 	confirm func(ctx context.Context) error
 }
 
-// killGrace is how long a command has to end after KILL when the guest
-// cannot be asked to confirm it (capsem exec: the sandbox's supervisor
-// holds the guest): a KILL is delivered in milliseconds, so a command
-// still there after 5 s runs in a guest that does not listen.
+// killGrace is how long a command has to end after KILL: a KILL is
+// delivered in milliseconds, so a command still there after 5 s runs in a
+// guest that does not listen, or one that answers pings but does not say
+// the command ended.
 const killGrace = 5 * time.Second
 
 // execute runs o.argv in the guest (start starts it) and streams it: the command's stdout
@@ -130,7 +130,10 @@ func execute(start func(proto.Exec) (execSession, error), o execOptions, sigs <-
 			}
 			return nil
 		})
-		if sig == "KILL" && o.confirm == nil && killed == nil {
+		if sig == "KILL" && killed == nil {
+			// Also when the guest confirmed the signal: a guest that
+			// answers pings but never reports the end must not hold a
+			// timeout or Ctrl-C for ever.
 			killed = time.After(killGrace)
 		}
 	}
@@ -143,6 +146,10 @@ wait:
 		case err := <-deaf:
 			return 0, err
 		case <-killed:
+			if timedOut {
+				fmt.Fprintf(stderr, "capsem: %q killed after --timeout %s; the guest did not report its end within %s\n", strings.Join(o.argv, " "), o.timeout, killGrace)
+				return exitTimeout, nil
+			}
 			return 0, fmt.Errorf("%q did not end within %s of KILL: the guest does not answer", strings.Join(o.argv, " "), killGrace)
 		case <-timeout:
 			timedOut = true

@@ -27,13 +27,13 @@ func listenUnix(path string) (net.Listener, error) {
 	}
 	tmp, err := mkdirShort(filepath.Dir(path))
 	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", path, err)
+		return nil, fmt.Errorf("capsem: listen on %s: %w (check that its directory is yours and writable)", path, err)
 	}
 	defer os.Remove(tmp)
 	tp := filepath.Join(tmp, "s")
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: tp, Net: "unix"})
 	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", path, err)
+		return nil, fmt.Errorf("capsem: listen on %s: %w (check that its directory is yours and writable)", path, err)
 	}
 	ln.SetUnlinkOnClose(false) // its name is path now; the caller removes it
 	if err = os.Chmod(tp, 0o600); err == nil {
@@ -42,7 +42,7 @@ func listenUnix(path string) (net.Listener, error) {
 	if err != nil {
 		ln.Close()
 		os.Remove(tp)
-		return nil, fmt.Errorf("listen on %s: %w", path, err)
+		return nil, fmt.Errorf("capsem: listen on %s: %w (check that its directory is yours and writable)", path, err)
 	}
 	return ln, nil
 }
@@ -83,5 +83,5 @@ func mkdirShort(dir string) (string, error) {
 			return "", err
 		}
 	}
-	return "", errors.New("no free temporary name")
+	return "", errors.New("capsem: no free temporary name for the socket next to it; remove the stale hidden directories there")
 }

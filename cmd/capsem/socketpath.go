@@ -30,7 +30,7 @@ func socketPathIn(dir, name string) string {
 // too long: $XDG_RUNTIME_DIR/capsem, else capsem-UID in the temporary
 // directory — one per user, so that another user's directory of that name
 // (/tmp is everyone's) blocks no one else. Either must be ours and 0700
-// (checkPrivateDir) before a socket is made in it.
+// (privateDir) before a socket is made in it.
 func fallbackSocketDir() string {
 	if base := os.Getenv("XDG_RUNTIME_DIR"); base != "" {
 		return filepath.Join(base, "capsem")

@@ -9,7 +9,7 @@ import (
 
 // ErrCorrupt is wrapped by a Reader's error when the coded stream does not
 // decode (corrupt, truncated, or a read of src failed mid-way).
-var ErrCorrupt = errors.New("the coded body does not decode")
+var ErrCorrupt = errors.New("contentcoding: the coded body does not decode")
 
 // NewReader returns src with the content codings of contentEncoding undone
 // (the last applied is undone first), read as the caller reads: the pull
@@ -67,7 +67,7 @@ func (l *lazy) Read(p []byte) (int, error) {
 		}
 		dec, closeDec, err := open(l.coding, br)
 		if err != nil {
-			l.err = fmt.Errorf("contentcoding: %s: %w: %w", l.coding, ErrCorrupt, err)
+			l.err = fmt.Errorf("%w (%s): %w", ErrCorrupt, l.coding, err)
 			return 0, l.err
 		}
 		l.dec = dec
@@ -75,7 +75,7 @@ func (l *lazy) Read(p []byte) (int, error) {
 	}
 	n, err := l.dec.Read(p)
 	if err != nil && err != io.EOF {
-		err = fmt.Errorf("contentcoding: %s: %w: %w", l.coding, ErrCorrupt, err)
+		err = fmt.Errorf("%w (%s): %w", ErrCorrupt, l.coding, err)
 		l.err = err
 	}
 	return n, err

@@ -19,6 +19,10 @@ import (
 // before it is killed.
 const goneGrace = 2 * time.Second
 
+// killGrace is how long a command has to end after KILL before the request
+// gives it up.
+const killGrace = 5 * time.Second
+
 // maxBufferedOutput caps each of stdout and stderr in a buffered exec's
 // JSON answer; beyond it the output is cut and says so. The Python
 // client's exec() cuts at the same (MAX_BUFFERED, pythoncap_test.go).
@@ -195,13 +199,22 @@ func streamExec(s *proto.Session, req ExecRequest, in io.Reader, out *lockedWrit
 
 // waitExit waits for s to end, killing it after the request's timeout or
 // once gone is closed (the client went away: HUP, then KILL after
-// goneGrace), and returns its Exit.
+// goneGrace), and returns its Exit. A command the guest does not end within
+// killGrace of KILL is given up (its session cancelled, its slot freed): a
+// guest that answers everything but never reports the end must not hold
+// the request, nor the timeout, for ever.
 func waitExit(s *proto.Session, req ExecRequest, gone <-chan struct{}) Exit {
-	var timeout, grace <-chan time.Time
+	var timeout, grace, abandon <-chan time.Time
 	if req.TimeoutMS > 0 {
 		t := time.NewTimer(time.Duration(req.TimeoutMS) * time.Millisecond)
 		defer t.Stop()
 		timeout = t.C
+	}
+	kill := func() {
+		_ = s.Signal("KILL")
+		if abandon == nil {
+			abandon = time.After(killGrace)
+		}
 	}
 	timedOut := false
 	for done := false; !done; {
@@ -210,13 +223,16 @@ func waitExit(s *proto.Session, req ExecRequest, gone <-chan struct{}) Exit {
 			done = true
 		case <-timeout:
 			timedOut = true
-			_ = s.Signal("KILL")
+			kill()
 		case <-gone:
 			gone = nil
 			_ = s.Signal("HUP")
 			grace = time.After(goneGrace)
 		case <-grace:
-			_ = s.Signal("KILL")
+			kill()
+		case <-abandon:
+			s.Cancel(fmt.Errorf("api: the guest did not end the command within %v of KILL", killGrace))
+			done = true
 		}
 	}
 	pe, err := s.Wait()

@@ -3,12 +3,14 @@ package api
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,6 +24,7 @@ import (
 type silentBackend struct {
 	cl      *proto.Client
 	started chan error
+	last    atomic.Pointer[proto.Session] // the last session Exec started
 }
 
 func newSilentBackend(t *testing.T) *silentBackend {
@@ -45,6 +48,9 @@ func newSilentBackend(t *testing.T) *silentBackend {
 
 func (b *silentBackend) Exec(ctx context.Context, ex proto.Exec) (*proto.Session, error) {
 	s, err := b.cl.Exec(ctx, ex)
+	if s != nil {
+		b.last.Store(s)
+	}
 	b.started <- err
 	return s, err
 }
@@ -103,5 +109,69 @@ func TestExecStartEndsWithTheRequest(t *testing.T) {
 			}
 			t.Logf("the exec was given up after %v", time.Since(start).Round(time.Millisecond))
 		})
+	}
+}
+
+// newMuteBackend is an agent that starts every command and answers every
+// ping, and never reports a command's end: what guest root speaking for
+// the agent can do.
+func newMuteBackend(t *testing.T) *silentBackend {
+	t.Helper()
+	a, h := net.Pipe()
+	go func() {
+		c := proto.NewConn(a)
+		if _, err := c.AgentHandshake(proto.Hello{Agent: "mute"}); err != nil {
+			return
+		}
+		_ = c.Send(proto.Ready{})
+		for {
+			m, err := c.Recv()
+			if err != nil {
+				return
+			}
+			switch m := m.(type) {
+			case proto.Exec:
+				_ = c.Send(proto.Started{ID: m.ID, PID: 42})
+			case proto.Ping:
+				_ = c.Send(proto.Pong{Seq: m.Seq})
+			}
+		}
+	}()
+	cl, err := proto.NewClient(context.Background(), h, proto.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close(); a.Close() })
+	return &silentBackend{cl: cl, started: make(chan error, 4)}
+}
+
+// An exec's timeout holds against a guest that takes the KILL and never
+// says the command ended: the request ends killGrace after the KILL, with
+// the timeout's exit, and frees its session (before, waitExit waited on
+// the session for ever).
+func TestExecTimeoutHoldsAgainstAMuteAgent(t *testing.T) {
+	b := newMuteBackend(t)
+	srv := httptest.NewServer(Handler(b))
+	defer srv.Close()
+	start := time.Now()
+	resp, err := http.Post(srv.URL+PathExec, "application/json", strings.NewReader(`{"argv":["sleep","600"],"timeout_ms":300}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	took := time.Since(start)
+	t.Logf("answer after %v: %d %s", took.Round(time.Millisecond), resp.StatusCode, strings.TrimSpace(string(body)))
+	if took > killGrace+3*time.Second {
+		t.Errorf("the exec took %v against a mute agent; want its timeout and killGrace (%v)", took, killGrace)
+	}
+	var exit BufferedExit
+	if err := json.Unmarshal(body, &exit); err != nil || !exit.Exit.TimedOut || exit.Exit.Code != ExitTimeout {
+		t.Errorf("exit %+v (%v), want the timeout's", exit, err)
+	}
+	select {
+	case <-b.last.Load().Done():
+	default:
+		t.Error("the session is still held after the exec was given up")
 	}
 }
