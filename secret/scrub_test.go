@@ -252,6 +252,16 @@ func FuzzScrubStream(f *testing.F) {
 		strings.ToUpper,
 	}
 	f.Fuzz(func(t *testing.T, data, sizes []byte, plant, at uint8) {
+		if k := int(plant) % len(plants); k == 2 || k == 3 || k >= 6 {
+			// A folded form is looked for in text: binary bytes around
+			// it (a control character in 64) are scanned as they run.
+			data = bytes.Map(func(r rune) rune {
+				if r < 0x20 && r != '\n' && r != '\t' || r == 0x7f {
+					return -1
+				}
+				return r
+			}, data)
+		}
 		if p := plants[int(plant)%len(plants)]; p != nil {
 			pos := min(int(at), len(data))
 			data = append(append(append([]byte{}, data[:pos]...), p(realKey)...), data[pos:]...)
@@ -313,3 +323,24 @@ func BenchmarkScrubStream(b *testing.B) {
 type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// TestScrubberBinary: in binary bytes (a download) the folded views rest,
+// the contiguous forms are still found, and text after the binary is read
+// folded again.
+func TestScrubberBinary(t *testing.T) {
+	s := newTestScrubber(t)
+	bin := make([]byte, 64<<10)
+	for i := range bin {
+		bin[i] = byte(i * 7)
+	}
+	if !binaryPiece(bin[:scrubPiece]) || binaryPiece([]byte(sseOneCharPerEvent(realKey))) {
+		t.Fatal("binaryPiece does not tell the download from the event stream")
+	}
+	in := append(append(append([]byte{}, bin...), "raw "+realKey+" "...), bin...)
+	in = append(in, strings.Repeat("some text after the download. ", 600)...)
+	in = append(in, spaced(realKey)...)
+	out, hits := scrubAll(t, s, in, 4096)
+	if len(hits) != 2 || leaks(out) {
+		t.Errorf("hits %+v; the key raw inside binary and spaced after it must both be found", hits)
+	}
+}

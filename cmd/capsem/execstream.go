@@ -146,10 +146,6 @@ wait:
 		case err := <-deaf:
 			return 0, err
 		case <-killed:
-			if timedOut {
-				fmt.Fprintf(stderr, "capsem: %q killed after --timeout %s; the guest did not report its end within %s\n", strings.Join(o.argv, " "), o.timeout, killGrace)
-				return exitTimeout, nil
-			}
 			return 0, fmt.Errorf("%q did not end within %s of KILL: the guest does not answer", strings.Join(o.argv, " "), killGrace)
 		case <-timeout:
 			timedOut = true
