@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/capsem/capsem/dlp"
-	"github.com/capsem/capsem/mitm/contentcoding"
+	"github.com/capsem/capsem/mitm/internal/contentcoding"
 	"github.com/capsem/capsem/secret"
 )
 

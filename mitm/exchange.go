@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/capsem/capsem/dlp"
-	"github.com/capsem/capsem/mitm/contentcoding"
+	"github.com/capsem/capsem/mitm/internal/contentcoding"
 	"github.com/capsem/capsem/mitm/provider"
 	"github.com/capsem/capsem/policy"
 	"github.com/capsem/capsem/store"

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/capsem/capsem/mitm/mcpscan"
+	"github.com/capsem/capsem/mitm/internal/mcpscan"
 	"github.com/capsem/capsem/policy"
 	"github.com/capsem/capsem/store"
 )

@@ -6,7 +6,7 @@ import (
 	"io"
 	"net/http"
 
-	"github.com/capsem/capsem/mitm/mcpscan"
+	"github.com/capsem/capsem/mitm/internal/mcpscan"
 	"github.com/capsem/capsem/policy"
 	"github.com/capsem/capsem/store"
 )

@@ -5,7 +5,7 @@ import (
 	"io"
 	"sync"
 
-	"github.com/capsem/capsem/mitm/mcpscan"
+	"github.com/capsem/capsem/mitm/internal/mcpscan"
 )
 
 // sseRewriter passes an MCP event stream (text/event-stream) from the

@@ -21,8 +21,8 @@ import (
 	"golang.org/x/net/http2"
 
 	"github.com/capsem/capsem/mitm/ca"
+	"github.com/capsem/capsem/mitm/internal/tlshello"
 	"github.com/capsem/capsem/mitm/provider"
-	"github.com/capsem/capsem/mitm/tlshello"
 	"github.com/capsem/capsem/netstack"
 	"github.com/capsem/capsem/policy"
 	"github.com/capsem/capsem/store"

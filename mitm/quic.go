@@ -15,7 +15,7 @@ import (
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
 
-	"github.com/capsem/capsem/mitm/quicpeek"
+	"github.com/capsem/capsem/mitm/internal/quicpeek"
 	"github.com/capsem/capsem/netstack"
 	"github.com/capsem/capsem/store"
 )

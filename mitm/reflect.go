@@ -7,7 +7,7 @@ import (
 	"io"
 	"net/http"
 
-	"github.com/capsem/capsem/mitm/contentcoding"
+	"github.com/capsem/capsem/mitm/internal/contentcoding"
 	"github.com/capsem/capsem/secret"
 )
 

@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"sort"
 
-	"github.com/capsem/capsem/mitm/jsonscan"
-	"github.com/capsem/capsem/mitm/sse"
+	"github.com/capsem/capsem/mitm/internal/jsonscan"
+	"github.com/capsem/capsem/mitm/internal/sse"
 	"github.com/capsem/capsem/store"
 )
 

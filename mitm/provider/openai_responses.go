@@ -3,8 +3,8 @@ package provider
 import (
 	"encoding/json"
 
-	"github.com/capsem/capsem/mitm/jsonscan"
-	"github.com/capsem/capsem/mitm/sse"
+	"github.com/capsem/capsem/mitm/internal/jsonscan"
+	"github.com/capsem/capsem/mitm/internal/sse"
 	"github.com/capsem/capsem/store"
 )
 

@@ -9,8 +9,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/capsem/capsem/mitm/jsonscan"
-	"github.com/capsem/capsem/mitm/pricing"
+	"github.com/capsem/capsem/mitm/internal/jsonscan"
+	"github.com/capsem/capsem/mitm/internal/pricing"
 	"github.com/capsem/capsem/store"
 )
 

@@ -15,7 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/capsem/capsem/mitm/pricing"
+	"github.com/capsem/capsem/mitm/internal/pricing"
 	"github.com/capsem/capsem/store"
 )
 

@@ -3,7 +3,7 @@ package provider
 import (
 	"sync"
 
-	"github.com/capsem/capsem/mitm/jsonscan"
+	"github.com/capsem/capsem/mitm/internal/jsonscan"
 	"github.com/capsem/capsem/store"
 )
 

@@ -5,8 +5,8 @@ import (
 	"mime"
 	"sync"
 
-	"github.com/capsem/capsem/mitm/jsonscan"
-	"github.com/capsem/capsem/mitm/sse"
+	"github.com/capsem/capsem/mitm/internal/jsonscan"
+	"github.com/capsem/capsem/mitm/internal/sse"
 )
 
 // responseInfo is what a response handler extracts.

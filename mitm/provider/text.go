@@ -1,6 +1,6 @@
 package provider
 
-import "github.com/capsem/capsem/mitm/jsonscan"
+import "github.com/capsem/capsem/mitm/internal/jsonscan"
 
 // capText collects text up to a cap. A cut never splits a UTF-8 sequence.
 type capText struct {

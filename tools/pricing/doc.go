@@ -1,4 +1,4 @@
-// Command pricing regenerates mitm/pricing/prices.json, capsem's embedded
+// Command pricing regenerates mitm/internal/pricing/prices.json, capsem's embedded
 // table of model prices, from the npm package @pydantic/genai-prices.
 //
 // That package (MIT licensed, maintained by Pydantic at
@@ -18,7 +18,7 @@
 //	go run ./tools/pricing -version 0.1.8        # a pinned version
 //	go run ./tools/pricing -tarball pkg.tgz      # offline, from `npm pack @pydantic/genai-prices`
 //
-// Then run `go test ./mitm/pricing` and commit the diff of prices.json.
+// Then run `go test ./mitm/internal/pricing` and commit the diff of prices.json.
 //
 // What it must never do: run code from the package (it only parses a
 // literal), accept a tarball whose sha512 does not match the registry's, or

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/capsem/capsem/mitm/sse"
+	"github.com/capsem/capsem/mitm/internal/sse"
 )
 
 // FuzzMCPStream feeds arbitrary bytes, cut arbitrarily, to Body, Stream and

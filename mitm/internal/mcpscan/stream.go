@@ -3,7 +3,7 @@ package mcpscan
 import (
 	"strings"
 
-	"github.com/capsem/capsem/mitm/sse"
+	"github.com/capsem/capsem/mitm/internal/sse"
 )
 
 // Stream reads the JSON-RPC messages of a text/event-stream body: the

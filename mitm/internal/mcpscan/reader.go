@@ -3,7 +3,7 @@ package mcpscan
 import (
 	"strings"
 
-	"github.com/capsem/capsem/mitm/jsonscan"
+	"github.com/capsem/capsem/mitm/internal/jsonscan"
 )
 
 // reader turns the tokens of one JSON document (a body, or one event's

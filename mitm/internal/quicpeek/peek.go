@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"slices"
 
-	"github.com/capsem/capsem/mitm/tlshello"
+	"github.com/capsem/capsem/mitm/internal/tlshello"
 )
 
 // MaxDatagrams bounds how many datagrams a peek reads before the
