@@ -80,26 +80,33 @@ func (s *Stack) resolveUpstream(ctx context.Context, pol *policy.Policy, name st
 // under pol.
 func (s *Stack) redial(name string, port uint16, local bool) func(context.Context, *policy.Policy) (net.Conn, error) {
 	return func(ctx context.Context, pol *policy.Policy) (net.Conn, error) {
-		if local {
-			return nil, fmt.Errorf("%s is served by capsem itself and has no upstream", name)
-		}
-		if d := pol.DecideFlow(name, port); !d.Allowed {
-			return nil, fmt.Errorf("%s:%d is no longer allowed: %s", name, port, d.Reason)
+		if err := recheck(pol, name, port, local); err != nil {
+			return nil, err
 		}
 		c, _, _, err := s.dialUpstream(ctx, pol, name, port)
 		return c, err
 	}
 }
 
+// recheck is what a flow's Redial and Upstream decide before they reach
+// the upstream again: a local flow has none, and pol, which may not be the
+// policy the flow was allowed under, must still allow name:port.
+func recheck(pol *policy.Policy, name string, port uint16, local bool) error {
+	if local {
+		return fmt.Errorf("%s is served by capsem itself and has no upstream", name)
+	}
+	if d := pol.DecideFlow(name, port); !d.Allowed {
+		return fmt.Errorf("%s:%d is no longer allowed: %s", name, port, d.Reason)
+	}
+	return nil
+}
+
 // upstreamAddrs is a Flow's Upstream: the addresses of name:port, decided
 // again under pol.
 func (s *Stack) upstreamAddrs(name string, port uint16, local bool) func(context.Context, *policy.Policy) ([]netip.AddrPort, error) {
 	return func(ctx context.Context, pol *policy.Policy) ([]netip.AddrPort, error) {
-		if local {
-			return nil, fmt.Errorf("%s is served by capsem itself and has no upstream", name)
-		}
-		if d := pol.DecideFlow(name, port); !d.Allowed {
-			return nil, fmt.Errorf("%s:%d is no longer allowed: %s", name, port, d.Reason)
+		if err := recheck(pol, name, port, local); err != nil {
+			return nil, err
 		}
 		ctx, cancel := context.WithTimeout(ctx, s.cfg.DialTimeout)
 		defer cancel()

@@ -176,9 +176,7 @@ func Start(ctx context.Context, cfg Config) (sb *Sandbox, err error) {
 		sb.guest.watch(wctx, sb.client, func(error) {
 			// A guest that breaks the protocol is not trusted to power
 			// itself off.
-			sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			_ = sb.vm.Stop(sctx)
-			cancel()
+			sb.stopVM()
 		})
 	}()
 	return sb, nil
@@ -309,13 +307,18 @@ func (sb *Sandbox) stopWatch() {
 	sb.guest.wait()
 }
 
+// stopVM stops the VM, killing it when it has not stopped within 2 s.
+func (sb *Sandbox) stopVM() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	_ = sb.vm.Stop(ctx)
+	cancel()
+}
+
 // teardown stops the VM (killing it if needed), the netstack, the MITM and
 // the MCP gateway.
 func (sb *Sandbox) teardown() {
 	if sb.vm != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_ = sb.vm.Stop(ctx)
-		cancel()
+		sb.stopVM()
 	}
 	if sb.client != nil {
 		_ = sb.client.Close()
