@@ -70,3 +70,36 @@ func TestCloseTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestReloadKeepsThePlaceholdersTheGuestHolds(t *testing.T) {
+	t.Setenv("FILTER_TEST_TOKEN", "the-real-value-of-the-token")
+	path := filepath.Join(t.TempDir(), "policy.toml")
+	write := func(allow string) {
+		t.Helper()
+		body := "[network]\nallow = [\"" + allow + "\"]\n\n[[secret]]\nname = \"TOKEN\"\nfrom_env = \"FILTER_TEST_TOKEN\"\nhosts = [\"api.example.com\"]\n"
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("a.example.com")
+	first, err := LoadPolicy(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ph := first.Placeholders()["TOKEN"]
+	if ph == "" {
+		t.Fatal("LoadPolicy: the secret has no placeholder")
+	}
+	f := newFilter(t, first)
+	write("b.example.com")
+	p, err := f.Reload(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Placeholders()["TOKEN"]; got != ph {
+		t.Errorf("after Reload the placeholder is %q, want the one the guest holds, %q", got, ph)
+	}
+	if !f.Policy().DecideFlow("b.example.com", 443).Allowed {
+		t.Error("the reloaded file is not in force")
+	}
+}
