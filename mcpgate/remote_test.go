@@ -167,9 +167,9 @@ func TestHeaderTransportHost(t *testing.T) {
 }
 
 // A remote server that fails mid-session: the guest's error names the
-// server, never its URL, whose path or query may hold a token (issue 27
-// item 7: the URL reached the guest in the call's error); the host's
-// record keeps all of it.
+// server, never its URL, whose path or query may hold a token that the
+// call's error would otherwise carry to the guest; the host's record
+// keeps all of it.
 func TestRemoteURLStaysOnTheHost(t *testing.T) {
 	ts, _, _ := remoteServer(t)
 	roots := x509.NewCertPool()

@@ -43,11 +43,13 @@
 //
 // TCP goes through gVisor in promiscuous and spoofing mode, so the stack
 // answers for any destination. The flow decision is made on the SYN,
-// before the handshake completes (tcp.go): only an address fake DNS handed
-// out for an allowed name, on an allowed port, is dialled upstream, and
-// only after the upstream connect succeeds does the guest get its SYN-ACK.
-// Anything else gets a RST. Host answers in private, loopback, link-local
-// or metadata ranges are refused unless the policy says allow_private.
+// before the handshake completes (syn.go): only an address fake DNS handed
+// out for an allowed name, on an allowed port, is dialled upstream
+// (dial.go), and only after the upstream connect succeeds does the guest
+// get its SYN-ACK. Anything else gets a RST. Host answers in private,
+// loopback, link-local or metadata ranges are refused unless the policy
+// says allow_private. The FlowHandler then gets the connection and its
+// Flow (flow.go); Splice copies a flow byte for byte (splice.go).
 //
 // Addresses: guest link 198.18.0.0/24, gateway 198.18.0.1 (DNS, DHCP),
 // guest 198.18.0.2, fake-DNS pool 198.19.0.0/16.

@@ -20,8 +20,7 @@ import (
 const DefaultMaxFlows = 4096
 
 // DefaultMaxQUICHandshakes caps the QUIC flows the guest starts within
-// quicHandshakeWindow that have not finished their handshake (issue 16's
-// 256): a flow gives its slot back when its handler says the handshake is
+// quicHandshakeWindow that have not finished their handshake (256): a flow gives its slot back when its handler says the handshake is
 // done, or after the window. It is a cap on the rate of new flows more
 // than on how many run at once — a handler must bound its own wait (the
 // MITM gives the ClientHello the same 3 s, then the rest of the handshake

@@ -28,9 +28,9 @@ import (
 //
 // A QUIC Initial to another port is decided as the SYN to that port too,
 // and refused with the SYN's reason (a name allowed on 443 only is
-// port-not-allowed, where it was once udp-not-allowed like any UDP: the
-// log said the guest broke a UDP rule when it asked for a port the policy
-// does not allow), or quic-unserved on a port the policy allows: capsem
+// port-not-allowed, not udp-not-allowed like any UDP: that would say the
+// guest broke a UDP rule when it asked for a port the policy does not
+// allow), or quic-unserved on a port the policy allows: capsem
 // intercepts QUIC on 443 only.
 //
 // A refused Initial gets ICMP port unreachable: it is the UDP analogue of
@@ -49,7 +49,8 @@ const DefaultQUICIdleTimeout = 30 * time.Second
 // quicHandshakeWindow is how long a QUIC flow counts against
 // MaxQUICHandshakes unless its handler calls Flow.Established sooner. The
 // guest is a hop away, so a real handshake takes the MITM's own work plus
-// its upstream attempt (at most 300 ms in issue 16's design); a flow still
+// its upstream attempt (at most 300 ms: the MITM's probe of an upstream's
+// QUIC); a flow still
 // without one after ten times that is likelier a flood's than a client's,
 // and stops keeping a well-behaved client's Initials out.
 const quicHandshakeWindow = 3 * time.Second

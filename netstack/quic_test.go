@@ -223,11 +223,11 @@ allow = ["a.test"]`, "", "a.test", func(context.Context, net.PacketConn, *Flow) 
 	}
 }
 
-// TestQUICInitialOnAnotherPort is issue 27 item 9: a QUIC Initial to a
-// port other than 443 is decided as the same SYN would be — a name allowed
-// on 443 only is port-not-allowed, an address capsem's DNS did not hand
-// out is direct-ip — and answered with ICMP port unreachable, where it
-// was dropped as udp-not-allowed. On a port the policy allows, capsem
+// TestQUICInitialOnAnotherPort: a QUIC Initial to a port other than 443
+// is decided as the same SYN would be — a name allowed on 443 only is
+// port-not-allowed, an address capsem's DNS did not hand out is
+// direct-ip — and answered with ICMP port unreachable, so the client
+// gives up at once instead of waiting out its handshake. On a port the policy allows, capsem
 // serves no QUIC there: quic-unserved, and the client falls back to TCP.
 // A datagram that is no Initial is udp-not-allowed as before.
 func TestQUICInitialOnAnotherPort(t *testing.T) {

@@ -60,7 +60,7 @@ const (
 	ReasonDNSNotSupported = "dns-opcode-not-supported"   // an opcode other than QUERY: NOTIMP
 	ReasonDNSClassNotIN   = "dns-class-not-in"           // a class other than IN: REFUSED
 
-	// TCP (tcp.go, limits.go): decided on the SYN, before the guest's
+	// TCP (syn.go, dial.go, limits.go): decided on the SYN, before the guest's
 	// handshake completes.
 
 	ReasonDirectIP        = "direct-ip"                // a SYN to an address capsem's DNS did not hand out: RST
@@ -102,7 +102,7 @@ func Reasons() []string {
 
 		ReasonStoreDown,
 
-		// A flow's [network] decision (tcp.go), recorded as policy words it.
+		// A flow's [network] decision (syn.go), recorded as policy words it.
 		policy.ReasonAllowed, policy.ReasonDeniedByRule, policy.ReasonNoMatchingRule, policy.ReasonPortNotAllowed,
 	}
 }

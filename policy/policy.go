@@ -134,15 +134,9 @@ func (p *Policy) usable() bool { return p != nil }
 // with ReasonInvalidName, and one holding a secret's placeholder with
 // ReasonSecretWrongHost (also by DecideFlow).
 func (p *Policy) DecideName(name string) Decision {
-	canon, ok := Canonical(name)
-	if !ok {
-		return Decision{Reason: ReasonInvalidName}
-	}
-	if !p.usable() {
-		return Decision{Reason: ReasonNoMatchingRule}
-	}
-	if s := p.secretInName(canon); s != "" {
-		return Decision{Rule: s, Reason: ReasonSecretWrongHost}
+	canon, d, decided := p.screenName(name)
+	if decided {
+		return d
 	}
 	var firstAllow string
 	portDenies := false
@@ -180,6 +174,24 @@ func (p *Policy) DecideName(name string) Decision {
 	return Decision{Rule: denyRule, Reason: ReasonDeniedByRule}
 }
 
+// screenName is what DecideName and DecideFlow decide before any rule: a
+// name that is not a valid host name, a nil policy, a name that holds a
+// secret's placeholder. decided is false when the rules must decide; canon
+// is then the canonical name.
+func (p *Policy) screenName(name string) (canon string, d Decision, decided bool) {
+	canon, ok := Canonical(name)
+	if !ok {
+		return "", Decision{Reason: ReasonInvalidName}, true
+	}
+	if !p.usable() {
+		return "", Decision{Reason: ReasonNoMatchingRule}, true
+	}
+	if s := p.secretInName(canon); s != "" {
+		return "", Decision{Rule: s, Reason: ReasonSecretWrongHost}, true
+	}
+	return canon, Decision{}, false
+}
+
 // portDeny returns the deny entry that denies canon on port, or "".
 func (p *Policy) portDeny(canon string, port uint16) string {
 	for n := range p.matches(canon) {
@@ -199,15 +211,9 @@ func (p *Policy) portDeny(canon string, port uint16) string {
 // on exactly this port allows it. When the name is allowed on other ports
 // only, the Reason is ReasonPortNotAllowed.
 func (p *Policy) DecideFlow(name string, port uint16) Decision {
-	canon, ok := Canonical(name)
-	if !ok {
-		return Decision{Reason: ReasonInvalidName}
-	}
-	if !p.usable() {
-		return Decision{Reason: ReasonNoMatchingRule}
-	}
-	if s := p.secretInName(canon); s != "" {
-		return Decision{Rule: s, Reason: ReasonSecretWrongHost}
+	canon, d, decided := p.screenName(name)
+	if decided {
+		return d
 	}
 	var allowRule, otherPort string
 	for n := range p.matches(canon) {

@@ -1,7 +1,8 @@
 // Package sandbox assembles one running guest: the VM (QEMU on Linux, vz on
-// macOS), the gVisor netstack its only NIC ends in, the MITM behind that
-// netstack, and the control connection to the guest's agent, with the
-// record of what the agent reports. `capsem run`, `capsem doctor` and the
+// macOS), the network filter its only NIC ends in (package filter: the
+// gVisor netstack, the MITM behind it and the MCP gateway), and the
+// control connection to the guest's agent, with the record of what the
+// agent reports. `capsem run`, `capsem doctor` and the
 // supervisor of a long-lived sandbox all start guests through it. A
 // long-lived sandbox's guest also has a writable disk (Config.DataDisk)
 // and a transfer disk that PutFile and GetFile pass files through

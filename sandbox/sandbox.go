@@ -2,23 +2,20 @@ package sandbox
 
 import (
 	"context"
-	"crypto/x509"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/netip"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/capsem/capsem/filter"
 	"github.com/capsem/capsem/guest/bootparam"
 	"github.com/capsem/capsem/guest/image"
 	"github.com/capsem/capsem/guest/proto"
 	"github.com/capsem/capsem/hypervisor"
-	"github.com/capsem/capsem/mcpgate"
-	"github.com/capsem/capsem/mitm"
 	"github.com/capsem/capsem/mitm/ca"
 	"github.com/capsem/capsem/netstack"
 	"github.com/capsem/capsem/policy"
@@ -53,16 +50,14 @@ type Config struct {
 // Sandbox is a running guest: its VM, the netstack its NIC ends in, the
 // MITM behind the netstack, and the control connection to its agent.
 type Sandbox struct {
-	cfg     Config
-	log     *slog.Logger
-	proxy   *mitm.Proxy
-	gateway *mcpgate.Gateway // serves [mcp.servers] to the guest
-	stack   *netstack.Stack
-	nic     netstack.FrameConn
-	vm      hypervisor.VM
-	client  *proto.Client
-	guest   *guestRecord // the record of what the agent reports and does
-	xfer    *transfer    // the transfer disk's host side, or nil
+	cfg    Config
+	log    *slog.Logger
+	net    *filter.Filter // the netstack, the MITM and the MCP gateway
+	nic    netstack.FrameConn
+	vm     hypervisor.VM
+	client *proto.Client
+	guest  *guestRecord // the record of what the agent reports and does
+	xfer   *transfer    // the transfer disk's host side, or nil
 
 	watchCancel context.CancelFunc // stops the agent watchdog
 	watchDone   chan struct{}
@@ -102,32 +97,13 @@ func Start(ctx context.Context, cfg Config) (sb *Sandbox, err error) {
 	}()
 
 	log.Debug("starting the netstack and the MITM")
-	// The MCP gateway reaches remote servers as the netstack reaches any
-	// upstream, verified as the MITM verifies any, under the policy in
-	// force.
-	sb.gateway = mcpgate.New(mcpgate.Config{
-		Recorder:     cfg.Recorder,
-		Log:          log,
-		PreviewBytes: cfg.Policy.PreviewBytes(),
-		DialContext: mcpgate.PortDialer(func(ctx context.Context, name string, port uint16) (net.Conn, error) {
-			return sb.stack.DialUpstream(ctx, name, port)
-		}),
-		Roots: func() (*x509.CertPool, error) { return sb.proxy.UpstreamRoots(sb.stack.Policy()) },
-	})
-	sb.gateway.ApplyPolicy(cfg.Policy)
-	sb.proxy, err = mitm.New(mitm.Config{CA: cfg.Authority, Recorder: cfg.Recorder, Logger: log, MCPGateway: sb.gateway})
-	if err != nil {
-		return sb, err
-	}
 	mtu := uint32(netstack.DefaultMTU)
-	sb.stack, err = netstack.New(netstack.Config{
-		MTU:       mtu,
+	sb.net, err = filter.New(filter.Config{
 		Policy:    cfg.Policy,
 		Recorder:  cfg.Recorder,
+		Authority: cfg.Authority,
 		Logger:    log,
-		Flows:     sb.proxy.HandleFlow,
-		Pooled:    sb.proxy.Pooled,
-		QUICFlows: sb.proxy.HandleQUIC,
+		MTU:       mtu,
 	})
 	if err != nil {
 		return sb, err
@@ -139,7 +115,7 @@ func Start(ctx context.Context, cfg Config) (sb *Sandbox, err error) {
 	defer vmNIC.Close() // the backend has its own copy after Start
 	sb.nic = nic
 	sb.serveDone = make(chan error, 1)
-	go func() { sb.serveDone <- sb.stack.Serve(ctx, nic) }()
+	go func() { sb.serveDone <- sb.net.Serve(ctx, nic) }()
 
 	vmCfg := hypervisor.Config{
 		Kernel:        cfg.Guest.Kernel,
@@ -200,9 +176,7 @@ func Start(ctx context.Context, cfg Config) (sb *Sandbox, err error) {
 		sb.guest.watch(wctx, sb.client, func(error) {
 			// A guest that breaks the protocol is not trusted to power
 			// itself off.
-			sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			_ = sb.vm.Stop(sctx)
-			cancel()
+			sb.stopVM()
 		})
 	}()
 	return sb, nil
@@ -333,20 +307,26 @@ func (sb *Sandbox) stopWatch() {
 	sb.guest.wait()
 }
 
-// teardown stops the VM (killing it if needed), the netstack and the MITM.
+// stopVM stops the VM, killing it when it has not stopped within 2 s.
+func (sb *Sandbox) stopVM() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	_ = sb.vm.Stop(ctx)
+	cancel()
+}
+
+// teardown stops the VM (killing it if needed), the netstack, the MITM and
+// the MCP gateway.
 func (sb *Sandbox) teardown() {
 	if sb.vm != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_ = sb.vm.Stop(ctx)
-		cancel()
+		sb.stopVM()
 	}
 	if sb.client != nil {
 		_ = sb.client.Close()
 	}
 	sb.stopWatch()
 	sb.cancel()
-	if sb.stack != nil {
-		_ = sb.stack.Close()
+	if sb.net != nil {
+		_ = sb.net.Close() // the gateway's stdio servers stop with the sandbox
 	}
 	if sb.nic != nil {
 		_ = sb.nic.Close()
@@ -355,12 +335,6 @@ func (sb *Sandbox) teardown() {
 		if err := <-sb.serveDone; err != nil && !errors.Is(err, context.Canceled) {
 			sb.log.Debug("netstack ended", "err", err)
 		}
-	}
-	if sb.proxy != nil {
-		_ = sb.proxy.Close()
-	}
-	if sb.gateway != nil {
-		_ = sb.gateway.Close() // its stdio servers stop with the sandbox
 	}
 	if sb.xfer != nil {
 		_ = sb.xfer.close()
@@ -381,10 +355,7 @@ func (sb *Sandbox) Err() error { return sb.client.Err() }
 // SetPolicy swaps the policy: flows, queries and requests that start after
 // the call see the new one; those under way keep theirs.
 // A gateway server the new policy removes or changes is stopped.
-func (sb *Sandbox) SetPolicy(p *policy.Policy) {
-	sb.stack.SetPolicy(p)
-	sb.gateway.ApplyPolicy(p)
-}
+func (sb *Sandbox) SetPolicy(p *policy.Policy) { sb.net.SetPolicy(p) }
 
 // Policy is the policy new flows see.
-func (sb *Sandbox) Policy() *policy.Policy { return sb.stack.Policy() }
+func (sb *Sandbox) Policy() *policy.Policy { return sb.net.Policy() }

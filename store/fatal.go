@@ -21,7 +21,7 @@ import (
 // stop with the message. A store that ever began a session parks: a write
 // of one (the committer's last commit, End's end record) may meet the
 // fatal error after stop or End already returned on broken, when no writer
-// is open any more (a clean-clone test run met that on End's write).
+// is open any more (End's own write of the end record can).
 func (s *Store) fatal(err error) (park bool) {
 	s.brokenOnce.Do(func() {
 		s.brokenErr = err

@@ -11,10 +11,10 @@ import (
 	"github.com/capsem/capsem/store"
 )
 
-// TestDLPExpectedHosts is issue 27 item 9: a provider's key sent to the
-// provider's API host in the request head is where it belongs, not a
-// finding (the session fixture's every claude request to api.anthropic.com
-// was dlp-match anthropic-key@X-Api-Key); the same key to another allowed
+// TestDLPExpectedHosts: a provider's key sent to the provider's API host
+// in the request head is where it belongs, not a finding (or every claude
+// request to api.anthropic.com would be dlp-match
+// anthropic-key@X-Api-Key); the same key to another allowed
 // host is one, and so is the key in a body to the provider, which keeps
 // it as data. curl in the guest, through the MITM, to a name
 // api.anthropic.com that [upstream] resolve points at the tests' upstream.

@@ -11,7 +11,6 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/capsem/capsem/store/sqliteexport"
-	"github.com/capsem/capsem/store/sqliteexport/schemacheck"
 )
 
 // TestExportOfARealRun exports a capsem-net session produced by real
@@ -37,7 +36,7 @@ func TestExportOfARealRun(t *testing.T) {
 	defer db.Close()
 	// Every table, column, primary key, foreign key and index of the
 	// specification, on the export of a real run.
-	for _, err := range schemacheck.Verify(db, sqliteexport.SchemaVersion) {
+	for _, err := range sqliteexport.VerifySchema(db, sqliteexport.SchemaVersion) {
 		t.Error(err)
 	}
 	one := func(q string, args ...any) int {

@@ -13,7 +13,7 @@ import (
 	"github.com/capsem/capsem/dlp"
 )
 
-// The session fixture (issue 17): tests/fixtures/session.db is the SQLite
+// The session fixture: tests/fixtures/session.db is the SQLite
 // export, scrubbed, of a real session — claude-code in the real guest
 // against the fake api.anthropic.com, running a tool loop that creates,
 // changes and deletes workspace files, is refused a direct IP, a name and
@@ -138,8 +138,8 @@ func TestSessionFixture(t *testing.T) {
 	checkSessionFixture(t, fixturePath)
 }
 
-// checkSessionFixture checks that the fixture at path holds all of what
-// issue 17 asks, passes capsem inspect's checks, is small, and has no
+// checkSessionFixture checks that the fixture at path holds every kind of
+// record the export's and the viewer's tests read, passes capsem inspect's checks, is small, and has no
 // credential the DLP detectors know in any text cell.
 func checkSessionFixture(t *testing.T, path string) {
 	t.Helper()

@@ -32,7 +32,7 @@ import (
 	"github.com/capsem/capsem/tests/harness"
 )
 
-// HTTP/3 through capsem with real clients (issue 16): quic-go's own http3
+// HTTP/3 through capsem with real clients: quic-go's own http3
 // client and headless chromium in the guest namespace, a quic-go http3
 // upstream (h3.test, which also serves HTTP/2 over TCP on the same port and
 // advertises h3 in Alt-Svc) and an HTTP/2-only upstream (h2.test, the
@@ -434,11 +434,11 @@ func TestHTTP3MigrationRefused(t *testing.T) {
 	}
 }
 
-// TestHTTP3OtherPortRefused is issue 27 item 9: quic-go's client dials
-// h3.test, allowed on 443 only, on port 8443. The Initial is decided as
-// the SYN to 8443 would be: port-not-allowed, refused at once with ICMP
-// port unreachable, where it was dropped as udp-not-allowed and the
-// client waited for its handshake timeout.
+// TestHTTP3OtherPortRefused: quic-go's client dials h3.test, allowed on
+// 443 only, on port 8443. The Initial is decided as the SYN to 8443 would
+// be: port-not-allowed, refused at once with ICMP port unreachable, so the
+// client gives up at once rather than wait out its handshake timeout, as
+// it would for a datagram silently dropped.
 func TestHTTP3OtherPortRefused(t *testing.T) {
 	e := startH3(t, "", envOptions{})
 	r := e.h3Get(h3get.Request{URL: "https://h3.test:8443/other-port", Timeout: 10 * time.Second})

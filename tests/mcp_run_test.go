@@ -102,7 +102,7 @@ func (r mcpCallRow) String() string {
 		r.id, r.server, r.method, r.tool, r.decision, r.reason, r.rule, r.ms, r.errm, r.request, r.response)
 }
 
-// TestMCPRunClaudeInTheGuest is issue 15's acceptance test with a real
+// TestMCPRunClaudeInTheGuest is the MCP gateway's test with a real
 // client: the real claude CLI in the real guest is given the gateway's
 // stdio server (capsem mcp-test-server, run on the host) with `claude mcp
 // add --transport http tools https://mcp.capsem.internal/tools`, and the

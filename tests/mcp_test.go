@@ -445,8 +445,8 @@ hosts = ["api.other.test"]
 
 	// The gateway's servers reach the outside with the host's
 	// credentials: what the guest sends them is scanned like any egress —
-	// a secret's placeholder is refused (issue 27 item 7: it went through),
-	// a credential is a DLP finding.
+	// a secret's placeholder is refused (the gateway's servers are not the
+	// secret's hosts), a credential is a DLP finding.
 	ph := e.placeholders()["GW_TOKEN"]
 	scanned := e.mcpClient(modules, "https://mcp.capsem.internal/scanned", "streamable",
 		mcpStep{Op: "call", Name: "echo", Args: map[string]any{"message": "the key is " + ph}},

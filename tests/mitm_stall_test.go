@@ -86,11 +86,11 @@ async def main():
 asyncio.run(main())
 `
 
-// TestStalledBodiesHoldBoundedMemory is issue 27 item 2: with DLP on (the
-// default) a body up to 1 MiB is read whole before it is forwarded, and a
-// guest could keep every such body one byte short of its Content-Length —
-// on each of its 4,096 flows — holding a GiB-scale share of the host. Now
-// held bodies share a budget: the stalled-body attack adds at most 64 MiB
+// TestStalledBodiesHoldBoundedMemory: with DLP on (the default) a body up
+// to 1 MiB is read whole before it is forwarded, so a guest that keeps
+// every such body one byte short of its Content-Length — on each of its
+// 4,096 flows — would hold a GiB-scale share of the host without a cap.
+// Held bodies share a budget: the stalled-body attack adds at most 64 MiB
 // to capsem-net, and the requests past the budget get 503. It runs 1,024
 // flows (1 GiB held before the budget: the test fails on that code as it
 // would at 4,096) to spare the suite half a minute;

@@ -223,10 +223,10 @@ print(dst)
 `
 
 // TestSYNFloodIsCountedAndCapsemStaysResponsive: a guest flooding SYNs at
-// an allowed name whose upstream hangs fills the in-flight SYN cap; the
-// SYNs dropped at the cap left no trace. Now each is counted in a syn-cap
-// event, DNS keeps answering during the flood, and an allowed flow works
-// once the held dials time out.
+// an allowed name whose upstream hangs fills the in-flight SYN cap; each
+// SYN dropped at the cap is counted in a syn-cap event (a drop without a
+// trace would hide the flood from the record), DNS keeps answering during
+// the flood, and an allowed flow works once the held dials time out.
 func TestSYNFloodIsCountedAndCapsemStaysResponsive(t *testing.T) {
 	echo := newEchoServer(t)
 	e := startEnv(t, fmt.Sprintf(`[network]

@@ -88,9 +88,9 @@ print("held", len(connected), refused, sent, flush=True)
 sys.stdin.read()
 `
 
-// TestDNSOverTCPMemoryIsBounded is issue 11 item 6: 1,500 TCP/53
-// connections pipelining queries while the guest never reads added 1.7 GiB
-// to capsem-net. Now TCP/53 connections are capped per guest, each holds
+// TestDNSOverTCPMemoryIsBounded: uncapped, 1,500 TCP/53 connections
+// pipelining queries while the guest never reads added 1.7 GiB to
+// capsem-net. TCP/53 connections are capped per guest, each holds
 // one answer at a time in small buffers, and those beyond the cap are
 // refused with an event.
 func TestDNSOverTCPMemoryIsBounded(t *testing.T) {
@@ -178,10 +178,10 @@ while i < n:
 print(" ".join("%d=%d" % kv for kv in sorted(codes.items())))
 `
 
-// TestWildcardNameBurstLeavesAllowedNamesWorking is issue 11 item 8: with
-// a wildcard allowed, ~66k made-up names used up the fake-DNS pool for the
-// life of the process, and then even an explicitly allowed name got
-// SERVFAIL. Now wildcard names are capped per session (NXDOMAIN beyond
+// TestWildcardNameBurstLeavesAllowedNamesWorking: with a wildcard
+// allowed, ~66k made-up names would use up the fake-DNS pool for the life
+// of the process, and then even an explicitly allowed name would get
+// SERVFAIL. Wildcard names are capped per session (NXDOMAIN beyond
 // [dns] max_wildcard_names, with an event) and exact names keep room.
 func TestWildcardNameBurstLeavesAllowedNamesWorking(t *testing.T) {
 	echo := newEchoServer(t)
@@ -235,9 +235,8 @@ for i in range(n):
 print(refused)
 `
 
-// TestDeniedFlowFloodIsAggregated is issue 11 item 5 for flows: one event
-// per denied SYN let a guest grow the store without bound. Repeated
-// denials are now recorded like the drop log's: a burst each second, then
+// TestDeniedFlowFloodIsAggregated: one event per denied SYN would let a
+// guest grow the store without bound. Repeated denials are recorded like the drop log's: a burst each second, then
 // one event whose count stands for the rest, and nothing goes uncounted.
 func TestDeniedFlowFloodIsAggregated(t *testing.T) {
 	e := startEnv(t, "", envOptions{})
@@ -330,9 +329,9 @@ s.sendto(q, ("198.18.0.1", 53))
 print(s.recv(2048)[3] & 0xf)
 `
 
-// TestQueryNamesAreStoredEscaped is issue 11 item 7 (netstack's part): a
-// query name is the guest's bytes; stored raw, ESC, BEL and newlines in it
-// rewrote the terminal of whoever read the record. It is stored in RFC 1035
+// TestQueryNamesAreStoredEscaped: a query name is the guest's bytes;
+// stored raw, ESC, BEL and newlines in it would rewrite the terminal of
+// whoever reads the record. It is stored in RFC 1035
 // presentation form: \DDD for a byte that is not printable ASCII, \\ for a
 // backslash.
 func TestQueryNamesAreStoredEscaped(t *testing.T) {
@@ -352,9 +351,9 @@ func TestQueryNamesAreStoredEscaped(t *testing.T) {
 	}
 }
 
-// TestDNSAnswerNamesTheRCode is issue 11 item 10 (netstack's part): the
-// schema promises dns_events.answer says what the guest got; for a denied
-// name it was empty (NULL in the export) instead of "NXDOMAIN".
+// TestDNSAnswerNamesTheRCode: the schema promises dns_events.answer says
+// what the guest got, so a denied name's answer is "NXDOMAIN", not empty
+// (NULL in the export).
 func TestDNSAnswerNamesTheRCode(t *testing.T) {
 	e, _ := startBasic(t, envOptions{}, "")
 	e.digStatus("A", "denied.test", "@198.18.0.1")

@@ -195,8 +195,9 @@ func TestSandboxSupervisorKilled(t *testing.T) {
 	e.must(0, nil, "stop", "crash")
 	// The host only lengthens the file; the guest's kernel grows the
 	// filesystem in it. Host tools that would parse the guest-written
-	// image come first on PATH and record being run: they must not be
-	// (before the fix start ran e2fsck and resize2fs on it).
+	// image come first on PATH and record being run: they must not be,
+	// since a filesystem the guest wrote is hostile input to any host
+	// parser.
 	fake, ran := t.TempDir(), filepath.Join(t.TempDir(), "ran")
 	for _, tool := range []string{"e2fsck", "resize2fs", "fsck.ext4", "debugfs", "tune2fs"} {
 		script := "#!/bin/sh\necho \"" + tool + " $*\" >> '" + ran + "'\nexit 0\n"

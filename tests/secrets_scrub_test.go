@@ -13,11 +13,11 @@ import (
 	"time"
 )
 
-// TestScrubFixedPlaceholder is issue 27 item 9: `capsem export --scrub`
-// redacted only the placeholders capsem makes (capsem-secret-…); one the
-// policy fixed (placeholder = "…") stayed in the export wherever the guest
-// had sent it. Now the session's record keeps its placeholders, those a
-// reload brings too, and the export has no copy of them. capsem-net with
+// TestScrubFixedPlaceholder: `capsem export --scrub` must redact a
+// placeholder the policy fixed (placeholder = "…") as well as those capsem
+// makes (capsem-secret-…), which it cannot recognise by their shape: the
+// session's record keeps its placeholders, those a reload brings too, so
+// the export has no copy of them. capsem-net with
 // a namespace guest; the guest sends each placeholder to its host, to
 // another host (refused), percent-encoded, and as a DNS name.
 func TestScrubFixedPlaceholder(t *testing.T) {

@@ -9,11 +9,11 @@ import (
 )
 
 // A guest whose root stops the agent (the only reader of the control
-// channel) leaves the host nobody to tell anything: before, capsem run
-// --timeout, Ctrl-C and capsem stop waited on it for ever (only SIGKILL
-// ended them). Now a signal the agent does not confirm, or a stop it does
-// not answer, stops the guest within seconds, and the record says the
-// agent went silent.
+// channel) leaves the host nobody to tell anything, and capsem run
+// --timeout, Ctrl-C and capsem stop must not wait on it for ever (only
+// SIGKILL would end them): a signal the agent does not confirm, or a stop
+// it does not answer, stops the guest within seconds, and the record says
+// the agent went silent.
 
 // deafCommand says so on stderr, stops the agent from inside the guest a
 // second later (the line has reached the host by then), and waits. The

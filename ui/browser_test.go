@@ -12,7 +12,7 @@ import (
 	"github.com/chromedp/chromedp"
 )
 
-// The pages in a real browser (issue 17): Debian's chromium, headless,
+// The pages in a real browser: Debian's chromium, headless,
 // driven over the DevTools protocol. Each page must load with no console
 // error or exception, show the session's values, and its filters, search
 // and scrolling must change what is shown. Screenshots of each page go to

@@ -12,8 +12,9 @@ import (
 
 // TestReasonColourByDecision: a reason is in the red of a denial on a
 // denied row only. The fixture's allowed requests to api.anthropic.com
-// carry dlp-match (recorded before issue 27 item 9), and were shown in
-// the same red as the direct IP it refused.
+// carry dlp-match (it was recorded when a provider's key sent to its own
+// API host still counted as a finding), a reason on an allowed row that
+// must not look like the direct IP it refused.
 func TestReasonColourByDecision(t *testing.T) {
 	r, err := sqliteexport.OpenReader(fixtureFile)
 	if err != nil {

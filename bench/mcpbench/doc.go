@@ -25,7 +25,7 @@
 // namespace with ip netns exec or on the host, and prints the latencies'
 // p50, p90, p99, mean and max; each figure reported is the median of -reps
 // repetitions, each with a fresh capsem-net and namespace. "Added" is
-// gateway minus direct (issue 15's budget: p50 ≤ 2 ms).
+// gateway minus direct (the budget: p50 ≤ 2 ms, report.go's budgetUs).
 //
 // What it must never do: run outside a benchmark (it creates namespaces and
 // runs as root), or be imported by capsem itself.

@@ -12,7 +12,7 @@ import (
 // the same Go client (roundTripper) over one connection.
 var h3Protos = []string{"h2", "h3"}
 
-// h3Rep runs the HTTP/3 comparison once (issue 16): per path of -h3-paths,
+// h3Rep runs the HTTP/3 comparison once: per path of -h3-paths,
 // HTTP/2 then HTTP/3 for each measurement, so that drift hits both alike:
 // a -h3-bytes download, requests/s of -h3-streams concurrent GET /ping on
 // one connection, and the p50 and p99 of GET /ping at concurrency 1.

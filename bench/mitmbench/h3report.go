@@ -18,8 +18,8 @@ var h3Upstreams = map[string]string{
 
 // printH3 writes the HTTP/3 comparison's table: per measurement and path,
 // HTTP/2 and HTTP/3 with the same Go client, their ratio (latency: their
-// difference), and issue 16's
-// target (an HTTP/3 download through the MITM at ≥ 80 % of HTTP/2's).
+// difference), and the target (an HTTP/3 download through the MITM at
+// ≥ 80 % of HTTP/2's).
 func (b *bench) printH3(w io.Writer) {
 	fmt.Fprintf(w, "\nHTTP/3 beside HTTP/2, the same Go client (net/http's HTTP/2, quic-go's http3), one connection each:\n\n")
 	fmt.Fprintf(w, "| measurement | path | upstream reached over (HTTP/2 row / HTTP/3 row) | HTTP/2 | HTTP/3 | HTTP/3 vs HTTP/2 | target |\n")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,8 +22,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/capsem/capsem/cmd/internal/storeflags"
-	"github.com/capsem/capsem/mcpgate"
-	"github.com/capsem/capsem/mitm"
+	"github.com/capsem/capsem/filter"
 	"github.com/capsem/capsem/mitm/ca"
 	"github.com/capsem/capsem/netstack"
 	"github.com/capsem/capsem/policy"
@@ -220,11 +218,7 @@ func serve(c *cli.Context, stdout io.Writer) error {
 	policyPath := c.String("policy")
 	pol := policy.DenyAll()
 	if policyPath != "" {
-		pol, err = policy.Load(policyPath)
-		if err != nil {
-			return usageError{err}
-		}
-		if pol, err = mitm.BindSecrets(pol, nil, nil); err != nil {
+		if pol, err = filter.LoadPolicy(policyPath, nil); err != nil {
 			return usageError{err}
 		}
 	} else {
@@ -269,45 +263,22 @@ func serve(c *cli.Context, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	// The MCP gateway reaches remote servers as the netstack reaches any
-	// upstream, verified as the MITM verifies any, under the policy in
-	// force.
-	var proxy *mitm.Proxy
-	var stack *netstack.Stack
-	gateway := mcpgate.New(mcpgate.Config{
-		Recorder:     w,
-		Log:          log,
-		PreviewBytes: pol.PreviewBytes(),
-		DialContext: mcpgate.PortDialer(func(ctx context.Context, name string, port uint16) (net.Conn, error) {
-			return stack.DialUpstream(ctx, name, port)
-		}),
-		Roots: func() (*x509.CertPool, error) { return proxy.UpstreamRoots(stack.Policy()) },
-	})
-	gateway.ApplyPolicy(pol)
-	defer gateway.Close() // its stdio servers stop with capsem-net
-	proxy, err = mitm.New(mitm.Config{CA: authority, Recorder: w, Logger: log, MCPGateway: gateway})
-	if err != nil {
-		return err
-	}
-	defer proxy.Close()
-
-	stack, err = netstack.New(netstack.Config{
-		MTU:            uint32(mtu),
+	fl, err := filter.New(filter.Config{
 		Policy:         pol,
 		Recorder:       w,
+		Authority:      authority,
+		Logger:         log,
+		MTU:            uint32(mtu),
 		GuestMAC:       guestMAC,
 		Tap:            tap,
-		Logger:         log,
 		DialTimeout:    c.Duration("dial-timeout"),
 		MaxFlows:       c.Int("max-flows"),
 		MaxDNSTCPConns: c.Int("max-dns-tcp"),
-		Flows:          proxy.HandleFlow,
-		Pooled:         proxy.Pooled,
-		QUICFlows:      proxy.HandleQUIC,
 	})
 	if err != nil {
-		return usageError{err}
+		return err
 	}
+	defer fl.Close()
 
 	fmt.Fprintf(stdout, "capsem-net %s: listening on %s, session %s, events in %s\n", version(), ln, w.ID(), c.String("data"))
 	fmt.Fprintf(stdout, "TLS to port 443 is intercepted: the guest must trust %s\n", authority.CertPath())
@@ -329,7 +300,7 @@ func serve(c *cli.Context, stdout io.Writer) error {
 	go func() {
 		for sig := range sigs {
 			if sig == syscall.SIGHUP {
-				reload(log, stack, gateway, policyPath, c.String("data"))
+				reload(log, fl, policyPath, c.String("data"))
 				continue
 			}
 			log.Info("shutting down", "signal", sig.String())
@@ -339,8 +310,8 @@ func serve(c *cli.Context, stdout io.Writer) error {
 		}
 	}()
 
-	serveErr := acceptLoop(ctx, log, ln, stack)
-	stack.Close()
+	serveErr := acceptLoop(ctx, log, ln, fl)
+	fl.Close()
 	if pcap != nil {
 		if err := pcap.Flush(); err != nil {
 			log.Error("pcap incomplete", "err", err)
@@ -349,11 +320,11 @@ func serve(c *cli.Context, stdout io.Writer) error {
 	if err := w.End(nil); err != nil {
 		return fmt.Errorf("flush events: %w", err)
 	}
-	log.Info("stopped", "session", w.ID(), "stats", stack.Snapshot())
+	log.Info("stopped", "session", w.ID(), "stats", fl.Snapshot())
 	return serveErr
 }
 
-func acceptLoop(ctx context.Context, log *slog.Logger, ln netstack.Listener, stack *netstack.Stack) error {
+func acceptLoop(ctx context.Context, log *slog.Logger, ln netstack.Listener, fl *filter.Filter) error {
 	for {
 		conn, err := ln.Accept()
 		if err != nil {
@@ -363,7 +334,7 @@ func acceptLoop(ctx context.Context, log *slog.Logger, ln netstack.Listener, sta
 			return fmt.Errorf("accept guest: %w", err)
 		}
 		log.Info("guest connected")
-		if err := stack.Serve(ctx, conn); err != nil {
+		if err := fl.Serve(ctx, conn); err != nil {
 			log.Warn("guest connection ended", "err", err)
 		} else {
 			log.Info("guest disconnected")
@@ -404,22 +375,16 @@ func serveDebug(addr string, log *slog.Logger) error {
 
 // reload applies a new policy to new flows. A broken file keeps the old
 // policy: fail closed, never open.
-func reload(log *slog.Logger, stack *netstack.Stack, gateway *mcpgate.Gateway, path, data string) {
+func reload(log *slog.Logger, fl *filter.Filter, path, data string) {
 	if path == "" {
 		log.Warn("SIGHUP ignored: no --policy file to reload")
 		return
 	}
-	p, err := policy.Load(path)
-	if err == nil {
-		// The guest holds its placeholders: a reload keeps them.
-		p, err = mitm.BindSecrets(p, stack.Policy().Placeholders(), nil)
-	}
+	p, err := fl.Reload(path) // the guest holds its placeholders: a reload keeps them
 	if err != nil {
 		log.Error("policy reload failed; keeping the previous policy", "err", err)
 		return
 	}
-	stack.SetPolicy(p)
-	gateway.ApplyPolicy(p) // a server the new policy removes or changes is stopped
 	if err := writePlaceholders(data, p, io.Discard); err != nil {
 		log.Error("placeholders.json not written", "err", err)
 	}

@@ -6,6 +6,8 @@ import (
 	"strconv"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/capsem/capsem/guest/internal/fdctl"
 )
 
 // openPTY allocates a pseudo-terminal: the master through /dev/ptmx,
@@ -41,20 +43,6 @@ func openPTY() (master, slave *os.File, err error) {
 	return os.NewFile(uintptr(m), "/dev/ptmx"), os.NewFile(s, name), nil
 }
 
-// control runs fn with f's descriptor without switching it to blocking mode
-// (which os.File.Fd would do).
-func control(f *os.File, fn func(fd int) error) error {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var ferr error
-	if err := rc.Control(func(fd uintptr) { ferr = fn(int(fd)) }); err != nil {
-		return err
-	}
-	return ferr
-}
-
 // setWinsize sets the terminal size; the kernel sends SIGWINCH to the
 // foreground process group when it changes.
 func setWinsize(f *os.File, rows, cols uint16) error {
@@ -64,7 +52,7 @@ func setWinsize(f *os.File, rows, cols uint16) error {
 	if cols == 0 {
 		cols = 80
 	}
-	return control(f, func(fd int) error {
+	return fdctl.Control(f, func(fd int) error {
 		return unix.IoctlSetWinsize(fd, unix.TIOCSWINSZ, &unix.Winsize{Row: rows, Col: cols})
 	})
 }
@@ -72,7 +60,7 @@ func setWinsize(f *os.File, rows, cols uint16) error {
 // foregroundPgrp returns the terminal's foreground process group.
 func foregroundPgrp(f *os.File) (int, error) {
 	var pg int
-	err := control(f, func(fd int) error {
+	err := fdctl.Control(f, func(fd int) error {
 		var err error
 		pg, err = unix.IoctlGetInt(fd, unix.TIOCGPGRP)
 		return err
@@ -83,7 +71,7 @@ func foregroundPgrp(f *os.File) (int, error) {
 // eofChar returns the terminal's EOF character (VEOF, normally ^D).
 func eofChar(f *os.File) byte {
 	c := byte(4)
-	_ = control(f, func(fd int) error {
+	_ = fdctl.Control(f, func(fd int) error {
 		t, err := unix.IoctlGetTermios(fd, unix.TCGETS)
 		if err == nil && t.Cc[unix.VEOF] != 0 {
 			c = t.Cc[unix.VEOF]

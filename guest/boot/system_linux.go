@@ -10,6 +10,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/capsem/capsem/guest/internal/fdctl"
 )
 
 // moduleInitCompressedFile is finit_module's MODULE_INIT_COMPRESSED_FILE
@@ -140,7 +142,7 @@ func OpenPort(path string) (*os.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open control port: %w", err)
 	}
-	if err := control(f, makeRawIfTTY); err != nil {
+	if err := fdctl.Control(f, makeRawIfTTY); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("control port %s: raw mode: %w", path, err)
 	}
@@ -160,18 +162,6 @@ func makeRawIfTTY(fd int) error {
 	t.Cc[unix.VMIN] = 1
 	t.Cc[unix.VTIME] = 0
 	return unix.IoctlSetTermios(fd, unix.TCSETS, t)
-}
-
-func control(f *os.File, fn func(fd int) error) error {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var ferr error
-	if err := rc.Control(func(fd uintptr) { ferr = fn(int(fd)) }); err != nil {
-		return err
-	}
-	return ferr
 }
 
 // ListenVsock listens on vsock port (any CID) and accepts one connection:

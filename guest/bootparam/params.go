@@ -226,9 +226,9 @@ func parseBool(v string) (bool, error) {
 
 // String is the command line's capsem.* words for p, one per parameter that
 // differs from its default; a value with white space is quoted. The order
-// is fixed, and it is the order capsem wrote these words in before this
-// type existed (the root device, the network, the workspace, the CA, debug,
-// vsock), so that the command line a guest gets did not change with it. It is what the host appends to the kernel command line, and
+// is fixed (the root device, the network, the workspace, the CA, debug,
+// vsock), so that the command line a guest gets is the same for the same
+// parameters. It is what the host appends to the kernel command line, and
 // Parse(p.String()) gives p back with the defaults filled in.
 func (p BootParams) String() string {
 	var w []string

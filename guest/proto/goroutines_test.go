@@ -14,10 +14,10 @@ import (
 // Why: runtime.NumGoroutine sums the runtime's free lists while the
 // scheduler moves dead goroutines between a P's list and the global one, 32
 // at a time (runtime.gcount says the result "can be inconsistent"), so a
-// reading can be 32 too many — never too few. FuzzClient failed in CI twice
-// on such readings ("35 goroutines more than before the client", inputs of
-// 122 and 49 bytes), the second time after taking two readings in a row
-// that agreed: a thread descheduled mid-move keeps the window open. The
+// reading can be 32 too many — never too few: FuzzClient has read 35
+// goroutines more than before a client that leaked none, and two readings
+// in a row can agree on such a count, since a thread descheduled mid-move
+// keeps the window open. The
 // exact count stops the world (runtime.Stack of every goroutine), so it is
 // taken only to confirm a high reading.
 func grownBy(base, slack int) int {

@@ -11,7 +11,10 @@ import (
 // writes it — every table of schema.go, every column in order, the
 // primary keys, the foreign keys, the indexes — and the given schema
 // version, and returns every difference it finds (none: the schema is
-// right). It reads db and never writes to it.
+// right). `capsem inspect` and the end-to-end tests check exports with it,
+// which tells a file this build would not write (made by another version,
+// or changed after the export) from one it would. It reads db and never
+// writes to it.
 func VerifySchema(db Querier, version int64) []error {
 	var errs []error
 	fail := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }

@@ -7,6 +7,10 @@
 // check exports with it, which tells a file this build would not write
 // (made by another version, or changed after the export) from one it
 // would. It reads the database and never writes to it.
+//
+// Deprecated: call [sqliteexport.VerifySchema], which Verify only
+// forwards to. The package goes once its last caller, cmd/capsem's
+// inspect.go, calls VerifySchema.
 package schemacheck
 
 import (
