@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/capsem/capsem/dlp"
+	"github.com/capsem/capsem/mitm/inspect"
 	"github.com/capsem/capsem/mitm/internal/contentcoding"
-	"github.com/capsem/capsem/mitm/provider"
 	"github.com/capsem/capsem/policy"
 	"github.com/capsem/capsem/store"
 )
@@ -29,17 +29,25 @@ const MaxDecodedForParsing = 64 << 20
 type exchange struct {
 	p  *Proxy
 	fs *flowState
+	w  http.ResponseWriter // the guest's answer
 	// pol is the policy in force when the request arrived, taken once: the
 	// request's decisions and the response's preview follow the same
 	// policy, even when a reload lands between the two.
 	pol   *policy.Policy
 	start time.Time
 	ev    store.Net
-	call  *provider.Call
-	mcp   *mcpView // the request may carry MCP (mcp.go)
 	req   *tap
 	resp  *tap
 	once  sync.Once
+	// streams are the inspectors' parts of the exchange, in the list's
+	// order (inspectors.go), the guard last; on streamsArr while they fit.
+	streams    []inspect.Stream
+	streamsArr [4]inspect.Stream
+	guardStage guardStage
+	claimed    string        // the kind an inspector claimed the exchange as
+	answered   bool          // capsem answered the guest itself
+	recorded   bool          // the net event is appended
+	queued     []store.Event // inspectors' events, recorded after the net event
 	// wsKey is the Sec-WebSocket-Key of a WebSocket handshake the upgrade
 	// policy let through; only then may a 101 become a tunnel.
 	wsKey string
@@ -70,7 +78,7 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	f := fs.flow
 	pol := f.Current()
-	ex := &exchange{p: p, fs: fs, pol: pol, start: time.Now()}
+	ex := &exchange{p: p, fs: fs, w: w, pol: pol, start: time.Now()}
 	ex.ev = store.Net{
 		Domain:         fs.sni,
 		IP:             f.Dst.Addr(),
@@ -117,11 +125,7 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := ex.withCancel(context.WithValue(r.Context(), exchangeKey{}, ex))
 	defer ex.cancel()
 	up := checkUpgrade(r.Method, r.ProtoAtLeast(1, 1), r.Header)
-	mayDeny := pol.MCPMayDeny(host)
-	if up.wsKey != "" && mayDeny {
-		ex.refuse(w, http.StatusForbidden, ReasonMCPToolDenied, "a WebSocket upgrade to a host with [[mcp.rules]] deny entries",
-			"capsem decides the MCP tool calls to this host before forwarding them, and does not read MCP carried over WebSocket. "+
-				"Use MCP's HTTP transports (streamable HTTP) with this host.")
+	if !ex.begin(r) {
 		return
 	}
 	ex.wsKey = up.wsKey
@@ -140,33 +144,8 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		ex.serveGateway(w, r)
 		return
 	}
-	preview := pol.PreviewBytes()
-	var reqParser io.Writer
-	if ex.call = provider.Detect(host, r.Method, r.URL.Path); ex.call != nil {
-		ex.call.SetOptions(provider.Options{PreviewBytes: max(preview, 256)})
-		reqParser = ex.call.RequestWriter()
-	}
-	// An AI-provider call is not MCP, unless the host has MCP deny rules:
-	// then what a path looks like decides nothing, and the body is read
-	// for both.
-	if (ex.call == nil || mayDeny) && mcpCandidate(r, mayDeny) {
-		ex.mcp = ex.newMCPView(r, host)
-		if r.Method != http.MethodGet && r.Method != http.MethodHead || mayDeny && hasBody(r) {
-			if reqParser != nil {
-				reqParser = io.MultiWriter(reqParser, ex.mcp.requestParser())
-			} else {
-				reqParser = ex.mcp.requestParser()
-			}
-		}
-	}
-	ex.req = newTap(r.Body, contentEncoding(r.Header), preview, reqParser)
-	if r.Body != nil && r.Body != http.NoBody {
-		r.Body = ex.req
-	}
-	if ex.mcp != nil && ex.mcp.body != nil && mayDeny && !ex.mcp.decide(w, r) {
-		return
-	}
-	if !ex.guard(w, r) {
+	ex.tapRequest(r)
+	if !ex.request(r) {
 		return
 	}
 	if ex.view != nil && ex.view.reflect != nil {
@@ -208,6 +187,7 @@ func (ex *exchange) refuse(w http.ResponseWriter, status int, reason, why, advic
 func (ex *exchange) reply(w http.ResponseWriter, status int, reason, why, body string) {
 	ex.ev.Decision, ex.ev.Reason = store.Denied, reason
 	ex.ev.StatusCode = status
+	ex.answered = true
 	ex.note(why)
 	h := w.Header()
 	h.Set("Content-Type", "text/plain; charset=utf-8")
@@ -228,7 +208,9 @@ func (ex *exchange) note(s string) {
 	}
 }
 
-// finish records the request (and the model call it carried) once.
+// finish decides the net event from what the exchange and its streams
+// found, tells the streams how it ended, and records it once, before the
+// events the streams recorded in Done.
 func (ex *exchange) finish() {
 	ex.once.Do(func() {
 		ex.releaseHeld()
@@ -246,18 +228,17 @@ func (ex *exchange) finish() {
 			reqWire, respWire = ex.ev.BytesSent, ex.gatewayBytes
 		}
 		ex.ev.BytesSent, ex.ev.BytesReceived = reqWire, respWire
-		if ex.mcp != nil {
-			ex.mcp.end(ex.ev.StatusCode)
-		}
+		ex.done(inspect.Outcome{Decision: ex.ev.Decision, Reason: ex.ev.Reason, Rule: ex.ev.MatchedRule,
+			Status: ex.ev.StatusCode, Duration: d, RequestBytes: reqWire, ResponseBytes: respWire})
 		if ex.view != nil && mayHoldReal {
 			ex.redactEvent()
 		}
 		ex.p.cfg.Recorder.Append(store.Event{Kind: store.KindNet, Net: &ex.ev})
-		if ex.call != nil && ex.ev.Decision == store.Allowed {
-			mc := ex.call.Finish(ex.ev.StatusCode, d, reqWire, respWire)
-			ex.p.tracer.Assign(&mc)
-			ex.p.cfg.Recorder.Append(store.Event{Kind: store.KindModelCall, ModelCall: &mc})
+		ex.recorded = true
+		for _, e := range ex.queued {
+			ex.p.cfg.Recorder.Append(e)
 		}
+		ex.queued = nil
 	})
 }
 
@@ -303,26 +284,12 @@ func (p *Proxy) reverseProxy(fs *flowState) *httputil.ReverseProxy {
 				ex.finishUpgrade(resp)
 				return nil
 			}
-			if err := ex.scrubResponse(resp); err != nil {
-				return err // ErrorHandler answers 502: the body could not be scanned
-			}
-			if ex.pol.QUICMode() == policy.QUICBlock && stripH3AltSvc(resp.Header) {
-				ex.note("dropped the h3 entries of Alt-Svc ([quic] mode = \"block\"), so the guest does not try QUIC")
-			}
-			var parser io.Writer
-			if ex.call != nil {
-				parser = ex.call.ResponseWriter(resp.StatusCode, resp.Header.Get("Content-Type"))
-			} else if ex.mcp != nil {
-				parser = ex.mcp.response(resp)
-			}
-			ex.resp = newTap(resp.Body, contentEncoding(resp.Header), ex.pol.PreviewBytes(), parser)
-			resp.Body = ex.resp
-			return nil
+			return ex.response(resp)
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			ex, _ := r.Context().Value(exchangeKey{}).(*exchange)
 			if ex != nil {
-				if reason, _, _ := ex.refusal(); reason != "" {
+				if reason, _, _, _ := ex.refusal(); reason != "" {
 					ex.answerRefusal(w) // the guard refused the body and cancelled the request
 					return
 				}

@@ -21,8 +21,8 @@ import (
 	"golang.org/x/net/http2"
 
 	"github.com/capsem/capsem/mitm/ca"
+	"github.com/capsem/capsem/mitm/inspect"
 	"github.com/capsem/capsem/mitm/internal/tlshello"
-	"github.com/capsem/capsem/mitm/provider"
 	"github.com/capsem/capsem/netstack"
 	"github.com/capsem/capsem/policy"
 	"github.com/capsem/capsem/store"
@@ -60,18 +60,18 @@ type Config struct {
 // Proxy terminates and forwards intercepted flows. Its HandleFlow is a
 // netstack.FlowHandler.
 type Proxy struct {
-	cfg    Config
-	log    *slog.Logger
-	srv    *http.Server
-	ln     *connListener
-	tracer *provider.Tracer
-	mcp    *mcpTracker
-	h3     h3Cache // which upstreams answered QUIC (h3upstream.go)
-	quicMu sync.Mutex
-	quicUp *quic.Transport // upstream QUIC of every flow, on one UDP socket (nil until used)
-	roots  rootsCache
-	pools  pools         // upstream connections, shared by the flows to each upstream (pool.go)
-	h2     *http2.Server // the guest's HTTP/2 (serveH2)
+	cfg Config
+	log *slog.Logger
+	srv *http.Server
+	ln  *connListener
+	// inspectors are the list every request goes through (inspectors.go).
+	inspectors []inspect.Inspector
+	h3         h3Cache // which upstreams answered QUIC (h3upstream.go)
+	quicMu     sync.Mutex
+	quicUp     *quic.Transport // upstream QUIC of every flow, on one UDP socket (nil until used)
+	roots      rootsCache
+	pools      pools         // upstream connections, shared by the flows to each upstream (pool.go)
+	h2         *http2.Server // the guest's HTTP/2 (serveH2)
 
 	held     holdBudget // the bytes of all held request bodies (limits.go)
 	views    views      // the secrets per policy and host (secrets.go)
@@ -103,11 +103,10 @@ func New(cfg Config) (*Proxy, error) {
 		cfg:       cfg,
 		log:       cfg.Logger,
 		ln:        newConnListener(),
-		tracer:    provider.NewTracer(4096),
 		serveDone: make(chan struct{}),
 	}
 	p.held.max = cmp.Or(cfg.MaxHeldBodies, DefaultMaxHeldBodies)
-	p.mcp = newMCPTracker(p.recordMCP)
+	p.inspectors = newInspectors(cfg)
 	p.roots.system = cfg.SystemRoots
 	p.srv = &http.Server{
 		Handler:           http.HandlerFunc(p.serveHTTP),
@@ -146,7 +145,11 @@ func (p *Proxy) Close() error {
 	err := p.srv.Close()
 	<-p.serveDone
 	p.pools.close()
-	p.mcp.close()
+	for _, in := range p.inspectors {
+		if c, ok := in.(io.Closer); ok {
+			c.Close() // an inspector records what it still holds
+		}
+	}
 	p.quicMu.Lock()
 	if p.quicUp != nil {
 		p.quicUp.Close()
