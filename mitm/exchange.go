@@ -17,6 +17,7 @@ import (
 	"github.com/capsem/capsem/dlp"
 	"github.com/capsem/capsem/mitm/inspect"
 	"github.com/capsem/capsem/mitm/internal/contentcoding"
+	"github.com/capsem/capsem/mitm/upstream"
 	"github.com/capsem/capsem/policy"
 	"github.com/capsem/capsem/store"
 )
@@ -51,9 +52,9 @@ type exchange struct {
 	// wsKey is the Sec-WebSocket-Key of a WebSocket handshake the upgrade
 	// policy let through; only then may a 101 become a tunnel.
 	wsKey string
-	// respWire is the response's header fields in wire order, when the
-	// upstream path read the head itself.
-	respWire []store.Header
+	// upReq is what the upstream transports know of the request, and
+	// tell back (the response head's wire order).
+	upReq upstream.Request
 	// view is the policy's secrets as this request's host sees them, nil
 	// when there are none; found is what the guard found (guard.go).
 	view     *secretView
@@ -68,7 +69,16 @@ type exchange struct {
 	heldBodies []*heldBody
 }
 
-type exchangeKey struct{}
+// exchangeOf is the exchange of a request the exchange forwards: it
+// rides in the upstream package's Request, the one context value a
+// forwarded request carries.
+func exchangeOf(ctx context.Context) *exchange {
+	if req := upstream.RequestOf(ctx); req != nil {
+		ex, _ := req.Owner.(*exchange)
+		return ex
+	}
+	return nil
+}
 
 func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	fs, _ := r.Context().Value(flowKey{}).(*flowState)
@@ -122,7 +132,8 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ex.ev.Decision, ex.ev.Reason = store.Allowed, d.Reason
-	ctx := ex.withCancel(context.WithValue(r.Context(), exchangeKey{}, ex))
+	ex.upReq = upstream.Request{Policy: pol, Owner: ex}
+	ctx := ex.withCancel(upstream.WithRequest(r.Context(), &ex.upReq))
 	defer ex.cancel()
 	up := checkUpgrade(r.Method, r.ProtoAtLeast(1, 1), r.Header)
 	if !ex.begin(r) {
@@ -249,7 +260,7 @@ func (p *Proxy) reverseProxy(fs *flowState) *httputil.ReverseProxy {
 			pr.Out.URL.Scheme = "https"
 			pr.Out.URL.Host = target
 			pr.Out.Host = pr.In.Host
-			if ex, _ := pr.In.Context().Value(exchangeKey{}).(*exchange); ex != nil {
+			if ex := exchangeOf(pr.In.Context()); ex != nil {
 				ex.stripWSExtensions(pr.Out.Header) // wsguard.go: compressed frames cannot be scanned
 			}
 		},
@@ -259,7 +270,7 @@ func (p *Proxy) reverseProxy(fs *flowState) *httputil.ReverseProxy {
 		// away mid-body to the standard logger, past --log-level.
 		ErrorLog: slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
 		ModifyResponse: func(resp *http.Response) error {
-			ex, _ := resp.Request.Context().Value(exchangeKey{}).(*exchange)
+			ex := exchangeOf(resp.Request.Context())
 			if ex == nil {
 				return nil
 			}
@@ -287,7 +298,7 @@ func (p *Proxy) reverseProxy(fs *flowState) *httputil.ReverseProxy {
 			return ex.response(resp)
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			ex, _ := r.Context().Value(exchangeKey{}).(*exchange)
+			ex := exchangeOf(r.Context())
 			if ex != nil {
 				if reason, _, _, _ := ex.refusal(); reason != "" {
 					ex.answerRefusal(w) // the guard refused the body and cancelled the request
@@ -325,8 +336,8 @@ func (p *Proxy) reverseProxy(fs *flowState) *httputil.ReverseProxy {
 // responseHeaders is the response's header for the event: in wire order
 // when the upstream path read the head and it matches, sorted otherwise.
 func (ex *exchange) responseHeaders(h http.Header) []store.Header {
-	if ex.respWire != nil {
-		if out, ok := inWireOrder(h, ex.respWire); ok {
+	if ex.upReq.Wire != nil {
+		if out, ok := inWireOrder(h, ex.upReq.Wire); ok {
 			return recordFields(out)
 		}
 	}

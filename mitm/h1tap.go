@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/capsem/capsem/mitm/internal/fieldorder"
 	"github.com/capsem/capsem/store"
 )
 
@@ -141,7 +142,7 @@ func (t *h1Tap) onLine(line []byte) {
 	case tapField:
 		if len(line) > 0 {
 			var ok bool
-			if t.head.fields, ok = addFieldLine(t.head.fields, line); !ok {
+			if t.head.fields, ok = fieldorder.AddLine(t.head.fields, line); !ok {
 				t.stop()
 			}
 			return

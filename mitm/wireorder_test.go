@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/capsem/capsem/mitm/internal/fieldorder"
 	"github.com/capsem/capsem/store"
 )
 
@@ -169,7 +170,7 @@ func TestH1TapQueueIsBounded(t *testing.T) {
 func TestPeekResponseFields(t *testing.T) {
 	const resp = "HTTP/1.1 200 OK\r\nZeta: 1\r\nContent-Type: text/plain\r\nAlpha: 2\r\nFold: a\r\n\tb\r\nContent-Length: 2\r\n\r\nok"
 	br := bufio.NewReaderSize(&slowReader{r: strings.NewReader(resp)}, 16<<10)
-	got, ok := peekResponseFields(br)
+	got, ok := fieldorder.PeekResponse(br)
 	want := fields("Zeta", "1", "Content-Type", "text/plain", "Alpha", "2", "Fold", "a b", "Content-Length", "2")
 	if !ok || !reflect.DeepEqual(got, want) {
 		t.Fatalf("peekResponseFields = %v, %v; want %v", got, ok, want)
@@ -184,7 +185,7 @@ func TestPeekResponseFields(t *testing.T) {
 	// A head larger than the buffer: no order, and ReadResponse still works.
 	big := "HTTP/1.1 200 OK\r\nA: " + strings.Repeat("a", 20<<10) + "\r\n\r\n"
 	br = bufio.NewReaderSize(strings.NewReader(big), 16<<10)
-	if _, ok := peekResponseFields(br); ok {
+	if _, ok := fieldorder.PeekResponse(br); ok {
 		t.Errorf("a head past the buffer was peeked")
 	}
 	if _, err := http.ReadResponse(br, nil); err != nil {
@@ -252,7 +253,7 @@ func FuzzPeekResponseFields(f *testing.F) {
 	f.Add([]byte("HTTP/1.1 200 OK\nFold: a\n b\nTransfer-Encoding: chunked\n\n0\r\n\r\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		br := bufio.NewReaderSize(bytes.NewReader(data), 4096)
-		got, ok := peekResponseFields(br)
+		got, ok := fieldorder.PeekResponse(br)
 		resp, err := http.ReadResponse(br, nil)
 		unpeeked, err2 := http.ReadResponse(bufio.NewReaderSize(bytes.NewReader(data), 4096), nil)
 		if (err == nil) != (err2 == nil) || err == nil && !reflect.DeepEqual(resp.Header, unpeeked.Header) {

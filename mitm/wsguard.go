@@ -113,7 +113,7 @@ func (ex *exchange) stripWSExtensions(h http.Header) {
 func (ex *exchange) refuseWSExtension(h http.Header) error {
 	if ext := h.Values("Sec-Websocket-Extensions"); len(ext) > 0 {
 		if s := ex.wsScanOf(); s.refuses() {
-			return &switchRefused{fmt.Sprintf("it negotiated Sec-WebSocket-Extensions %q, which capsem did not offer and cannot scan", strings.Join(ext, ", "))}
+			return &switchRefused{Why: fmt.Sprintf("it negotiated Sec-WebSocket-Extensions %q, which capsem did not offer and cannot scan", strings.Join(ext, ", "))}
 		}
 	}
 	return nil
