@@ -261,7 +261,7 @@ func (p *Proxy) reverseProxy(fs *flowState) *httputil.ReverseProxy {
 			pr.Out.URL.Host = target
 			pr.Out.Host = pr.In.Host
 			if ex := exchangeOf(pr.In.Context()); ex != nil {
-				ex.stripWSExtensions(pr.Out.Header) // wsguard.go: compressed frames cannot be scanned
+				ex.stripWSExtensions(pr.Out.Header) // wshooks.go: compressed frames cannot be scanned
 			}
 		},
 		Transport:  fs.forward,
@@ -288,8 +288,8 @@ func (p *Proxy) reverseProxy(fs *flowState) *httputil.ReverseProxy {
 				// ways by the reverse proxy and counted in the flow event,
 				// the guest's frames through the guard (wsguard.go) when
 				// the host's requests are scanned.
-				if ex.fs.tap != nil {
-					ex.fs.tap.stopFollowing()
+				if ex.fs.h1heads != nil {
+					ex.fs.h1heads.stopFollowing()
 				}
 				ex.note("upgraded to websocket")
 				ex.finishUpgrade(resp)
@@ -345,14 +345,14 @@ func (ex *exchange) responseHeaders(h http.Header) []store.Header {
 }
 
 // requestHeaders is the request's header for the event: in wire order when
-// the connection's tap parsed the head, sorted otherwise.
+// the connection's head reader parsed the head, sorted otherwise.
 func (fs *flowState) requestHeaders(r *http.Request) []store.Header {
 	var out []store.Header
 	switch {
-	case fs.tap != nil:
-		out = fs.tap.match(r)
-	case fs.h2tap != nil:
-		out = fs.h2tap.match(r)
+	case fs.h1heads != nil:
+		out = fs.h1heads.match(r)
+	case fs.h2heads != nil:
+		out = fs.h2heads.match(r)
 	}
 	if out != nil {
 		return recordFields(out)
@@ -470,10 +470,29 @@ func hostOnly(hostport string) string {
 	return hostport
 }
 
-// bufferPool lends the reverse proxy 256 KiB copy buffers.
+// bufferPool lends the reverse proxy 256 KiB copy buffers. sync.Pool
+// holds pointers (a slice put in an interface allocates), and
+// httputil.BufferPool gives back the slice alone: the pointer a buffer
+// came in is kept in a pool of empty ones and carries the next buffer
+// given back, so neither Get nor Put allocates once both pools are warm
+// (Put(&b) allocated 24 bytes a request).
 type bufferPool struct{}
 
-var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
+var (
+	copyBuffers = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
+	emptyBoxes  = sync.Pool{New: func() any { return new([]byte) }}
+)
 
-func (bufferPool) Get() []byte  { return *copyBuffers.Get().(*[]byte) }
-func (bufferPool) Put(b []byte) { copyBuffers.Put(&b) }
+func (bufferPool) Get() []byte {
+	bp := copyBuffers.Get().(*[]byte)
+	b := *bp
+	*bp = nil
+	emptyBoxes.Put(bp)
+	return b
+}
+
+func (bufferPool) Put(b []byte) {
+	bp := emptyBoxes.Get().(*[]byte)
+	*bp = b
+	copyBuffers.Put(bp)
+}

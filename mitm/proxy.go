@@ -112,7 +112,7 @@ func New(cfg Config) (*Proxy, error) {
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			switch c := c.(type) {
-			case *tapConn:
+			case *h1HeadsConn:
 				return context.WithValue(ctx, flowKey{}, c.fs)
 			case *tls.Conn:
 				if gc, ok := c.NetConn().(*guestConn); ok {
@@ -123,7 +123,7 @@ func New(cfg Config) (*Proxy, error) {
 		},
 	}
 	// HTTP/1.1, and HTTP/2 over TLS only: never h2c with prior knowledge
-	// on the plain tapConn.
+	// on the plain h1HeadsConn.
 	p.srv.Protocols = new(http.Protocols)
 	p.srv.Protocols.SetHTTP1(true)
 	p.srv.Protocols.SetHTTP2(true)
@@ -231,8 +231,8 @@ type flowState struct {
 	sni     string
 	proxy   *httputil.ReverseProxy
 	forward *upstream.Flow // what the reverse proxy forwards with
-	tap     *h1Tap         // the request heads of a guest HTTP/1.1 connection, in wire order
-	h2tap   *h2Tap         // those of a guest HTTP/2 connection
+	h1heads *h1Heads       // the request heads of a guest HTTP/1.1 connection, in wire order
+	h2heads *h2Heads       // those of a guest HTTP/2 connection
 	hello   *tlshello.Hello
 	scan    atomic.Pointer[flowScan] // what this flow's requests are checked for (secrets.go)
 	active  sync.WaitGroup           // requests being served
@@ -285,10 +285,10 @@ func (p *Proxy) intercept(ctx context.Context, guest, up net.Conn, f *netstack.F
 	p.serveFlow(fs, guestProto, up, roots)
 	var served net.Conn = tc
 	if guestH2 {
-		fs.h2tap = newH2Tap() // serveH2 puts it in front of the HTTP/2 server
+		fs.h2heads = newH2Heads() // serveH2 puts it in front of the HTTP/2 server
 	} else {
-		fs.tap = &h1Tap{}
-		served = &tapConn{Conn: tc, fs: fs, tap: fs.tap}
+		fs.h1heads = &h1Heads{}
+		served = &h1HeadsConn{Conn: tc, fs: fs, heads: fs.h1heads}
 	}
 	if !p.ln.push(served) {
 		res.Err = errors.New("the MITM is shutting down")

@@ -62,7 +62,7 @@ const (
 // terminates QUIC with a leaf minted for the name (TLS 1.3, ALPN h3, no
 // 0-RTT: early data is replayable) and serves HTTP/3 into the same request
 // path as HTTP/1.1 and HTTP/2 (serveHTTP), forwarding upstream over HTTP/3
-// when the upstream answers QUIC, else over TCP (h3upstream.go).
+// when the upstream answers QUIC, else over TCP (package upstream).
 func (p *Proxy) HandleQUIC(ctx context.Context, pc net.PacketConn, f *netstack.Flow) (res netstack.FlowResult) {
 	res.ConnType = store.ConnQUIC
 	if !p.intercepts(f.Port) || f.Local && p.cfg.MCPGateway == nil {

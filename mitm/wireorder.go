@@ -13,8 +13,8 @@ import (
 // client or server sent its header lines is gone by the time a handler or
 // a response reaches the MITM; an investigator needs it (a header a tool
 // sent first, a duplicate slipped in between, a Transfer-Encoding next to
-// a Content-Length). The taps that parse heads as they cross the wire (the
-// guest's HTTP/1.1 requests: h1Tap; responses on the fast HTTP/1.1
+// a Content-Length). The head readers that parse heads as they cross the wire (the
+// guest's HTTP/1.1 requests: h1Heads; responses on the fast HTTP/1.1
 // upstream path: peekResponseFields) hand their fields over, and
 // inWireOrder checks that they describe the very header Go parsed before
 // they are recorded. When they do not, the header is recorded sorted by
@@ -27,7 +27,7 @@ type wireHead struct {
 }
 
 const (
-	// maxQueuedHeads bounds the heads an HTTP/1.1 tap keeps for requests
+	// maxQueuedHeads bounds the heads an HTTP/1.1 head reader keeps for requests
 	// the server has not handed to the handler yet: pipelined requests the
 	// server read ahead (at most its 4 KiB buffer's worth), or junk parsed
 	// after a protocol switch.
@@ -37,7 +37,7 @@ const (
 	maxQueuedBytes = 4 << 20
 )
 
-// headQueue is the heads a tap parsed and no request has claimed yet.
+// headQueue is the heads a head reader parsed and no request has claimed yet.
 type headQueue struct {
 	mu    sync.Mutex
 	heads []wireHead
