@@ -32,21 +32,11 @@ func (ex *exchange) begin(r *http.Request) bool {
 // tapRequest puts the request body's copy in place: counted, previewed,
 // decoded for the streams that want it.
 func (ex *exchange) tapRequest(r *http.Request) {
-	var parser io.Writer
-	var more []io.Writer
+	var parser writers
 	for _, s := range ex.streams {
-		if w := s.Tap(); w != nil {
-			if parser == nil {
-				parser = w
-			} else {
-				more = append(more, w)
-			}
-		}
+		parser.add(s.Tap())
 	}
-	if more != nil {
-		parser = io.MultiWriter(append([]io.Writer{parser}, more...)...)
-	}
-	ex.req = newTap(r.Body, contentcoding.Of(r.Header), ex.pol.PreviewBytes(), parser)
+	ex.req = newTap(r.Body, contentcoding.Of(r.Header), ex.pol.PreviewBytes(), parser.joined())
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = ex.req
 	}
@@ -66,25 +56,15 @@ func (ex *exchange) request(r *http.Request) bool {
 // response runs the streams' Response hooks in reverse order on an
 // upstream's response, then puts the response body's copy in place.
 func (ex *exchange) response(resp *http.Response) error {
-	var parser io.Writer
-	var more []io.Writer
+	var parser writers
 	for i := len(ex.streams) - 1; i >= 0; i-- {
 		w, err := ex.streams[i].Response(resp)
 		if err != nil {
 			return err // ErrorHandler answers 502
 		}
-		if w != nil {
-			if parser == nil {
-				parser = w
-			} else {
-				more = append(more, w)
-			}
-		}
+		parser.add(w)
 	}
-	if more != nil {
-		parser = io.MultiWriter(append([]io.Writer{parser}, more...)...)
-	}
-	ex.resp = newTap(resp.Body, contentcoding.Of(resp.Header), ex.pol.PreviewBytes(), parser)
+	ex.resp = newTap(resp.Body, contentcoding.Of(resp.Header), ex.pol.PreviewBytes(), parser.joined())
 	resp.Body = ex.resp
 	return nil
 }
@@ -106,4 +86,29 @@ func (g *guardStage) Request(r *http.Request) bool { return g.ex.guard(g.ex.w, r
 
 func (g *guardStage) Response(resp *http.Response) (io.Writer, error) {
 	return nil, g.ex.scrubResponse(resp)
+}
+
+// writers gathers the streams' copies of a body: one is written to as it
+// is (no MultiWriter to allocate for the usual single reader), several
+// through a MultiWriter.
+type writers struct {
+	first io.Writer
+	more  []io.Writer
+}
+
+func (ws *writers) add(w io.Writer) {
+	switch {
+	case w == nil:
+	case ws.first == nil:
+		ws.first = w
+	default:
+		ws.more = append(ws.more, w)
+	}
+}
+
+func (ws *writers) joined() io.Writer {
+	if ws.more == nil {
+		return ws.first
+	}
+	return io.MultiWriter(append([]io.Writer{ws.first}, ws.more...)...)
 }
