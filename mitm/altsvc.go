@@ -1,10 +1,13 @@
 package mitm
 
 import (
+	"io"
 	"net/http"
 	"strings"
 
+	"github.com/capsem/capsem/mitm/inspect"
 	"github.com/capsem/capsem/netstack"
+	"github.com/capsem/capsem/policy"
 	"github.com/capsem/capsem/store"
 )
 
@@ -53,4 +56,27 @@ func flowTransport(f *netstack.Flow) store.Transport {
 		return store.TransportTCP
 	}
 	return f.Transport
+}
+
+// altSvcBlock is the built-in inspector of [quic] mode = "block": an
+// upstream's Alt-Svc loses its h3 offers, so the guest does not try QUIC.
+type altSvcBlock struct{}
+
+func (altSvcBlock) Begin(x inspect.Exchange, _ *http.Request) inspect.Stream {
+	if x.Policy().QUICMode() != policy.QUICBlock {
+		return nil
+	}
+	return altSvcStream{x: x}
+}
+
+type altSvcStream struct {
+	inspect.Nop
+	x inspect.Exchange
+}
+
+func (s altSvcStream) Response(resp *http.Response) (io.Writer, error) {
+	if stripH3AltSvc(resp.Header) {
+		s.x.Note("dropped the h3 entries of Alt-Svc ([quic] mode = \"block\"), so the guest does not try QUIC")
+	}
+	return nil, nil
 }

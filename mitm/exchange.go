@@ -15,8 +15,9 @@ import (
 	"time"
 
 	"github.com/capsem/capsem/dlp"
+	"github.com/capsem/capsem/mitm/inspect"
 	"github.com/capsem/capsem/mitm/internal/contentcoding"
-	"github.com/capsem/capsem/mitm/provider"
+	"github.com/capsem/capsem/mitm/upstream"
 	"github.com/capsem/capsem/policy"
 	"github.com/capsem/capsem/store"
 )
@@ -29,23 +30,31 @@ const MaxDecodedForParsing = 64 << 20
 type exchange struct {
 	p  *Proxy
 	fs *flowState
+	w  http.ResponseWriter // the guest's answer
 	// pol is the policy in force when the request arrived, taken once: the
 	// request's decisions and the response's preview follow the same
 	// policy, even when a reload lands between the two.
 	pol   *policy.Policy
 	start time.Time
 	ev    store.Net
-	call  *provider.Call
-	mcp   *mcpView // the request may carry MCP (mcp.go)
 	req   *tap
 	resp  *tap
 	once  sync.Once
+	// streams are the inspectors' parts of the exchange, in the list's
+	// order (inspectors.go), the guard last; on streamsArr while they fit.
+	streams    []inspect.Stream
+	streamsArr [4]inspect.Stream
+	guardStage guardStage
+	claimed    string        // the kind an inspector claimed the exchange as
+	answered   bool          // capsem answered the guest itself
+	recorded   bool          // the net event is appended
+	queued     []store.Event // inspectors' events, recorded after the net event
 	// wsKey is the Sec-WebSocket-Key of a WebSocket handshake the upgrade
 	// policy let through; only then may a 101 become a tunnel.
 	wsKey string
-	// respWire is the response's header fields in wire order, when the
-	// upstream path read the head itself.
-	respWire []store.Header
+	// upReq is what the upstream transports know of the request, and
+	// tell back (the response head's wire order).
+	upReq upstream.Request
 	// view is the policy's secrets as this request's host sees them, nil
 	// when there are none; found is what the guard found (guard.go).
 	view     *secretView
@@ -60,7 +69,16 @@ type exchange struct {
 	heldBodies []*heldBody
 }
 
-type exchangeKey struct{}
+// exchangeOf is the exchange of a request the exchange forwards: it
+// rides in the upstream package's Request, the one context value a
+// forwarded request carries.
+func exchangeOf(ctx context.Context) *exchange {
+	if req := upstream.RequestOf(ctx); req != nil {
+		ex, _ := req.Owner.(*exchange)
+		return ex
+	}
+	return nil
+}
 
 func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	fs, _ := r.Context().Value(flowKey{}).(*flowState)
@@ -70,7 +88,7 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	f := fs.flow
 	pol := f.Current()
-	ex := &exchange{p: p, fs: fs, pol: pol, start: time.Now()}
+	ex := &exchange{p: p, fs: fs, w: w, pol: pol, start: time.Now()}
 	ex.ev = store.Net{
 		Domain:         fs.sni,
 		IP:             f.Dst.Addr(),
@@ -114,14 +132,11 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ex.ev.Decision, ex.ev.Reason = store.Allowed, d.Reason
-	ctx := ex.withCancel(context.WithValue(r.Context(), exchangeKey{}, ex))
+	ex.upReq = upstream.Request{Policy: pol, Owner: ex}
+	ctx := ex.withCancel(upstream.WithRequest(r.Context(), &ex.upReq))
 	defer ex.cancel()
 	up := checkUpgrade(r.Method, r.ProtoAtLeast(1, 1), r.Header)
-	mayDeny := pol.MCPMayDeny(host)
-	if up.wsKey != "" && mayDeny {
-		ex.refuse(w, http.StatusForbidden, ReasonMCPToolDenied, "a WebSocket upgrade to a host with [[mcp.rules]] deny entries",
-			"capsem decides the MCP tool calls to this host before forwarding them, and does not read MCP carried over WebSocket. "+
-				"Use MCP's HTTP transports (streamable HTTP) with this host.")
+	if !ex.begin(r) {
 		return
 	}
 	ex.wsKey = up.wsKey
@@ -140,33 +155,8 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		ex.serveGateway(w, r)
 		return
 	}
-	preview := pol.PreviewBytes()
-	var reqParser io.Writer
-	if ex.call = provider.Detect(host, r.Method, r.URL.Path); ex.call != nil {
-		ex.call.SetOptions(provider.Options{PreviewBytes: max(preview, 256)})
-		reqParser = ex.call.RequestWriter()
-	}
-	// An AI-provider call is not MCP, unless the host has MCP deny rules:
-	// then what a path looks like decides nothing, and the body is read
-	// for both.
-	if (ex.call == nil || mayDeny) && mcpCandidate(r, mayDeny) {
-		ex.mcp = ex.newMCPView(r, host)
-		if r.Method != http.MethodGet && r.Method != http.MethodHead || mayDeny && hasBody(r) {
-			if reqParser != nil {
-				reqParser = io.MultiWriter(reqParser, ex.mcp.requestParser())
-			} else {
-				reqParser = ex.mcp.requestParser()
-			}
-		}
-	}
-	ex.req = newTap(r.Body, contentEncoding(r.Header), preview, reqParser)
-	if r.Body != nil && r.Body != http.NoBody {
-		r.Body = ex.req
-	}
-	if ex.mcp != nil && ex.mcp.body != nil && mayDeny && !ex.mcp.decide(w, r) {
-		return
-	}
-	if !ex.guard(w, r) {
+	ex.tapRequest(r)
+	if !ex.request(r) {
 		return
 	}
 	if ex.view != nil && ex.view.reflect != nil {
@@ -208,6 +198,7 @@ func (ex *exchange) refuse(w http.ResponseWriter, status int, reason, why, advic
 func (ex *exchange) reply(w http.ResponseWriter, status int, reason, why, body string) {
 	ex.ev.Decision, ex.ev.Reason = store.Denied, reason
 	ex.ev.StatusCode = status
+	ex.answered = true
 	ex.note(why)
 	h := w.Header()
 	h.Set("Content-Type", "text/plain; charset=utf-8")
@@ -228,7 +219,9 @@ func (ex *exchange) note(s string) {
 	}
 }
 
-// finish records the request (and the model call it carried) once.
+// finish decides the net event from what the exchange and its streams
+// found, tells the streams how it ended, and records it once, before the
+// events the streams recorded in Done.
 func (ex *exchange) finish() {
 	ex.once.Do(func() {
 		ex.releaseHeld()
@@ -246,18 +239,17 @@ func (ex *exchange) finish() {
 			reqWire, respWire = ex.ev.BytesSent, ex.gatewayBytes
 		}
 		ex.ev.BytesSent, ex.ev.BytesReceived = reqWire, respWire
-		if ex.mcp != nil {
-			ex.mcp.end(ex.ev.StatusCode)
-		}
+		ex.done(inspect.Outcome{Decision: ex.ev.Decision, Reason: ex.ev.Reason, Rule: ex.ev.MatchedRule,
+			Status: ex.ev.StatusCode, Duration: d, RequestBytes: reqWire, ResponseBytes: respWire})
 		if ex.view != nil && mayHoldReal {
 			ex.redactEvent()
 		}
 		ex.p.cfg.Recorder.Append(store.Event{Kind: store.KindNet, Net: &ex.ev})
-		if ex.call != nil && ex.ev.Decision == store.Allowed {
-			mc := ex.call.Finish(ex.ev.StatusCode, d, reqWire, respWire)
-			ex.p.tracer.Assign(&mc)
-			ex.p.cfg.Recorder.Append(store.Event{Kind: store.KindModelCall, ModelCall: &mc})
+		ex.recorded = true
+		for _, e := range ex.queued {
+			ex.p.cfg.Recorder.Append(e)
 		}
+		ex.queued = nil
 	})
 }
 
@@ -268,8 +260,8 @@ func (p *Proxy) reverseProxy(fs *flowState) *httputil.ReverseProxy {
 			pr.Out.URL.Scheme = "https"
 			pr.Out.URL.Host = target
 			pr.Out.Host = pr.In.Host
-			if ex, _ := pr.In.Context().Value(exchangeKey{}).(*exchange); ex != nil {
-				ex.stripWSExtensions(pr.Out.Header) // wsguard.go: compressed frames cannot be scanned
+			if ex := exchangeOf(pr.In.Context()); ex != nil {
+				ex.stripWSExtensions(pr.Out.Header) // wshooks.go: compressed frames cannot be scanned
 			}
 		},
 		Transport:  fs.forward,
@@ -278,7 +270,7 @@ func (p *Proxy) reverseProxy(fs *flowState) *httputil.ReverseProxy {
 		// away mid-body to the standard logger, past --log-level.
 		ErrorLog: slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
 		ModifyResponse: func(resp *http.Response) error {
-			ex, _ := resp.Request.Context().Value(exchangeKey{}).(*exchange)
+			ex := exchangeOf(resp.Request.Context())
 			if ex == nil {
 				return nil
 			}
@@ -296,33 +288,19 @@ func (p *Proxy) reverseProxy(fs *flowState) *httputil.ReverseProxy {
 				// ways by the reverse proxy and counted in the flow event,
 				// the guest's frames through the guard (wsguard.go) when
 				// the host's requests are scanned.
-				if ex.fs.tap != nil {
-					ex.fs.tap.stopFollowing()
+				if ex.fs.h1heads != nil {
+					ex.fs.h1heads.stopFollowing()
 				}
 				ex.note("upgraded to websocket")
 				ex.finishUpgrade(resp)
 				return nil
 			}
-			if err := ex.scrubResponse(resp); err != nil {
-				return err // ErrorHandler answers 502: the body could not be scanned
-			}
-			if ex.pol.QUICMode() == policy.QUICBlock && stripH3AltSvc(resp.Header) {
-				ex.note("dropped the h3 entries of Alt-Svc ([quic] mode = \"block\"), so the guest does not try QUIC")
-			}
-			var parser io.Writer
-			if ex.call != nil {
-				parser = ex.call.ResponseWriter(resp.StatusCode, resp.Header.Get("Content-Type"))
-			} else if ex.mcp != nil {
-				parser = ex.mcp.response(resp)
-			}
-			ex.resp = newTap(resp.Body, contentEncoding(resp.Header), ex.pol.PreviewBytes(), parser)
-			resp.Body = ex.resp
-			return nil
+			return ex.response(resp)
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			ex, _ := r.Context().Value(exchangeKey{}).(*exchange)
+			ex := exchangeOf(r.Context())
 			if ex != nil {
-				if reason, _, _ := ex.refusal(); reason != "" {
+				if reason, _, _, _ := ex.refusal(); reason != "" {
 					ex.answerRefusal(w) // the guard refused the body and cancelled the request
 					return
 				}
@@ -358,8 +336,8 @@ func (p *Proxy) reverseProxy(fs *flowState) *httputil.ReverseProxy {
 // responseHeaders is the response's header for the event: in wire order
 // when the upstream path read the head and it matches, sorted otherwise.
 func (ex *exchange) responseHeaders(h http.Header) []store.Header {
-	if ex.respWire != nil {
-		if out, ok := inWireOrder(h, ex.respWire); ok {
+	if ex.upReq.Wire != nil {
+		if out, ok := inWireOrder(h, ex.upReq.Wire); ok {
 			return recordFields(out)
 		}
 	}
@@ -367,14 +345,14 @@ func (ex *exchange) responseHeaders(h http.Header) []store.Header {
 }
 
 // requestHeaders is the request's header for the event: in wire order when
-// the connection's tap parsed the head, sorted otherwise.
+// the connection's head reader parsed the head, sorted otherwise.
 func (fs *flowState) requestHeaders(r *http.Request) []store.Header {
 	var out []store.Header
 	switch {
-	case fs.tap != nil:
-		out = fs.tap.match(r)
-	case fs.h2tap != nil:
-		out = fs.h2tap.match(r)
+	case fs.h1heads != nil:
+		out = fs.h1heads.match(r)
+	case fs.h2heads != nil:
+		out = fs.h2heads.match(r)
 	}
 	if out != nil {
 		return recordFields(out)
@@ -492,10 +470,29 @@ func hostOnly(hostport string) string {
 	return hostport
 }
 
-// bufferPool lends the reverse proxy 256 KiB copy buffers.
+// bufferPool lends the reverse proxy 256 KiB copy buffers. sync.Pool
+// holds pointers (a slice put in an interface allocates), and
+// httputil.BufferPool gives back the slice alone: the pointer a buffer
+// came in is kept in a pool of empty ones and carries the next buffer
+// given back, so neither Get nor Put allocates once both pools are warm
+// (Put(&b) allocated 24 bytes a request).
 type bufferPool struct{}
 
-var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
+var (
+	copyBuffers = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
+	emptyBoxes  = sync.Pool{New: func() any { return new([]byte) }}
+)
 
-func (bufferPool) Get() []byte  { return *copyBuffers.Get().(*[]byte) }
-func (bufferPool) Put(b []byte) { copyBuffers.Put(&b) }
+func (bufferPool) Get() []byte {
+	bp := copyBuffers.Get().(*[]byte)
+	b := *bp
+	*bp = nil
+	emptyBoxes.Put(bp)
+	return b
+}
+
+func (bufferPool) Put(b []byte) {
+	bp := emptyBoxes.Get().(*[]byte)
+	*bp = b
+	copyBuffers.Put(bp)
+}

@@ -83,7 +83,7 @@ func TestExpectedHostsOnlyWhereCredentialsGo(t *testing.T) {
 			r.Header.Set("Authorization", "token "+github)
 		}
 		refused := ex.checkFields(r, "", sc)
-		reason, _, rule := ex.refusal()
+		reason, _, rule, _ := ex.refusal()
 		if c.want == "" && refused || c.want != "" && (!refused || reason != ReasonDLPMatch || rule != c.want) {
 			t.Errorf("%s: refused %v (%s %s), want %q (%s)", c.name, refused, reason, rule, c.want, c.why)
 		}

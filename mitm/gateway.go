@@ -77,13 +77,13 @@ func (ex *exchange) holdGatewayBody(w http.ResponseWriter, r *http.Request) bool
 	if r.Body == nil || r.Body == http.NoBody {
 		return true
 	}
-	held, ok := ex.holdBody(w, r, r.Body, mcpMaxHold)
+	held, ok := ex.holdBody(w, r, r.Body, gatewayMaxHold)
 	switch {
 	case !ok:
 		return false
 	case held.Over():
 		ex.refuse(w, http.StatusRequestEntityTooLarge, ReasonBodyHoldBudget,
-			fmt.Sprintf("a request body over %d bytes to the MCP gateway", mcpMaxHold),
+			fmt.Sprintf("a request body over %d bytes to the MCP gateway", gatewayMaxHold),
 			"capsem reads a request to its MCP gateway whole before handing it on. Send smaller requests.")
 		return false
 	}
@@ -91,6 +91,11 @@ func (ex *exchange) holdGatewayBody(w http.ResponseWriter, r *http.Request) bool
 	r.Header.Del("Content-Length")
 	return true
 }
+
+// gatewayMaxHold is the largest request body the gateway is handed: its
+// MCP SDK reads a body whole, and JSON-RPC requests are small (a
+// tools/call's arguments), as for the MCP inspector's bodies it holds.
+const gatewayMaxHold = 4 << 20
 
 // countingWriter counts what a handler writes and keeps its status; Unwrap
 // lets http.ResponseController flush an event stream through it.

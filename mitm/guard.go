@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/capsem/capsem/dlp"
+	"github.com/capsem/capsem/mitm/internal/contentcoding"
 	"github.com/capsem/capsem/store"
 )
 
@@ -89,7 +90,7 @@ func (ex *exchange) guard(w http.ResponseWriter, r *http.Request) bool {
 		return true
 	}
 	var body io.ReadCloser = g
-	if ce := contentEncoding(r.Header); isCoded(ce) {
+	if ce := contentcoding.Of(r.Header); contentcoding.IsCoded(ce) {
 		cg, err := newCodedGuard(r.Body, ce, g)
 		if err != nil {
 			ex.note("the request body has Content-Encoding " + ce + ", which capsem cannot decode: it was neither scanned for secrets and credentials nor rewritten")
@@ -208,6 +209,7 @@ type findings struct {
 	refused     string // the reason of a refusal, "" when none
 	refusedWhy  string
 	refusedRule string
+	refusedAdv  string   // what the guest is told to do instead; "": the guard's advice
 	dlpRule     string   // the first DLP match, detector@where
 	dlpMore     []string // the others
 	// mayHoldReal: a body went unscanned (a content coding capsem cannot
@@ -245,29 +247,30 @@ func (ex *exchange) dlpMatch(detector, where string) {
 
 // markLeak records a leak as the exchange's refusal (the first one wins).
 func (ex *exchange) markLeak(l *leak) {
-	ex.markRefused(l.reason(), l.why(ex.fs.sni), l.secret.Name)
+	ex.markRefused(l.reason(), l.why(ex.fs.sni), l.secret.Name, "")
 }
 
 // markDLP records a blocking DLP match as the exchange's refusal.
 func (ex *exchange) markDLP(detector, where string) {
-	ex.markRefused(ReasonDLPMatch, dlpWhy(detector, where), detector+"@"+where)
+	ex.markRefused(ReasonDLPMatch, dlpWhy(detector, where), detector+"@"+where, "")
 }
 
-func (ex *exchange) markRefused(reason, why, rule string) {
+// markRefused records the exchange's refusal; the first one wins.
+func (ex *exchange) markRefused(reason, why, rule, advice string) {
 	f := &ex.found
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.refused == "" {
-		f.refused, f.refusedWhy, f.refusedRule = reason, why, rule
+		f.refused, f.refusedWhy, f.refusedRule, f.refusedAdv = reason, why, rule, advice
 	}
 }
 
 // refusal returns the refusal marked, if any.
-func (ex *exchange) refusal() (reason, why, rule string) {
+func (ex *exchange) refusal() (reason, why, rule, advice string) {
 	f := &ex.found
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.refused, f.refusedWhy, f.refusedRule
+	return f.refused, f.refusedWhy, f.refusedRule, f.refusedAdv
 }
 
 // applyFindings puts the findings into the event: a refusal makes it
@@ -335,9 +338,12 @@ func dlpWhy(detector, where string) string {
 
 // answerRefusal writes the 403 of the refusal marked on the exchange.
 func (ex *exchange) answerRefusal(w http.ResponseWriter) {
-	reason, why, rule := ex.refusal()
-	advice := "Send this request without the secret: capsem puts a secret's real value in only for the hosts it belongs to, and never lets the real value itself out of the sandbox."
-	if reason == ReasonDLPMatch {
+	reason, why, rule, advice := ex.refusal()
+	switch {
+	case advice != "":
+	case reason != ReasonDLPMatch:
+		advice = "Send this request without the secret: capsem puts a secret's real value in only for the hosts it belongs to, and never lets the real value itself out of the sandbox."
+	default:
 		advice = "Remove the credential from the request. If the task needs to send it, ask the user to declare the credential as a [[secret]] bound to this host, to list the host under [dlp] expected_hosts for the detector if this is the host's own credential, or under [dlp] allow_hosts."
 	}
 	ex.refuse(w, http.StatusForbidden, reason, why, advice)

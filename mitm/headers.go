@@ -76,22 +76,3 @@ func recordFields(fields []store.Header) []store.Header {
 	}
 	return fields
 }
-
-// contentEncoding is a message's Content-Encoding, every field joined (a
-// list, as package contentcoding reads it): Get would see only the first
-// of several fields, and "identity" followed by "gzip" would pass for
-// uncoded.
-func contentEncoding(h http.Header) string {
-	return strings.Join(h.Values("Content-Encoding"), ", ")
-}
-
-// isCoded reports whether a Content-Encoding names a coding other than
-// identity.
-func isCoded(ce string) bool {
-	for _, c := range strings.Split(ce, ",") {
-		if c = strings.TrimSpace(c); c != "" && !strings.EqualFold(c, "identity") {
-			return true
-		}
-	}
-	return false
-}

@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/capsem/capsem/mcpgate/testserver"
+	mcpinspect "github.com/capsem/capsem/mitm/inspect/mcp"
 	"github.com/capsem/capsem/netstack"
 	"github.com/capsem/capsem/policy"
 	"github.com/capsem/capsem/store"
@@ -264,15 +265,15 @@ func TestMCPHeldRequests(t *testing.T) {
 			http.StatusOK, []string{`{"jsonrpc":"2.0","id":7,"error":{"code":-32050,"message":"capsem: tools/call of tool \"crash\"`},
 			"params' members in any order; a glob rule (cra*)"},
 		{"large JSON", "/other",
-			`{"data":"` + strings.Repeat("a", mcpMaxHold+10) + `","jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"env"}}`,
+			`{"data":"` + strings.Repeat("a", mcpinspect.MaxHold+10) + `","jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"env"}}`,
 			http.StatusRequestEntityTooLarge, []string{"capsem blocked this request"},
 			"JSON too large to read whole could hold a call past its first 4 MiB: refused, however its start looks"},
 		{"large other body", "/other",
-			strings.Repeat("a", mcpMaxHold+10),
+			strings.Repeat("a", mcpinspect.MaxHold+10),
 			http.StatusOK, []string{`{"ok":true}`},
 			"a body that is not JSON goes on whole, however large, to a host with deny rules"},
 		{"large MCP", "/mcp",
-			`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"echo","arguments":{"text":"` + strings.Repeat("a", mcpMaxHold+10) + `"}}}`,
+			`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"echo","arguments":{"text":"` + strings.Repeat("a", mcpinspect.MaxHold+10) + `"}}}`,
 			http.StatusRequestEntityTooLarge, []string{"capsem blocked this request", "Send smaller requests"},
 			"an MCP request too large to decide is refused, not forwarded undecided"},
 	} {
@@ -289,7 +290,7 @@ func TestMCPHeldRequests(t *testing.T) {
 	if reached.Load() != 0 {
 		t.Errorf("%d tools/calls reached the upstream; every one sent was refused", reached.Load())
 	}
-	if other.Load() != int64(mcpMaxHold+10) {
+	if other.Load() != int64(mcpinspect.MaxHold+10) {
 		t.Errorf("the other body reached the upstream with %d bytes", other.Load())
 	}
 	calls := rec.mcpCalls()

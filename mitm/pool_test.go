@@ -5,8 +5,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -19,6 +17,7 @@ import (
 
 	"golang.org/x/net/http2"
 
+	"github.com/capsem/capsem/mitm/upstream"
 	"github.com/capsem/capsem/netstack"
 	"github.com/capsem/capsem/policy"
 )
@@ -219,49 +218,6 @@ func TestPoolDropsAConnectionWithBytesLeftOver(t *testing.T) {
 	}
 }
 
-// TestPoolDroppedWhileBusyClosesItsConnections: a pool pushed out (the
-// guest touched poolMaxPools other names) while a request of its runs
-// closes that request's upstream connection once the request ends, rather
-// than keeping it idle in a transport nobody uses for 90 s.
-func TestPoolDroppedWhileBusyClosesItsConnections(t *testing.T) {
-	release := make(chan struct{})
-	started := make(chan struct{}, 1)
-	tp := startTestProxy(t, &memRecorder{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/slow" {
-			started <- struct{}{}
-			<-release
-		}
-		hello(w, r)
-	}))
-	c := tp.dial("h2")
-	done := make(chan struct{})
-	go func() { defer close(done); guestGet(t, c, "h2", "/slow") }()
-	<-started
-	pol := tp.pol.Load()
-	tp.p.pools.mu.Lock()
-	up := tp.p.pools.m[poolKey{pol: pol, name: "api.test", port: 443}]
-	tp.p.pools.mu.Unlock()
-	for i := range poolMaxPools {
-		time.Sleep(time.Microsecond) // distinct use times: api.test is the least recently used
-		fs := &flowState{flow: &netstack.Flow{Name: fmt.Sprintf("n%d.api.test", i), Port: 443}}
-		if _, err := tp.p.pools.lookup(tp.p, fs, pol); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if up == nil || !up.dead.Load() {
-		t.Fatal("api.test's pool was not pushed out")
-	}
-	close(release)
-	<-done
-	c.Close()
-	for deadline := time.Now().Add(5 * deadReapEvery); up.h1Open.Load()+up.h2Open.Load() > 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the dropped pool's transports still hold %d upstream connections open %v after its request ended; want none",
-				up.h1Open.Load()+up.h2Open.Load(), 5*deadReapEvery)
-		}
-	}
-}
-
 // TestPoolNeverSharesABusyConnection: two guest connections with a request
 // in flight at once each get an upstream connection of their own (an
 // HTTP/1.1 connection carries one exchange at a time).
@@ -320,108 +276,9 @@ func TestPoolRedialsAClosedConnection(t *testing.T) {
 	}
 }
 
-// TestPoolExpiresIdleConnections: the sweep closes connections idle for
-// poolIdleTimeout and drops a pool unused for as long, so that the pools
-// of a policy replaced by a reload go away.
-func TestPoolExpiresIdleConnections(t *testing.T) {
-	conn := func() (*h1Conn, net.Conn) {
-		a, b := net.Pipe()
-		return &h1Conn{tc: tls.Client(a, &tls.Config{})}, b
-	}
-	ps := &pools{}
-	pol := policy.DenyAll()
-	key := poolKey{pol: pol, name: "api.test", port: 443}
-	up := newUpstreamPool(ps, key, x509.NewCertPool(), nil)
-	ps.m = map[poolKey]*upstreamPool{key: up}
-
-	fresh, freshPeer := conn()
-	old, oldPeer := conn()
-	up.put(old)
-	up.put(fresh)
-	long := time.Now().Add(-2 * poolIdleTimeout)
-	up.mu.Lock()
-	old.idleSince = long
-	up.mu.Unlock()
-	up.expire()
-	if !closedPeer(oldPeer) || closedPeer(freshPeer) {
-		t.Fatalf("after a sweep: the connection idle past the timeout closed %v (want true), the fresh one closed %v (want false)", closedPeer(oldPeer), closedPeer(freshPeer))
-	}
-	if ps.m[key] != up || up.dead.Load() {
-		t.Fatal("a pool with a fresh idle connection was dropped")
-	}
-
-	up.mu.Lock()
-	fresh.idleSince, up.used = long, long
-	up.mu.Unlock()
-	up.expire()
-	if !closedPeer(freshPeer) {
-		t.Error("the last connection idle past the timeout was not closed")
-	}
-	if _, ok := ps.m[key]; ok || !up.dead.Load() {
-		t.Error("a pool unused for the idle timeout was kept")
-	}
-	late, latePeer := conn()
-	up.put(late)
-	if !closedPeer(latePeer) {
-		t.Error("a connection given back to a dropped pool was kept open")
-	}
-}
-
-// closedPeer says whether the other end of a net.Pipe was closed.
-func closedPeer(c net.Conn) bool {
-	c.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
-	_, err := c.Read(make([]byte, 1))
-	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrClosedPipe)
-}
-
-// TestPoolBoundsWhatTheGuestCanMakeItHold: a guest connecting to ever new
-// names (any under an allowed wildcard) makes a pool per name; the pools,
-// and the idle connections in them, stay bounded, the least recently used
-// pool going first.
-func TestPoolBoundsWhatTheGuestCanMakeItHold(t *testing.T) {
-	p := &Proxy{}
-	p.roots.system = x509.NewCertPool()
-	ps := &pools{}
-	defer ps.close()
-	pol := policy.DenyAll()
-	var made []*upstreamPool
-	var peers []net.Conn
-	for i := range poolMaxPools + 50 {
-		fs := &flowState{flow: &netstack.Flow{Name: fmt.Sprintf("n%d.api.test", i), Port: 443}}
-		up, err := ps.lookup(p, fs, pol)
-		if err != nil {
-			t.Fatal(err)
-		}
-		made = append(made, up)
-		for range 3 { // three idle connections each: past the total bound
-			a, b := net.Pipe()
-			up.put(&h1Conn{tc: tls.Client(a, &tls.Config{})})
-			peers = append(peers, b)
-		}
-	}
-	if n := len(ps.m); n != poolMaxPools {
-		t.Errorf("%d pools kept, want at most %d", n, poolMaxPools)
-	}
-	if !made[0].dead.Load() || made[len(made)-1].dead.Load() {
-		t.Error("making a pool past the bound did not drop the least recently used one")
-	}
-	if n := ps.idleH1.Load(); n > poolMaxIdleH1Total {
-		t.Errorf("%d idle HTTP/1.1 connections held, want at most %d", n, poolMaxIdleH1Total)
-	}
-	var open int64
-	for _, b := range peers {
-		if !closedPeer(b) {
-			open++
-		}
-	}
-	if open != ps.idleH1.Load() {
-		t.Errorf("%d connections left open, but %d counted idle: a connection was neither kept nor closed", open, ps.idleH1.Load())
-	}
-}
-
 // TestPoolBoundsUpstreamConnectionsOfOneGuestConnection: the streams of a
 // guest's HTTP/2 connection to an upstream that speaks only HTTP/1.1 need a
-// connection each; they get at most poolMaxConns, the rest wait for one —
+// connection each; they get at most upstream.MaxConns, the rest wait for one —
 // one guest flow cannot make capsem open hundreds of upstream connections.
 func TestPoolBoundsUpstreamConnectionsOfOneGuestConnection(t *testing.T) {
 	release := make(chan struct{})
@@ -441,7 +298,7 @@ func TestPoolBoundsUpstreamConnectionsOfOneGuestConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cc.Close()
-	const streams = poolMaxConns + 36 // within the guest server's 250 concurrent streams
+	const streams = upstream.MaxConns + 36 // within the guest server's 250 concurrent streams
 	errs := make(chan error, streams)
 	for range streams {
 		go func() {
@@ -457,9 +314,9 @@ func TestPoolBoundsUpstreamConnectionsOfOneGuestConnection(t *testing.T) {
 		}()
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for inFlight.Load() < poolMaxConns {
+	for inFlight.Load() < upstream.MaxConns {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d requests reached the upstream in 10 s, want %d at once", inFlight.Load(), poolMaxConns)
+			t.Fatalf("%d requests reached the upstream in 10 s, want %d at once", inFlight.Load(), upstream.MaxConns)
 		}
 		select {
 		case err := <-errs:
@@ -469,11 +326,11 @@ func TestPoolBoundsUpstreamConnectionsOfOneGuestConnection(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	time.Sleep(300 * time.Millisecond) // room for any beyond the bound to arrive
-	if n := tp.handshakes.Load(); n > poolMaxConns {
-		t.Errorf("%d upstream connections for one guest connection, want at most %d", n, poolMaxConns)
+	if n := tp.handshakes.Load(); n > upstream.MaxConns {
+		t.Errorf("%d upstream connections for one guest connection, want at most %d", n, upstream.MaxConns)
 	}
-	if n := most.Load(); n != poolMaxConns {
-		t.Errorf("%d requests at the upstream at once, want %d: the rest wait for a connection", n, poolMaxConns)
+	if n := most.Load(); n != upstream.MaxConns {
+		t.Errorf("%d requests at the upstream at once, want %d: the rest wait for a connection", n, upstream.MaxConns)
 	}
 	close(release)
 	for range streams {

@@ -17,12 +17,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/quic-go/quic-go"
 	"golang.org/x/net/http2"
 
 	"github.com/capsem/capsem/mitm/ca"
+	"github.com/capsem/capsem/mitm/inspect"
 	"github.com/capsem/capsem/mitm/internal/tlshello"
-	"github.com/capsem/capsem/mitm/provider"
+	"github.com/capsem/capsem/mitm/upstream"
 	"github.com/capsem/capsem/netstack"
 	"github.com/capsem/capsem/policy"
 	"github.com/capsem/capsem/store"
@@ -60,18 +60,14 @@ type Config struct {
 // Proxy terminates and forwards intercepted flows. Its HandleFlow is a
 // netstack.FlowHandler.
 type Proxy struct {
-	cfg    Config
-	log    *slog.Logger
-	srv    *http.Server
-	ln     *connListener
-	tracer *provider.Tracer
-	mcp    *mcpTracker
-	h3     h3Cache // which upstreams answered QUIC (h3upstream.go)
-	quicMu sync.Mutex
-	quicUp *quic.Transport // upstream QUIC of every flow, on one UDP socket (nil until used)
-	roots  rootsCache
-	pools  pools         // upstream connections, shared by the flows to each upstream (pool.go)
-	h2     *http2.Server // the guest's HTTP/2 (serveH2)
+	cfg Config
+	log *slog.Logger
+	srv *http.Server
+	ln  *connListener
+	// inspectors are the list every request goes through (inspectors.go).
+	inspectors []inspect.Inspector
+	up         *upstream.Transports // the upstream connections, shared by the flows to each upstream
+	h2         *http2.Server        // the guest's HTTP/2 (serveH2)
 
 	held     holdBudget // the bytes of all held request bodies (limits.go)
 	views    views      // the secrets per policy and host (secrets.go)
@@ -103,12 +99,11 @@ func New(cfg Config) (*Proxy, error) {
 		cfg:       cfg,
 		log:       cfg.Logger,
 		ln:        newConnListener(),
-		tracer:    provider.NewTracer(4096),
 		serveDone: make(chan struct{}),
 	}
 	p.held.max = cmp.Or(cfg.MaxHeldBodies, DefaultMaxHeldBodies)
-	p.mcp = newMCPTracker(p.recordMCP)
-	p.roots.system = cfg.SystemRoots
+	p.inspectors = newInspectors(cfg)
+	p.up = upstream.New(cfg.SystemRoots)
 	p.srv = &http.Server{
 		Handler:           http.HandlerFunc(p.serveHTTP),
 		ReadHeaderTimeout: time.Minute,
@@ -117,7 +112,7 @@ func New(cfg Config) (*Proxy, error) {
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			switch c := c.(type) {
-			case *tapConn:
+			case *h1HeadsConn:
 				return context.WithValue(ctx, flowKey{}, c.fs)
 			case *tls.Conn:
 				if gc, ok := c.NetConn().(*guestConn); ok {
@@ -128,7 +123,7 @@ func New(cfg Config) (*Proxy, error) {
 		},
 	}
 	// HTTP/1.1, and HTTP/2 over TLS only: never h2c with prior knowledge
-	// on the plain tapConn.
+	// on the plain h1HeadsConn.
 	p.srv.Protocols = new(http.Protocols)
 	p.srv.Protocols.SetHTTP1(true)
 	p.srv.Protocols.SetHTTP2(true)
@@ -145,14 +140,12 @@ func New(cfg Config) (*Proxy, error) {
 func (p *Proxy) Close() error {
 	err := p.srv.Close()
 	<-p.serveDone
-	p.pools.close()
-	p.mcp.close()
-	p.quicMu.Lock()
-	if p.quicUp != nil {
-		p.quicUp.Close()
-		p.quicUp.Conn.Close()
+	p.up.Close()
+	for _, in := range p.inspectors {
+		if c, ok := in.(io.Closer); ok {
+			c.Close() // an inspector records what it still holds
+		}
 	}
-	p.quicMu.Unlock()
 	return err
 }
 
@@ -237,41 +230,34 @@ type flowState struct {
 	flow    *netstack.Flow
 	sni     string
 	proxy   *httputil.ReverseProxy
-	forward http.RoundTripper // what the reverse proxy forwards with: an h1Upstream, a pooledTransport or an h3First (pool.go)
-	tap     *h1Tap            // the request heads of a guest HTTP/1.1 connection, in wire order
-	h2tap   *h2Tap            // those of a guest HTTP/2 connection
-	// preDialed is the upstream connection the stack dialled for the flow
-	// under dialPol (Flow.Dialed: the policy at the guest's SYN, which a
-	// reload may have replaced by the ClientHello), until a request of the
-	// flow decided under that same policy takes it (nil when the stack
-	// dialled none: a pool had a connection).
-	preDialed atomic.Pointer[net.Conn]
-	dialPol   *policy.Policy
-	hello     *tlshello.Hello
-	scan      atomic.Pointer[flowScan] // what this flow's requests are checked for (secrets.go)
-	active    sync.WaitGroup           // requests being served
-	held      holdBudget               // the bytes of its requests' held bodies (limits.go)
+	forward *upstream.Flow // what the reverse proxy forwards with
+	h1heads *h1Heads       // the request heads of a guest HTTP/1.1 connection, in wire order
+	h2heads *h2Heads       // those of a guest HTTP/2 connection
+	hello   *tlshello.Hello
+	scan    atomic.Pointer[flowScan] // what this flow's requests are checked for (secrets.go)
+	active  sync.WaitGroup           // requests being served
+	held    holdBudget               // the bytes of its requests' held bodies (limits.go)
 }
 
 type flowKey struct{}
 
-func (p *Proxy) intercept(ctx context.Context, guest, upstream net.Conn, f *netstack.Flow, hello *tlshello.Hello, raw []byte, pol *policy.Policy) netstack.FlowResult {
+func (p *Proxy) intercept(ctx context.Context, guest, up net.Conn, f *netstack.Flow, hello *tlshello.Hello, raw []byte, pol *policy.Policy) netstack.FlowResult {
 	res := netstack.FlowResult{ConnType: store.ConnHTTPS}
-	if _, err := p.roots.get(pol); err != nil { // the pools need them: fail the flow now
-		if upstream != nil {
-			upstream.Close()
+	roots, err := p.up.Roots(pol) // the pools need them: fail the flow now
+	if err != nil {
+		if up != nil {
+			up.Close()
 		}
 		res.Err = err
 		return res
 	}
-	fs := &flowState{flow: f, sni: hello.ServerName, hello: hello, dialPol: f.Dialed, held: holdBudget{max: maxHeldPerFlow}}
-	if upstream != nil {
-		fs.preDialed.Store(&upstream)
-	}
+	fs := &flowState{flow: f, sni: hello.ServerName, hello: hello, held: holdBudget{max: maxHeldPerFlow}}
 	defer func() {
 		fs.active.Wait() // HTTP/2 handlers may outlive the connection briefly
-		if c := fs.preDialed.Swap(nil); c != nil {
-			(*c).Close()
+		if fs.forward != nil {
+			fs.forward.Close()
+		} else if up != nil {
+			up.Close()
 		}
 	}()
 
@@ -284,7 +270,7 @@ func (p *Proxy) intercept(ctx context.Context, guest, upstream net.Conn, f *nets
 		},
 	}))
 	hctx, cancel := context.WithTimeout(ctx, HelloTimeout)
-	err := tc.HandshakeContext(hctx)
+	err = tc.HandshakeContext(hctx)
 	cancel()
 	if err != nil {
 		res.BytesSent, res.BytesReceived = gc.read.Load(), gc.written.Load()
@@ -292,17 +278,17 @@ func (p *Proxy) intercept(ctx context.Context, guest, upstream net.Conn, f *nets
 		return res
 	}
 	guestH2 := tc.ConnectionState().NegotiatedProtocol == "h2"
-	fs.forward = &pooledTransport{p: p, fs: fs}
-	if !guestH2 {
-		fs.forward = &h1Upstream{p: p, fs: fs}
+	guestProto := upstream.GuestH1
+	if guestH2 {
+		guestProto = upstream.GuestH2
 	}
-	fs.proxy = p.reverseProxy(fs)
+	p.serveFlow(fs, guestProto, up, roots)
 	var served net.Conn = tc
 	if guestH2 {
-		fs.h2tap = newH2Tap() // serveH2 puts it in front of the HTTP/2 server
+		fs.h2heads = newH2Heads() // serveH2 puts it in front of the HTTP/2 server
 	} else {
-		fs.tap = &h1Tap{}
-		served = &tapConn{Conn: tc, fs: fs, tap: fs.tap}
+		fs.h1heads = &h1Heads{}
+		served = &h1HeadsConn{Conn: tc, fs: fs, heads: fs.h1heads}
 	}
 	if !p.ln.push(served) {
 		res.Err = errors.New("the MITM is shutting down")
@@ -320,5 +306,26 @@ func (p *Proxy) intercept(ctx context.Context, guest, upstream net.Conn, f *nets
 	res.BytesSent, res.BytesReceived = gc.read.Load(), gc.written.Load()
 	return res
 }
+
+// serveFlow gives an intercepted flow its upstream transport and its
+// reverse proxy, for a guest speaking guest: the one setup of TLS and
+// QUIC flows alike. preDialed is the connection the stack dialled for it
+// (nil: none); roots verify an HTTP/3 upstream.
+func (p *Proxy) serveFlow(fs *flowState, guest upstream.Guest, preDialed net.Conn, roots *x509.CertPool) {
+	fs.forward = p.up.NewFlow(fs.flow, guest, preDialed, roots)
+	fs.proxy = p.reverseProxy(fs)
+}
+
+// Pooled is a netstack.Config.Pooled: whether a pool holds an open
+// connection to name:port made under pol, for a port the MITM intercepts.
+// The stack then dials nothing for the guest's new connection.
+func (p *Proxy) Pooled(pol *policy.Policy, name string, port uint16) bool {
+	return p.intercepts(port) && p.up.Pooled(pol, name, port)
+}
+
+// UpstreamRoots is the pool upstream servers are verified against under
+// pol: the system roots and the policy's [upstream] ca_files. The MCP
+// gateway verifies remote servers with it, like any upstream.
+func (p *Proxy) UpstreamRoots(pol *policy.Policy) (*x509.CertPool, error) { return p.up.Roots(pol) }
 
 var _ io.Closer = (*Proxy)(nil)

@@ -16,6 +16,7 @@ import (
 	"github.com/quic-go/quic-go/http3"
 
 	"github.com/capsem/capsem/mitm/internal/quicpeek"
+	"github.com/capsem/capsem/mitm/upstream"
 	"github.com/capsem/capsem/netstack"
 	"github.com/capsem/capsem/store"
 )
@@ -61,7 +62,7 @@ const (
 // terminates QUIC with a leaf minted for the name (TLS 1.3, ALPN h3, no
 // 0-RTT: early data is replayable) and serves HTTP/3 into the same request
 // path as HTTP/1.1 and HTTP/2 (serveHTTP), forwarding upstream over HTTP/3
-// when the upstream answers QUIC, else over TCP (h3upstream.go).
+// when the upstream answers QUIC, else over TCP (package upstream).
 func (p *Proxy) HandleQUIC(ctx context.Context, pc net.PacketConn, f *netstack.Flow) (res netstack.FlowResult) {
 	res.ConnType = store.ConnQUIC
 	if !p.intercepts(f.Port) || f.Local && p.cfg.MCPGateway == nil {
@@ -90,7 +91,7 @@ func (p *Proxy) HandleQUIC(ctx context.Context, pc net.PacketConn, f *netstack.F
 		res.Refused, res.Err = ReasonQUICPassthrough, fmt.Errorf("%s is under [tls] passthrough (%s), which capsem splices over TCP only", hello.ServerName, rule)
 		return res
 	}
-	roots, err := p.roots.get(pol)
+	roots, err := p.up.Roots(pol)
 	if err != nil {
 		// Refused, so that the guest falls back to TCP at once (where the
 		// same error answers its requests) instead of waiting out its
@@ -160,21 +161,13 @@ func (p *Proxy) HandleQUIC(ctx context.Context, pc net.PacketConn, f *netstack.F
 	f.Established()
 
 	fs := &flowState{flow: f, sni: sni, held: holdBudget{max: maxHeldPerFlow}}
-	// Upstream over TCP, HTTP/2 when the upstream speaks it: the guest's
-	// concurrent HTTP/3 streams share one upstream connection, as an
-	// HTTP/2 guest's do.
-	fs.forward = &pooledTransport{p: p, fs: fs}
-	var up *h3First
-	if !f.Local { // the gateway is served here, never dialled
-		up = &h3First{p: p, fs: fs, roots: roots, tcp: fs.forward}
-		fs.forward = up
-	}
-	fs.proxy = p.reverseProxy(fs)
+	// Upstream over HTTP/3 when the upstream answers QUIC, else over TCP,
+	// HTTP/2 when the upstream speaks it: the guest's concurrent HTTP/3
+	// streams share one upstream connection, as an HTTP/2 guest's do.
+	p.serveFlow(fs, upstream.GuestH3, nil, roots)
 	defer func() {
 		fs.active.Wait()
-		if up != nil {
-			up.close()
-		}
+		fs.forward.Close()
 	}()
 	srv := &http3.Server{
 		Handler:        http.HandlerFunc(p.serveHTTP),

@@ -14,6 +14,7 @@ import (
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
 
+	"github.com/capsem/capsem/mitm/upstream"
 	"github.com/capsem/capsem/netstack"
 	"github.com/capsem/capsem/policy"
 	"github.com/capsem/capsem/store"
@@ -149,7 +150,7 @@ func TestHTTP3UpstreamOverHTTP3WhenItAnswers(t *testing.T) {
 			t.Errorf("request %d: %q, want it forwarded over HTTP/3 to an upstream that answers QUIC", i, body)
 		}
 	}
-	if q, known := tp.p.h3.get("api.test"); !q || !known {
+	if q, known := tp.p.up.AnsweredQUIC("api.test"); !q || !known {
 		t.Errorf("api.test not remembered as answering QUIC")
 	}
 	// After a reload the flow's QUIC connection, dialled under the policy
@@ -179,7 +180,7 @@ func TestHTTP3UpstreamOverHTTP3WhenItAnswers(t *testing.T) {
 	}
 	defer silent.Close()
 	cl2, _ := tp2.quicFlow(t, "api.test", netip.MustParseAddrPort(silent.LocalAddr().String()))
-	for i, limit := range []time.Duration{h3Probe + 2*time.Second, 200 * time.Millisecond} {
+	for i, limit := range []time.Duration{upstream.H3Probe + 2*time.Second, 200 * time.Millisecond} {
 		start := time.Now()
 		resp, err := cl2.Get("https://api.test/tcp")
 		if err != nil {
@@ -218,30 +219,5 @@ func TestHTTP3OneConnectionPerFlow(t *testing.T) {
 	if second, err := quic.DialAddr(dctx, pc.LocalAddr().String(), tlsConf, nil); err == nil {
 		second.CloseWithError(0, "")
 		t.Fatal("a second QUIC connection was served on one flow")
-	}
-}
-
-type recordingRT struct{ methods []string }
-
-func (rt *recordingRT) RoundTrip(r *http.Request) (*http.Response, error) {
-	rt.methods = append(rt.methods, r.Method)
-	return &http.Response{StatusCode: 200, Body: http.NoBody, Request: r}, nil
-}
-
-// TestHTTP3ZeroRTTMethodsGoOverTCP: quic-go's HTTP/3 client sends the
-// methods GET_0RTT and HEAD_0RTT as GET and HEAD, so a guest writing one
-// had a request decided as GET_0RTT (past a GET rule) reach the upstream
-// as GET. They go over TCP, as decided.
-func TestHTTP3ZeroRTTMethodsGoOverTCP(t *testing.T) {
-	tcp := &recordingRT{}
-	u := &h3First{tcp: tcp} // no Proxy: trying QUIC would panic
-	for _, m := range []string{http3.MethodGet0RTT, http3.MethodHead0RTT} {
-		r, _ := http.NewRequest(m, "https://api.test/admin", nil)
-		if _, err := u.RoundTrip(r); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if strings.Join(tcp.methods, ",") != "GET_0RTT,HEAD_0RTT" {
-		t.Errorf("over TCP went %v, want both methods as written", tcp.methods)
 	}
 }

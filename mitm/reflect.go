@@ -53,7 +53,7 @@ func (ex *exchange) scrubResponse(resp *http.Response) error {
 	}
 	body := resp.Body
 	decoded := false
-	if ce := contentEncoding(resp.Header); isCoded(ce) {
+	if ce := contentcoding.Of(resp.Header); contentcoding.IsCoded(ce) {
 		r, err := contentcoding.NewReader(ce, body)
 		if err != nil {
 			return &errUnscannable{coding: ce}

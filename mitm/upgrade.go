@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+
+	"github.com/capsem/capsem/mitm/upstream"
 )
 
 // The upgrade policy. After a 101 Switching Protocols (or a 2xx answer to
@@ -181,32 +183,24 @@ func wsHandshakeProblem(method string, protoAtLeast11 bool, conn []string, h htt
 }
 
 // switchRefused is the error that keeps an upstream's 101 from becoming a
-// tunnel.
-type switchRefused struct{ why string }
-
-func (e *switchRefused) Error() string {
-	return "the upstream answered 101 Switching Protocols and capsem refused it: " + e.why
-}
+// tunnel; the upstream transports refuse a 101 nobody asked for with it.
+type switchRefused = upstream.SwitchRefused
 
 // refuseSwitch says why an upstream's 101 may not become a tunnel, or ""
 // when it may: only when capsem forwarded the request as a WebSocket
 // handshake (wsKey) and the answer proves the upstream read it.
 func refuseSwitch(wsKey string, h http.Header) error {
 	if wsKey == "" {
-		up := strings.Join(h["Upgrade"], ", ")
-		if up == "" {
-			up = "(none)"
-		}
-		return &switchRefused{fmt.Sprintf("the request asked for no protocol switch capsem allows (Upgrade in the answer: %s)", up)}
+		return upstream.UnaskedSwitch(h)
 	}
 	if ups := headerTokens(h["Upgrade"]); len(ups) != 1 || !strings.EqualFold(ups[0], "websocket") {
-		return &switchRefused{fmt.Sprintf("a WebSocket handshake was answered with Upgrade %q", strings.Join(h["Upgrade"], ", "))}
+		return &switchRefused{Why: fmt.Sprintf("a WebSocket handshake was answered with Upgrade %q", strings.Join(h["Upgrade"], ", "))}
 	}
 	if !hasToken(headerTokens(h["Connection"]), "upgrade") {
-		return &switchRefused{"the answer's Connection does not list upgrade"}
+		return &switchRefused{Why: "the answer's Connection does not list upgrade"}
 	}
 	if got := h.Get("Sec-Websocket-Accept"); got != wsAccept(wsKey) {
-		return &switchRefused{fmt.Sprintf("Sec-WebSocket-Accept %q does not match the key the guest sent", got)}
+		return &switchRefused{Why: fmt.Sprintf("Sec-WebSocket-Accept %q does not match the key the guest sent", got)}
 	}
 	return nil
 }

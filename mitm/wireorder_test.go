@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/capsem/capsem/mitm/internal/fieldorder"
 	"github.com/capsem/capsem/store"
 )
 
@@ -75,9 +76,9 @@ var pipelineWant = []struct {
 	{"/e", fields("Host", "api.test", "E", "e")},
 }
 
-func TestH1TapFollowsPipelinedRequests(t *testing.T) {
+func TestH1HeadsFollowsPipelinedRequests(t *testing.T) {
 	for _, step := range []int{1, 2, 3, 7, 64, len(pipeline)} {
-		var tp h1Tap
+		var tp h1Heads
 		for b := []byte(pipeline); len(b) > 0; {
 			n := min(step, len(b))
 			tp.feed(b[:n])
@@ -98,7 +99,7 @@ func TestH1TapFollowsPipelinedRequests(t *testing.T) {
 				t.Errorf("step %d: %s: fields %v, want %v", step, req.RequestURI, got, want.fields)
 			}
 		}
-		if tp.st != tapRequestLine || len(tp.q.heads) != 0 {
+		if tp.st != headsRequestLine || len(tp.q.heads) != 0 {
 			t.Errorf("step %d: the tap ended in state %d with %d heads unclaimed", step, tp.st, len(tp.q.heads))
 		}
 	}
@@ -116,7 +117,7 @@ func numLeadingCRLF(br *bufio.Reader) int {
 	return n
 }
 
-func TestH1TapStops(t *testing.T) {
+func TestH1HeadsStops(t *testing.T) {
 	const first = "GET /a HTTP/1.1\r\nHost: x\r\n\r\n"
 	for _, tc := range []struct {
 		name, next string
@@ -132,11 +133,11 @@ func TestH1TapStops(t *testing.T) {
 		{"request-line", "GARBAGE\r\n\r\n", "no request line (a WebSocket frame, say)"},
 		{"chunk-size", "POST /b HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "not hex"},
 		{"chunk-end", "POST /b HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1\r\naXY", "a chunk not followed by CRLF"},
-		{"head-too-long", "GET /b HTTP/1.1\r\nA: " + strings.Repeat("a", maxTapHead) + "\r\n\r\n", "past the server's MaxHeaderBytes"},
+		{"head-too-long", "GET /b HTTP/1.1\r\nA: " + strings.Repeat("a", maxHeadBytes) + "\r\n\r\n", "past the server's MaxHeaderBytes"},
 	} {
-		var tp h1Tap
+		var tp h1Heads
 		tp.feed([]byte(first + tc.next + "GET /c HTTP/1.1\r\nHost: x\r\n\r\n"))
-		if tp.st != tapOff {
+		if tp.st != headsOff {
 			t.Errorf("%s: the tap goes on in state %d (%s)", tc.name, tp.st, tc.why)
 		}
 		if len(tp.q.heads) == 0 || tp.q.heads[0].target != "/a" {
@@ -149,7 +150,7 @@ func TestH1TapStops(t *testing.T) {
 		}
 	}
 	// After stopFollowing (a WebSocket upgrade), nothing more is parsed.
-	var tp h1Tap
+	var tp h1Heads
 	tp.feed([]byte(first))
 	tp.stopFollowing()
 	tp.feed([]byte(first))
@@ -158,8 +159,8 @@ func TestH1TapStops(t *testing.T) {
 	}
 }
 
-func TestH1TapQueueIsBounded(t *testing.T) {
-	var tp h1Tap
+func TestH1HeadsQueueIsBounded(t *testing.T) {
+	var tp h1Heads
 	tp.feed([]byte(strings.Repeat("GET /a HTTP/1.1\r\nHost: x\r\n\r\n", 1000)))
 	if len(tp.q.heads) != maxQueuedHeads {
 		t.Errorf("%d heads queued, want the last %d", len(tp.q.heads), maxQueuedHeads)
@@ -169,7 +170,7 @@ func TestH1TapQueueIsBounded(t *testing.T) {
 func TestPeekResponseFields(t *testing.T) {
 	const resp = "HTTP/1.1 200 OK\r\nZeta: 1\r\nContent-Type: text/plain\r\nAlpha: 2\r\nFold: a\r\n\tb\r\nContent-Length: 2\r\n\r\nok"
 	br := bufio.NewReaderSize(&slowReader{r: strings.NewReader(resp)}, 16<<10)
-	got, ok := peekResponseFields(br)
+	got, ok := fieldorder.PeekResponse(br)
 	want := fields("Zeta", "1", "Content-Type", "text/plain", "Alpha", "2", "Fold", "a b", "Content-Length", "2")
 	if !ok || !reflect.DeepEqual(got, want) {
 		t.Fatalf("peekResponseFields = %v, %v; want %v", got, ok, want)
@@ -184,7 +185,7 @@ func TestPeekResponseFields(t *testing.T) {
 	// A head larger than the buffer: no order, and ReadResponse still works.
 	big := "HTTP/1.1 200 OK\r\nA: " + strings.Repeat("a", 20<<10) + "\r\n\r\n"
 	br = bufio.NewReaderSize(strings.NewReader(big), 16<<10)
-	if _, ok := peekResponseFields(br); ok {
+	if _, ok := fieldorder.PeekResponse(br); ok {
 		t.Errorf("a head past the buffer was peeked")
 	}
 	if _, err := http.ReadResponse(br, nil); err != nil {
@@ -209,7 +210,7 @@ func FuzzH1Tap(f *testing.F) {
 	f.Add([]byte("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\nGET /x HTTP/1.1\r\n\r\n"), uint8(2))
 	f.Add([]byte("GET / HTTP/1.1\r\nUpgrade: h2c\r\nConnection: Upgrade, HTTP2-Settings\r\n\r\nPRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), uint8(3))
 	f.Fuzz(func(t *testing.T, data []byte, step uint8) {
-		var tp h1Tap
+		var tp h1Heads
 		for b := data; len(b) > 0; {
 			n := min(int(step)+1, len(b))
 			tp.feed(b[:n])
@@ -233,7 +234,7 @@ func FuzzH1Tap(f *testing.F) {
 				return
 			}
 			if tp.match(req) == nil {
-				if tp.st == tapOff {
+				if tp.st == headsOff {
 					return // stopped: recorded sorted from here on
 				}
 				t.Fatalf("request %d (%s %s) parsed by Go but not found by the tap; header %v", i, req.Method, req.RequestURI, req.Header)
@@ -252,7 +253,7 @@ func FuzzPeekResponseFields(f *testing.F) {
 	f.Add([]byte("HTTP/1.1 200 OK\nFold: a\n b\nTransfer-Encoding: chunked\n\n0\r\n\r\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		br := bufio.NewReaderSize(bytes.NewReader(data), 4096)
-		got, ok := peekResponseFields(br)
+		got, ok := fieldorder.PeekResponse(br)
 		resp, err := http.ReadResponse(br, nil)
 		unpeeked, err2 := http.ReadResponse(bufio.NewReaderSize(bytes.NewReader(data), 4096), nil)
 		if (err == nil) != (err2 == nil) || err == nil && !reflect.DeepEqual(resp.Header, unpeeked.Header) {
@@ -275,9 +276,9 @@ func FuzzPeekResponseFields(f *testing.F) {
 	})
 }
 
-// BenchmarkH1TapRequest is the tap's cost per request: feeding a typical
+// BenchmarkH1HeadsRequest is the tap's cost per request: feeding a typical
 // head (an SDK's 11 header lines, 420 bytes) and claiming it.
-func BenchmarkH1TapRequest(b *testing.B) {
+func BenchmarkH1HeadsRequest(b *testing.B) {
 	head := "POST /v1/messages HTTP/1.1\r\nHost: api.anthropic.com\r\nUser-Agent: Anthropic/JS 0.52.0\r\n" +
 		"Accept: application/json\r\nContent-Type: application/json\r\nAnthropic-Version: 2023-06-01\r\n" +
 		"X-Api-Key: sk-ant-api03-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\r\nX-Stainless-Lang: js\r\nX-Stainless-Os: Linux\r\n" +
@@ -286,7 +287,7 @@ func BenchmarkH1TapRequest(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var tp h1Tap
+	var tp h1Heads
 	b.SetBytes(int64(len(head)))
 	b.ReportAllocs()
 	for b.Loop() {
@@ -297,9 +298,9 @@ func BenchmarkH1TapRequest(b *testing.B) {
 	}
 }
 
-// BenchmarkH1TapBody is the tap's cost on body bytes, which it only counts.
-func BenchmarkH1TapBody(b *testing.B) {
-	var tp h1Tap
+// BenchmarkH1HeadsBody is the tap's cost on body bytes, which it only counts.
+func BenchmarkH1HeadsBody(b *testing.B) {
+	var tp h1Heads
 	tp.feed([]byte("POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 9223372036854775807\r\n\r\n"))
 	buf := make([]byte, 32<<10)
 	b.SetBytes(int64(len(buf)))

@@ -1,4 +1,4 @@
-package mitm
+package upstream
 
 import (
 	"context"
@@ -18,11 +18,14 @@ import (
 )
 
 const (
-	// h3Probe bounds the QUIC handshake tried with an upstream before a
+	// quicIdle ends an upstream QUIC connection nothing moved on for this
+	// long, as the MITM ends the guest's.
+	quicIdle = 30 * time.Second
+	// H3Probe bounds the QUIC handshake tried with an upstream before a
 	// guest's HTTP/3 request goes over TCP instead: an upstream that speaks
 	// QUIC answers within a round trip or two, and one that drops UDP would
 	// otherwise cost the request the whole handshake timeout.
-	h3Probe = 300 * time.Millisecond
+	H3Probe = 300 * time.Millisecond
 	// h3Remember is how long an upstream's answer (QUIC or not) is kept,
 	// so that only the first request in that time pays for a probe that
 	// fails.
@@ -73,12 +76,11 @@ func (c *h3Cache) put(host string, quic bool) {
 }
 
 // h3First is the upstream of a guest's HTTP/3 flow: HTTP/3 when the
-// upstream answers QUIC (a handshake tried for at most h3Probe, the answer
+// upstream answers QUIC (a handshake tried for at most H3Probe, the answer
 // remembered per host for h3Remember), else the flow's TCP transport
 // (HTTP/2 or HTTP/1.1, as for any flow).
 type h3First struct {
-	p     *Proxy
-	fs    *flowState
+	f     *Flow
 	roots *x509.CertPool
 	tcp   http.RoundTripper
 
@@ -96,7 +98,7 @@ func (u *h3First) RoundTrip(r *http.Request) (*http.Response, error) {
 		// TCP it goes upstream as it was decided.
 		return u.tcp.RoundTrip(r)
 	}
-	if cc := u.clientConn(r.Context(), requestPolicy(r, u.fs)); cc != nil {
+	if cc := u.clientConn(r.Context(), u.f.policyOf(r)); cc != nil {
 		resp, err := cc.RoundTrip(r)
 		if err != nil && cc.Context().Err() != nil {
 			u.drop(cc) // the connection ended: the next request dials again
@@ -112,8 +114,8 @@ func (u *h3First) RoundTrip(r *http.Request) (*http.Response, error) {
 // another policy than the connection's — a reload during the flow — goes
 // over TCP, as a connection never carries two policies' requests.
 func (u *h3First) clientConn(ctx context.Context, pol *policy.Policy) *http3.ClientConn {
-	host := u.fs.flow.Name
-	quicOK, known := u.p.h3.get(host)
+	host := u.f.flow.Name
+	quicOK, known := u.f.t.h3.get(host)
 	if known && !quicOK {
 		return nil
 	}
@@ -131,18 +133,18 @@ func (u *h3First) clientConn(ctx context.Context, pol *policy.Policy) *http3.Cli
 	// None yet, or the upstream ended the last one (its idle timeout):
 	// a request on it would fail without reaching the upstream.
 	u.cc, u.conn = nil, nil
-	timeout := h3Probe
+	timeout := H3Probe
 	if quicOK {
-		timeout = HelloTimeout // it answered before: give it the time a handshake may need
+		timeout = HandshakeTimeout // it answered before: give it the time a handshake may need
 	}
 	conn, answered, err := u.dial(ctx, pol, timeout)
 	if err != nil {
 		if answered {
-			u.p.h3.put(host, false)
+			u.f.t.h3.put(host, false)
 		}
 		return nil
 	}
-	u.p.h3.put(host, true)
+	u.f.t.h3.put(host, true)
 	u.conn, u.cc, u.ccPol = conn, (&http3.Transport{}).NewClientConn(conn), pol
 	return u.cc
 }
@@ -155,21 +157,21 @@ func (u *h3First) clientConn(ctx context.Context, pol *policy.Policy) *http3.Cli
 // follow the request's cancellation: a guest that gives up on its request
 // must not have the host remembered as not speaking QUIC.
 func (u *h3First) dial(ctx context.Context, pol *policy.Policy, timeout time.Duration) (conn *quic.Conn, answered bool, err error) {
-	if u.fs.flow.Upstream == nil {
+	if u.f.flow.Upstream == nil {
 		return nil, false, errors.New("the flow has no upstream addresses")
 	}
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
-	addrs, err := u.fs.flow.Upstream(dctx, pol)
+	addrs, err := u.f.flow.Upstream(dctx, pol)
 	if err != nil || len(addrs) == 0 {
 		return nil, false, errors.Join(err, errors.New("no upstream address"))
 	}
-	tr, err := u.p.quicTransport()
+	tr, err := u.f.t.quicTransport()
 	if err != nil {
 		return nil, false, err
 	}
 	tlsConf := &tls.Config{
-		ServerName: u.fs.flow.Name,
+		ServerName: u.f.flow.Name,
 		RootCAs:    u.roots,
 		NextProtos: []string{http3.NextProtoH3},
 		MinVersion: tls.VersionTLS13,
@@ -201,18 +203,18 @@ func (u *h3First) close() {
 	}
 }
 
-// quicTransport is the Proxy's one UDP socket for upstream QUIC, which
-// every flow's upstream connection shares (quic-go demultiplexes by
-// connection ID), created on first use and closed with the Proxy.
-func (p *Proxy) quicTransport() (*quic.Transport, error) {
-	p.quicMu.Lock()
-	defer p.quicMu.Unlock()
-	if p.quicUp == nil {
+// quicTransport is the one UDP socket for upstream QUIC, which every
+// flow's upstream connection shares (quic-go demultiplexes by connection
+// ID), created on first use and closed with the Transports.
+func (t *Transports) quicTransport() (*quic.Transport, error) {
+	t.quicMu.Lock()
+	defer t.quicMu.Unlock()
+	if t.quicUp == nil {
 		udp, err := net.ListenUDP("udp", nil)
 		if err != nil {
-			return nil, fmt.Errorf("mitm: a UDP socket for upstream QUIC: %w", err)
+			return nil, fmt.Errorf("upstream: a UDP socket for upstream QUIC: %w", err)
 		}
-		p.quicUp = &quic.Transport{Conn: udp}
+		t.quicUp = &quic.Transport{Conn: udp}
 	}
-	return p.quicUp, nil
+	return t.quicUp, nil
 }

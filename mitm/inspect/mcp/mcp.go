@@ -1,4 +1,4 @@
-package mitm
+package mcp
 
 import (
 	"bytes"
@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/capsem/capsem/mitm/inspect"
+	"github.com/capsem/capsem/mitm/internal/contentcoding"
 	"github.com/capsem/capsem/mitm/internal/mcpscan"
 	"github.com/capsem/capsem/policy"
 	"github.com/capsem/capsem/store"
@@ -22,24 +24,82 @@ import (
 // older HTTP+SSE transport's message endpoint), and an event stream whose
 // events carry JSON-RPC (a POST's SSE response, the GET stream of either
 // transport). Every request and notification becomes one mcp_call event,
-// with its response when one is seen (mcptrack.go matches responses that
+// with its response when one is seen (track.go matches responses that
 // come on another stream); a tools/call an [[mcp.rules]] entry denies is
-// answered by capsem (mcpdeny.go) and never forwarded; a tools/list result
+// answered by capsem (deny.go) and never forwarded; a tools/list result
 // loses the tools the policy denies under [mcp] hide_denied.
 
-// mcpView is the MCP side of one exchange.
-type mcpView struct {
-	ex     *exchange
-	t      *mcpTracker
-	host   string
-	server string // server_name: host and path, without scheme or query
-	sess   *mcpSession
-	own    bool // sess is this exchange's alone (no session id, no endpoint)
+// Inspector sees MCP in the exchanges; its tracker matches responses to
+// requests across the streams of a session.
+type Inspector struct {
+	rec Recorder
+	t   *mcpTracker
+}
+
+// Recorder is where mcp_call events go: the session's log.
+type Recorder interface{ Append(store.Event) }
+
+// New returns the inspector; it records its events in rec. Close records
+// the calls still waiting for a response.
+func New(rec Recorder) *Inspector {
+	in := &Inspector{rec: rec}
+	in.t = newMCPTracker(in.record)
+	return in
+}
+
+// Close records every call still waiting: the proxy is stopping.
+func (in *Inspector) Close() error {
+	in.t.close()
+	return nil
+}
+
+// record appends one mcp_call event.
+func (in *Inspector) record(c *mcpCall) {
+	rec := c.rec
+	in.rec.Append(store.Event{Kind: store.KindMCPCall, MCPCall: &rec})
+}
+
+// Begin is inspect.Inspector's: a request that may carry MCP gets a view.
+// An AI-provider call is not MCP, unless the host has MCP deny rules:
+// then what a path looks like decides nothing, and the body is read for
+// both.
+func (in *Inspector) Begin(x inspect.Exchange, r *http.Request) inspect.Stream {
+	pol, host := x.Policy(), x.Host()
+	mayDeny := pol.MCPMayDeny(host)
+	// The core's upgrade check leaves an Upgrade header on a WebSocket
+	// handshake it lets through, and on nothing else.
+	if _, ws := r.Header["Upgrade"]; ws && mayDeny {
+		x.Refuse(http.StatusForbidden, policy.ReasonMCPToolDenied, "a WebSocket upgrade to a host with [[mcp.rules]] deny entries",
+			"capsem decides the MCP tool calls to this host before forwarding them, and does not read MCP carried over WebSocket. "+
+				"Use MCP's HTTP transports (streamable HTTP) with this host.")
+		return nil
+	}
+	if x.Flow().Local || x.Claimed() != "" && !mayDeny || !mcpCandidate(r, mayDeny) {
+		return nil
+	}
+	return in.newView(x, r, mayDeny)
+}
+
+// view is the MCP side of one exchange.
+type view struct {
+	x       inspect.Exchange
+	in      *Inspector
+	t       *mcpTracker
+	pol     *policy.Policy
+	host    string
+	method  string // the request's
+	path    string
+	mayDeny bool   // the host has deny rules: the body is decided before it goes
+	claimed bool   // another inspector's (a model call): the response is not MCP
+	server  string // server_name: host and path, without scheme or query
+	sess    *mcpSession
+	own     bool // sess is this exchange's alone (no session id, no endpoint)
 	// stream is the HTTP+SSE GET stream this exchange opened, once it
 	// announced its endpoint.
 	stream *sseRewriter
 
 	body *mcpscan.Body // the request body's parser
+	tap  io.Writer     // body, when the request's body is read
 
 	mu    sync.Mutex
 	rpc   bool       // the request body held a whole JSON-RPC message
@@ -91,11 +151,16 @@ func sessionKey(host, sid string) string {
 	return host + "\x00sid\x00" + sid
 }
 
-// newMCPView starts the MCP view of an exchange whose request may carry
+// newView starts the MCP view of an exchange whose request may carry
 // MCP. The session is the request's Mcp-Session-Id, or the HTTP+SSE
 // endpoint it posts to, or its own.
-func (ex *exchange) newMCPView(r *http.Request, host string) *mcpView {
-	v := &mcpView{ex: ex, t: ex.p.mcp, host: host, server: host + r.URL.Path}
+func (in *Inspector) newView(x inspect.Exchange, r *http.Request, mayDeny bool) *view {
+	host := x.Host()
+	v := &view{x: x, in: in, t: in.t, pol: x.Policy(), host: host, server: host + r.URL.Path,
+		method: r.Method, path: r.URL.Path, mayDeny: mayDeny, claimed: x.Claimed() != ""}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead || mayDeny && hasBody(r) {
+		v.tap = v.requestParser()
+	}
 	switch sid := r.Header.Get(mcpSessionHeader); {
 	case sid != "":
 		v.sess = v.t.session(sessionKey(host, sid))
@@ -122,7 +187,7 @@ func (ex *exchange) newMCPView(r *http.Request, host string) *mcpView {
 func endpointKey(host, uri string) string { return host + "\x00ep\x00" + uri }
 
 // requestParser is the parser of the request body (fed by its tap).
-func (v *mcpView) requestParser() io.Writer {
+func (v *view) requestParser() io.Writer {
 	v.body = mcpscan.NewBody(v.previewBytes(), func(m mcpscan.Message) {
 		v.mu.Lock()
 		v.rpc = true
@@ -132,10 +197,10 @@ func (v *mcpView) requestParser() io.Writer {
 	return v.body
 }
 
-func (v *mcpView) previewBytes() int { return max(v.ex.pol.PreviewBytes(), 256) }
+func (v *view) previewBytes() int { return max(v.pol.PreviewBytes(), 256) }
 
 // fromGuest takes a message the guest sent.
-func (v *mcpView) fromGuest(m mcpscan.Message) {
+func (v *view) fromGuest(m mcpscan.Message) {
 	switch m.Kind {
 	case mcpscan.Request, mcpscan.Notification:
 	default:
@@ -151,7 +216,7 @@ func (v *mcpView) fromGuest(m mcpscan.Message) {
 		Decision:       store.Allowed,
 		Reason:         policy.ReasonAllowed,
 	}}
-	pol := v.ex.pol
+	pol := v.pol
 	if m.Ambiguous && pol.MCPMayDeny(v.host) {
 		// What capsem read may not be what the server acts on: a rule
 		// that could deny cannot be applied to it.
@@ -181,7 +246,7 @@ func (v *mcpView) fromGuest(m mcpscan.Message) {
 // fromServer takes a message the server sent, in a response body or on an
 // event stream: a response ends its call; a request or notification of the
 // server's is a call of its own, recorded as it comes.
-func (v *mcpView) fromServer(m mcpscan.Message) {
+func (v *view) fromServer(m mcpscan.Message) {
 	switch m.Kind {
 	case mcpscan.Response, mcpscan.Error:
 		c := v.t.claim(v.sess, m.ID)
@@ -194,7 +259,7 @@ func (v *mcpView) fromServer(m mcpscan.Message) {
 			c.rec.ErrorMessage = m.ErrorMessage
 		}
 		c.rec.Duration = time.Since(c.start)
-		v.ex.p.recordMCP(c)
+		v.in.record(c)
 	default:
 		c := &mcpCall{start: time.Now(), rec: store.MCPCall{
 			ServerName:     v.server,
@@ -205,13 +270,13 @@ func (v *mcpView) fromServer(m mcpscan.Message) {
 			Decision:       store.Allowed,
 			Reason:         policy.ReasonAllowed,
 		}}
-		v.ex.p.recordMCP(c)
+		v.in.record(c)
 	}
 }
 
 // hidesHere reports whether a tools/list of this exchange's own request
 // is answered with tools to filter: all a JSON response can answer.
-func (v *mcpView) hidesHere() bool {
+func (v *view) hidesHere() bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	for _, c := range v.calls {
@@ -226,35 +291,54 @@ func (v *mcpView) hidesHere() bool {
 // a tools/list result to filter: a stream of the session (the HTTP+SSE GET
 // stream, before it has announced its endpoint, too) carries the results
 // of other exchanges' tools/lists.
-func (v *mcpView) hiding() bool {
+func (v *view) hiding() bool {
 	return v.hidesHere() ||
-		v.ex.pol.MCPHideDenied() && v.ex.pol.MCPMayDeny(v.host) && (!v.own || v.ex.ev.Method == http.MethodGet)
+		v.pol.MCPHideDenied() && v.pol.MCPMayDeny(v.host) && (!v.own || v.method == http.MethodGet)
 }
 
 // hide says whether tool must be left out of a tools/list result.
-func (v *mcpView) hide(tool string) bool {
-	return !v.ex.pol.DecideMCPTool(v.host, tool).Allowed
+func (v *view) hide(tool string) bool {
+	return !v.pol.DecideMCPTool(v.host, tool).Allowed
 }
 
 // filter returns msg (one JSON-RPC message) without the tools the policy
 // denies, or nil when it is not a tools/list result or hides nothing.
-func (v *mcpView) filter(msg []byte) []byte {
+func (v *view) filter(msg []byte) []byte {
 	out, hidden, ok := mcpscan.FilterTools(msg, v.hide)
 	if !ok || len(hidden) == 0 {
 		return nil
 	}
-	v.ex.note("tools/list: left out the tools the policy denies ([mcp] hide_denied): " + strings.Join(hidden, ", "))
+	v.x.Note("tools/list: left out the tools the policy denies ([mcp] hide_denied): " + strings.Join(hidden, ", "))
 	return out
 }
 
-// response prepares the MCP side of a response: it may replace its body
-// (hide_denied) and returns the parser its tap feeds, nil when the
-// response carries no MCP.
-func (v *mcpView) response(resp *http.Response) io.Writer {
+// Tap is the request body's parser, nil when the body is not read.
+func (v *view) Tap() io.Writer { return v.tap }
+
+// Request decides the request's tools/calls before it goes, to a host
+// with deny rules (deny.go).
+func (v *view) Request(r *http.Request) bool {
+	if v.body != nil && v.mayDeny {
+		return v.decide(r)
+	}
+	return true
+}
+
+// Response prepares the MCP side of a response: it may replace its body
+// (hide_denied) and returns the parser its copy feeds, nil when the
+// response carries no MCP (or is a model call's).
+func (v *view) Response(resp *http.Response) (io.Writer, error) {
+	if v.claimed {
+		return nil, nil
+	}
+	return v.response(resp), nil
+}
+
+func (v *view) response(resp *http.Response) io.Writer {
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	switch mt {
 	case "text/event-stream":
-		stream := v.ex.ev.Method == http.MethodGet
+		stream := v.method == http.MethodGet
 		var rw *sseRewriter
 		// endpoint is the HTTP+SSE transport: a GET stream's session is
 		// the endpoint it announces, where the guest reads the responses
@@ -264,15 +348,15 @@ func (v *mcpView) response(resp *http.Response) io.Writer {
 				return
 			}
 			v.t.release(v.sess)
-			v.sess = v.t.session(endpointKey(v.host, resolveEndpoint(v.ex.ev.Path, uri)))
+			v.sess = v.t.session(endpointKey(v.host, resolveEndpoint(v.path, uri)))
 			v.own = false
 			if rw != nil {
 				v.stream = rw
 				v.t.setStream(v.sess, rw)
 			}
-			v.ex.note("MCP HTTP+SSE stream; endpoint " + uri)
+			v.x.Note("MCP HTTP+SSE stream; endpoint " + uri)
 		}
-		if isCoded(contentEncoding(resp.Header)) {
+		if contentcoding.IsCoded(contentcoding.Of(resp.Header)) {
 			// Coded events cannot be cut, rewritten or joined by one of
 			// capsem's: the stream goes on as it is, parsed decoded by
 			// its tap, and a refusal for its session is answered on the
@@ -297,7 +381,7 @@ func (v *mcpView) response(resp *http.Response) io.Writer {
 		// The stream is cut into events only where capsem may change it:
 		// to hide tools, or to inject refusals into a GET stream of a
 		// host with deny rules (the HTTP+SSE transport reads them there).
-		if rewrite != nil || stream && v.ex.pol.MCPMayDeny(v.host) {
+		if rewrite != nil || stream && v.pol.MCPMayDeny(v.host) {
 			rw = newSSERewriter(resp.Body, rewrite)
 			resp.Body = rw
 		}
@@ -314,7 +398,7 @@ func (v *mcpView) response(resp *http.Response) io.Writer {
 	return nil
 }
 
-func (v *mcpView) isRPC() bool {
+func (v *view) isRPC() bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return v.rpc
@@ -324,8 +408,8 @@ func (v *mcpView) isRPC() bool {
 // out the denied tools of a tools/list result. A larger body goes on
 // unfiltered: hiding spares the agent a refusal, the refusal itself does
 // not depend on it.
-func (v *mcpView) filterBody(resp *http.Response) {
-	if resp.ContentLength > sseMaxEvent || isCoded(contentEncoding(resp.Header)) {
+func (v *view) filterBody(resp *http.Response) {
+	if resp.ContentLength > sseMaxEvent || contentcoding.IsCoded(contentcoding.Of(resp.Header)) {
 		return
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, sseMaxEvent+1))
@@ -366,10 +450,11 @@ func resolveEndpoint(streamPath, uri string) string {
 	return uri
 }
 
-// end records what the exchange leaves: its notifications, and its
+// Done records what the exchange leaves: its notifications, and its
 // requests no response came for — unless the server accepted them (202)
 // to answer on a stream of their session.
-func (v *mcpView) end(status int) {
+func (v *view) Done(o inspect.Outcome) {
+	status := o.Status
 	v.mu.Lock()
 	notes, calls := v.notes, v.calls
 	v.notes = nil
@@ -378,11 +463,11 @@ func (v *mcpView) end(status int) {
 		v.t.endStream(v.sess, v.stream)
 	}
 	for _, c := range notes {
-		if v.ex.ev.Decision != store.Allowed {
-			c.rec.Decision, c.rec.Reason, c.rec.MatchedRule = store.Denied, v.ex.ev.Reason, v.ex.ev.MatchedRule
+		if o.Decision != store.Allowed {
+			c.rec.Decision, c.rec.Reason, c.rec.MatchedRule = store.Denied, o.Reason, o.Rule
 		}
 		c.rec.Duration = time.Since(c.start)
-		v.ex.p.recordMCP(c)
+		v.in.record(c)
 	}
 	if status == http.StatusAccepted && !v.own {
 		v.t.release(v.sess)
@@ -392,10 +477,10 @@ func (v *mcpView) end(status int) {
 	for _, c := range calls {
 		if c.rec.Decision == store.Allowed {
 			ids = append(ids, c.rec.RequestID)
-			if v.ex.ev.Decision != store.Allowed {
+			if o.Decision != store.Allowed {
 				// Refused after the MCP decision (the secrets guard, say):
 				// it went nowhere.
-				c.rec.Decision, c.rec.Reason, c.rec.MatchedRule = store.Denied, v.ex.ev.Reason, v.ex.ev.MatchedRule
+				c.rec.Decision, c.rec.Reason, c.rec.MatchedRule = store.Denied, o.Reason, o.Rule
 			}
 		}
 	}
@@ -405,10 +490,4 @@ func (v *mcpView) end(status int) {
 	}
 	v.t.drop(v.sess, ids, why)
 	v.t.release(v.sess)
-}
-
-// recordMCP appends one mcp_call event.
-func (p *Proxy) recordMCP(c *mcpCall) {
-	rec := c.rec
-	p.cfg.Recorder.Append(store.Event{Kind: store.KindMCPCall, MCPCall: &rec})
 }

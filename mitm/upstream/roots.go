@@ -1,4 +1,4 @@
-package mitm
+package upstream
 
 import (
 	"crypto/x509"
@@ -42,8 +42,3 @@ func (r *rootsCache) get(pol *policy.Policy) (*x509.CertPool, error) {
 	r.key, r.pool = key, pool
 	return pool, nil
 }
-
-// UpstreamRoots is the pool upstream servers are verified against under
-// pol: the system roots and the policy's [upstream] ca_files. The MCP
-// gateway verifies remote servers with it, like any upstream.
-func (p *Proxy) UpstreamRoots(pol *policy.Policy) (*x509.CertPool, error) { return p.roots.get(pol) }

@@ -1,4 +1,4 @@
-package mitm
+package upstream
 
 import (
 	"bufio"
@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/capsem/capsem/mitm/internal/fieldorder"
 	"github.com/capsem/capsem/store"
 )
 
@@ -34,8 +35,7 @@ var aLongTimeAgo = time.Unix(1, 0)
 // What this path does not handle goes to the pool's HTTP/1.1
 // http.Transport: upgrades (WebSocket) and Expect: 100-continue.
 type h1Upstream struct {
-	p    *Proxy
-	fs   *flowState
+	f    *Flow
 	last atomic.Pointer[upstreamPool]
 }
 
@@ -91,7 +91,7 @@ func (up *upstreamPool) dialH1(ctx context.Context) (*h1Conn, error) {
 		return nil, err
 	}
 	tc := tls.Client(raw, up.tlsH1)
-	hctx, cancel := context.WithTimeout(ctx, HelloTimeout)
+	hctx, cancel := context.WithTimeout(ctx, HandshakeTimeout)
 	err = tc.HandshakeContext(hctx)
 	cancel()
 	if err != nil {
@@ -121,7 +121,8 @@ func replayable(r *http.Request) bool {
 }
 
 func (u *h1Upstream) RoundTrip(r *http.Request) (*http.Response, error) {
-	up, err := u.p.pools.get(u.p, u.fs, requestPolicy(r, u.fs), &u.last)
+	pol := u.f.policyOf(r)
+	up, err := u.f.t.pools.get(&u.f.t.roots, u.f.flow, pol, &u.last)
 	if err != nil {
 		return nil, err
 	}
@@ -142,7 +143,7 @@ func (u *h1Upstream) RoundTrip(r *http.Request) (*http.Response, error) {
 			return resp, nil
 		}
 		c.close()
-		var sw *switchRefused
+		var sw *SwitchRefused
 		if !c.used || retried || !replayable(r) || r.Context().Err() != nil || errors.As(err, &sw) {
 			return nil, err
 		}
@@ -179,7 +180,7 @@ func (u *h1Upstream) send(up *upstreamPool, c *h1Conn, r *http.Request) (*http.R
 	var wire []store.Header
 	for {
 		var err error
-		wire, _ = peekResponseFields(c.br)
+		wire, _ = fieldorder.PeekResponse(c.br)
 		if resp, err = http.ReadResponse(c.br, r); err != nil {
 			stop()
 			return nil, err // the caller closes c, which ends a body writer too
@@ -199,10 +200,10 @@ func (u *h1Upstream) send(up *upstreamPool, c *h1Conn, r *http.Request) (*http.R
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		// Upgrades go to fallback; a 101 here was not asked for.
 		stop()
-		return nil, refuseSwitch("", resp.Header)
+		return nil, UnaskedSwitch(resp.Header)
 	}
-	if ex, _ := r.Context().Value(exchangeKey{}).(*exchange); ex != nil {
-		ex.respWire = wire
+	if req := requestOf(r.Context()); req != nil {
+		req.Wire = wire
 	}
 	c.used = true
 	keep := !resp.Close && !r.Close

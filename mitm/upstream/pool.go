@@ -1,4 +1,4 @@
-package mitm
+package upstream
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/capsem/capsem/netstack"
 	"github.com/capsem/capsem/policy"
 )
 
@@ -23,7 +24,7 @@ import (
 // A pool is keyed by the policy, the name and the port. The policy pointer
 // stands for everything a dial depends on ([upstream] resolve targets,
 // allow_private, the ca_files the upstream is verified against), and each
-// request takes the pool of the policy that decided it (exchange.pol): a
+// request takes the pool of the policy that decided it (Request.Policy): a
 // connection is only transport, and carries no request decided under
 // another policy than the one it was opened under. A reload makes new
 // pools; the old ones empty as their connections idle out.
@@ -48,7 +49,7 @@ const (
 	// making a pool beyond poolMaxPools drops the least recently used.
 	poolMaxIdleH1Total = 256
 	poolMaxPools       = 128
-	// poolMaxConns bounds the connections of a pool's transport for the
+	// MaxConns bounds the connections of a pool's transport for the
 	// guest's HTTP/2 and HTTP/3 requests, busy or idle; requests beyond it
 	// wait for one. Those guest connections carry up to 250 streams each,
 	// and to an upstream that speaks only HTTP/1.1 every stream in flight
@@ -57,7 +58,7 @@ const (
 	// The guest's HTTP/1.1 requests take one connection at a time per
 	// guest connection (h1Upstream; its transport carries upgrades, which
 	// hold theirs for as long as the WebSocket lives, and is not bounded).
-	poolMaxConns = 64
+	MaxConns = 64
 )
 
 type poolKey struct {
@@ -84,7 +85,7 @@ type upstreamPool struct {
 	dead  atomic.Bool // dropped from pools: what is put back is closed; set under mu
 }
 
-// pools is the Proxy's pools.
+// pools is the Transports' pools.
 type pools struct {
 	mu     sync.Mutex
 	m      map[poolKey]*upstreamPool
@@ -92,33 +93,33 @@ type pools struct {
 	idleH1 atomic.Int64 // idle HTTP/1.1 connections in all pools
 }
 
-// get returns the pool for requests of fs decided under pol, making it.
+// get returns the pool for requests of f decided under pol, making it.
 // last is the pool the flow's previous request took: the same one while
 // the policy stands and the pool lives, found without the map's lock.
-func (ps *pools) get(p *Proxy, fs *flowState, pol *policy.Policy, last *atomic.Pointer[upstreamPool]) (*upstreamPool, error) {
+func (ps *pools) get(roots *rootsCache, f *netstack.Flow, pol *policy.Policy, last *atomic.Pointer[upstreamPool]) (*upstreamPool, error) {
 	if up := last.Load(); up != nil && up.key.pol == pol && !up.dead.Load() {
 		return up, nil
 	}
-	up, err := ps.lookup(p, fs, pol)
+	up, err := ps.lookup(roots, f, pol)
 	if err == nil {
 		last.Store(up)
 	}
 	return up, err
 }
 
-func (ps *pools) lookup(p *Proxy, fs *flowState, pol *policy.Policy) (*upstreamPool, error) {
-	key := poolKey{pol: pol, name: fs.flow.Name, port: fs.flow.Port}
+func (ps *pools) lookup(rc *rootsCache, f *netstack.Flow, pol *policy.Policy) (*upstreamPool, error) {
+	key := poolKey{pol: pol, name: f.Name, port: f.Port}
 	ps.mu.Lock()
 	if up := ps.m[key]; up != nil {
 		ps.mu.Unlock()
 		return up, nil
 	}
 	ps.mu.Unlock()
-	roots, err := p.roots.get(pol)
+	roots, err := rc.get(pol)
 	if err != nil {
 		return nil, err
 	}
-	up := newUpstreamPool(ps, key, roots, fs.flow.Redial)
+	up := newUpstreamPool(ps, key, roots, f.Redial)
 	ps.mu.Lock()
 	if ps.closed {
 		ps.mu.Unlock()
@@ -219,12 +220,12 @@ func (up *upstreamPool) transport(roots *x509.CertPool, h2 bool) *http.Transport
 		MaxIdleConns:          poolMaxIdleTransport,
 		MaxIdleConnsPerHost:   poolMaxIdleTransport,
 		IdleConnTimeout:       poolIdleTimeout,
-		TLSHandshakeTimeout:   HelloTimeout,
+		TLSHandshakeTimeout:   HandshakeTimeout,
 		ExpectContinueTimeout: time.Second,
 	}
 	if h2 {
 		t.ForceAttemptHTTP2 = true
-		t.MaxConnsPerHost = poolMaxConns
+		t.MaxConnsPerHost = MaxConns
 	} else {
 		t.TLSClientConfig.NextProtos = []string{"http/1.1"}
 		t.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{} // no HTTP/2
@@ -236,8 +237,8 @@ func (up *upstreamPool) transport(roots *x509.CertPool, h2 bool) *http.Transport
 // for the flow of the request, when unused and dialled under the pool's
 // policy, else a new one.
 func (up *upstreamPool) dial(ctx context.Context) (net.Conn, error) {
-	if fs, _ := ctx.Value(flowKey{}).(*flowState); fs != nil {
-		if c := fs.takePreDialed(up.key.pol); c != nil {
+	if req := requestOf(ctx); req != nil && req.flow != nil {
+		if c := req.flow.takePreDialed(up.key.pol); c != nil {
 			return c, nil
 		}
 	}
@@ -382,49 +383,21 @@ func (c *countedConn) Close() error {
 	return c.Conn.Close()
 }
 
-// requestPolicy is the policy that decided r: the exchange's, taken once
-// when the request arrived.
-func requestPolicy(r *http.Request, fs *flowState) *policy.Policy {
-	if ex, _ := r.Context().Value(exchangeKey{}).(*exchange); ex != nil && ex.pol != nil {
-		return ex.pol
-	}
-	return fs.flow.Current()
-}
-
 // pooledTransport forwards a flow's requests over the pool's http.Transport
 // of the request's policy: HTTP/2 when the upstream speaks it (the
 // concurrent streams of every guest connection to the upstream share its
 // connections), for HTTP/2 and HTTP/3 guests.
 type pooledTransport struct {
-	p    *Proxy
-	fs   *flowState
+	f    *Flow
 	last atomic.Pointer[upstreamPool]
 }
 
 func (t *pooledTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	up, err := t.p.pools.get(t.p, t.fs, requestPolicy(r, t.fs), &t.last)
+	pol := t.f.policyOf(r)
+	up, err := t.f.t.pools.get(&t.f.t.roots, t.f.flow, pol, &t.last)
 	if err != nil {
 		return nil, err
 	}
 	up.touch()
 	return up.h2t.RoundTrip(r)
-}
-
-// takePreDialed returns the connection the stack dialled for the flow, once,
-// if it was dialled under pol.
-func (fs *flowState) takePreDialed(pol *policy.Policy) net.Conn {
-	if fs.dialPol != pol || fs.preDialed.Load() == nil {
-		return nil
-	}
-	if c := fs.preDialed.Swap(nil); c != nil {
-		return *c
-	}
-	return nil
-}
-
-// Pooled is a netstack.Config.Pooled: whether a pool holds an open
-// connection to name:port made under pol, for a port the MITM intercepts.
-// The stack then dials nothing for the guest's new connection.
-func (p *Proxy) Pooled(pol *policy.Policy, name string, port uint16) bool {
-	return p.intercepts(port) && p.pools.has(pol, name, port)
 }

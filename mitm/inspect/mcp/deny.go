@@ -1,46 +1,48 @@
-package mitm
+package mcp
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
-	"io"
 	"net/http"
 
+	"github.com/capsem/capsem/mitm/inspect"
+	"github.com/capsem/capsem/mitm/internal/contentcoding"
 	"github.com/capsem/capsem/mitm/internal/mcpscan"
 	"github.com/capsem/capsem/policy"
 	"github.com/capsem/capsem/store"
 )
 
-// mcpMaxHold is the largest request body held to decide its tools/calls
+// MaxHold is the largest request body held to decide its tools/calls
 // before a byte is forwarded. JSON-RPC requests are small (a tools/call's
 // arguments); one larger than this, to a host with deny rules, is refused
 // rather than forwarded undecided.
-const mcpMaxHold = 4 << 20
+const MaxHold = 4 << 20
 
 // decide holds the request body of an MCP candidate to a host that
 // [[mcp.rules]] may deny tools of, parses it whole, and refuses the
 // request when a tools/call in it is denied. It returns false when it
 // answered the guest itself.
-func (v *mcpView) decide(w http.ResponseWriter, r *http.Request) bool {
+func (v *view) decide(r *http.Request) bool {
 	if r.Body == nil || r.Body == http.NoBody {
 		return true
 	}
-	if ce := contentEncoding(r.Header); isCoded(ce) {
+	if ce := contentcoding.Of(r.Header); contentcoding.IsCoded(ce) {
 		// What capsem decodes to decide (64 MiB at most, known codings
 		// only) might not be all the server decodes; MCP clients do not
 		// compress their requests.
-		v.ex.refuse(w, http.StatusUnsupportedMediaType, ReasonMCPToolDenied,
+		v.x.Refuse(http.StatusUnsupportedMediaType, policy.ReasonMCPToolDenied,
 			"a request body with Content-Encoding "+ce+" to a host with [[mcp.rules]] deny entries",
 			"capsem decides the MCP requests to this host before forwarding them, and reads only uncompressed bodies for that. Send the body uncompressed.")
 		return false
 	}
-	held, err := v.ex.readHeld(w, r, r.Body, mcpMaxHold)
-	v.ex.req.close() // the parser has seen all it will: the decision is made on it
-	if v.ex.refuseHeld(w, err) {
+	held, err := v.x.HoldBody(r, MaxHold)
+	v.x.EndTap() // the parser has seen all it will: the decision is made on it
+	if errors.Is(err, inspect.ErrAnswered) {
 		return false
 	}
 	if err != nil {
-		v.ex.refuse(w, http.StatusBadRequest, ReasonMCPToolDenied, "reading the request body: "+err.Error(),
+		v.x.Refuse(http.StatusBadRequest, policy.ReasonMCPToolDenied, "reading the request body: "+err.Error(),
 			"capsem decides an MCP request to this host before forwarding it, and could not read this one whole.")
 		return false
 	}
@@ -52,19 +54,19 @@ func (v *mcpView) decide(w http.ResponseWriter, r *http.Request) bool {
 			r.Body = readCloser{held, r.Body}
 			return true
 		}
-		v.ex.refuse(w, http.StatusRequestEntityTooLarge, ReasonMCPToolDenied,
-			fmt.Sprintf("an MCP request body over %d bytes to a host with [[mcp.rules]] deny entries", mcpMaxHold),
+		v.x.Refuse(http.StatusRequestEntityTooLarge, policy.ReasonMCPToolDenied,
+			fmt.Sprintf("an MCP request body over %d bytes to a host with [[mcp.rules]] deny entries", MaxHold),
 			"capsem reads an MCP request to this host whole to decide its tool calls before forwarding it. Send smaller requests.")
 		return false
 	}
 	if !v.body.Whole() && mayBeJSON(body) {
-		v.ex.refuse(w, http.StatusBadRequest, ReasonMCPToolDenied, "a request body capsem could not read as JSON to its end, to a host with [[mcp.rules]] deny entries",
+		v.x.Refuse(http.StatusBadRequest, policy.ReasonMCPToolDenied, "a request body capsem could not read as JSON to its end, to a host with [[mcp.rules]] deny entries",
 			"capsem decides the MCP requests to this host before forwarding them, and could not read this body (a byte-order mark, UTF-16, NaN, "+
 				"nesting deeper than 256, or a value left open) though a server's JSON parser might. Send MCP requests as plain UTF-8 JSON-RPC 2.0.")
 		return false
 	}
 	if v.body.Suspect() {
-		v.ex.refuse(w, http.StatusBadRequest, ReasonMCPToolDenied, "an object with a method that is not JSON-RPC 2.0, to a host with [[mcp.rules]] deny entries",
+		v.x.Refuse(http.StatusBadRequest, policy.ReasonMCPToolDenied, "an object with a method that is not JSON-RPC 2.0, to a host with [[mcp.rules]] deny entries",
 			"capsem decides the MCP requests to this host before forwarding them, and a server might act on this one as a request "+
 				"though it lacks \"jsonrpc\": \"2.0\". Send MCP requests as JSON-RPC 2.0.")
 		return false
@@ -84,7 +86,7 @@ func (v *mcpView) decide(w http.ResponseWriter, r *http.Request) bool {
 	if denied == nil {
 		return true
 	}
-	v.refuse(w, calls, denied)
+	v.refuse(calls, denied)
 	return false
 }
 
@@ -110,7 +112,7 @@ func mayBeJSON(body []byte) bool {
 // (the POST gets 202), or as the POST's JSON response. A request sent in
 // one batch with a denied one is refused with it: capsem forwards a body
 // whole or not at all.
-func (v *mcpView) refuse(w http.ResponseWriter, calls []*mcpCall, denied *mcpCall) {
+func (v *view) refuse(calls []*mcpCall, denied *mcpCall) {
 	d := policy.Decision{Rule: denied.rec.MatchedRule, Reason: denied.rec.Reason}
 	var msgs [][]byte
 	for _, c := range calls {
@@ -127,22 +129,17 @@ func (v *mcpView) refuse(w http.ResponseWriter, calls []*mcpCall, denied *mcpCal
 		c.rec.BytesReceived = int64(len(e)) // capsem's answer is the response the guest got
 		msgs = append(msgs, e)
 	}
-	ex := v.ex
-	ex.ev.Decision, ex.ev.Reason, ex.ev.MatchedRule = store.Denied, ReasonMCPToolDenied, d.Rule
-	ex.note(fmt.Sprintf("MCP tools/call of %q refused by %s", denied.rec.ToolName, d.Rule))
-	h := w.Header()
-	h.Set("X-Capsem-Blocked", ReasonMCPToolDenied)
+	a := inspect.Answer{Reason: policy.ReasonMCPToolDenied, Rule: d.Rule,
+		Why: fmt.Sprintf("MCP tools/call of %q refused by %s", denied.rec.ToolName, d.Rule)}
+	notSent := 0
 	if s := v.t.streamOf(v.sess); s != nil && !v.own {
 		for _, m := range msgs {
 			if !s.inject(mcpscan.FormatEvent("message", m)) {
-				ex.note("a refusal was not sent on the session's event stream: the guest has not read what is waiting there")
+				notSent++
 			}
 		}
-		h.Set("Content-Type", "text/plain; charset=utf-8")
-		ex.ev.StatusCode = http.StatusAccepted
-		w.WriteHeader(http.StatusAccepted)
-		io.WriteString(w, "Accepted")
-		ex.ev.ResponseBodyPreview = "Accepted (the refusal went on the session's event stream)"
+		a.Status, a.ContentType, a.Body = http.StatusAccepted, "text/plain; charset=utf-8", []byte("Accepted")
+		a.Preview = "Accepted (the refusal went on the session's event stream)"
 	} else {
 		var out []byte
 		if v.batch || len(msgs) > 1 {
@@ -151,14 +148,14 @@ func (v *mcpView) refuse(w http.ResponseWriter, calls []*mcpCall, denied *mcpCal
 		} else if len(msgs) == 1 {
 			out = msgs[0]
 		}
-		h.Set("Content-Type", "application/json")
-		ex.ev.StatusCode = http.StatusOK
-		w.WriteHeader(http.StatusOK)
-		w.Write(out)
-		ex.ev.ResponseBodyPreview = string(out)
+		a.Status, a.ContentType, a.Body = http.StatusOK, "application/json", out
+	}
+	v.x.Answer(a)
+	for range notSent {
+		v.x.Note("a refusal was not sent on the session's event stream: the guest has not read what is waiting there")
 	}
 	for _, c := range calls {
 		c.rec.Duration = 0
-		ex.p.recordMCP(c)
+		v.in.record(c)
 	}
 }

@@ -1,4 +1,4 @@
-package mitm
+package mcp
 
 import (
 	"bytes"

@@ -7,10 +7,11 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/capsem/capsem/mitm/internal/fieldorder"
 	"github.com/capsem/capsem/store"
 )
 
-// h1Tap follows the bytes of one guest HTTP/1.1 connection as the HTTP
+// h1Heads follows the bytes of one guest HTTP/1.1 connection as the HTTP
 // server reads them and parses each request head, so that the order of
 // its header lines can be recorded (see wireorder.go). It frames bodies
 // as Go's server does — chunked for an HTTP/1.1 request with
@@ -19,10 +20,10 @@ import (
 // follow (or that Go's server would refuse, which ends the connection),
 // and after a WebSocket upgrade, it stops: requests are then recorded with
 // their headers sorted by name.
-type h1Tap struct {
+type h1Heads struct {
 	q headQueue // its lock also guards the fields below
 
-	st    tapState
+	st    headsState
 	line  []byte // the current line, until its LF
 	head  wireHead
 	proto string
@@ -30,45 +31,45 @@ type h1Tap struct {
 	left  int64 // body or chunk bytes still to pass
 }
 
-type tapState uint8
+type headsState uint8
 
 const (
-	tapRequestLine tapState = iota
-	tapField
-	tapBody
-	tapChunkSize
-	tapChunkData
-	tapChunkEnd
-	tapTrailer
-	tapOff
+	headsRequestLine headsState = iota
+	headsField
+	headsBody
+	headsChunkSize
+	headsChunkData
+	headsChunkEnd
+	headsTrailer
+	headsOff
 )
 
 const (
-	// maxTapHead is the largest head the tap follows: the server's
+	// maxHeadBytes is the largest head the head reader follows: the server's
 	// MaxHeaderBytes plus the 4 KiB of slack Go's server allows.
-	maxTapHead = 1<<20 + 4096
-	// maxTapLine bounds a chunk-size line (Go's chunked reader refuses
+	maxHeadBytes = 1<<20 + 4096
+	// maxChunkLine bounds a chunk-size line (Go's chunked reader refuses
 	// longer ones).
-	maxTapLine = 4096
+	maxChunkLine = 4096
 )
 
-// feed passes b, bytes the server just read, through the tap.
-func (t *h1Tap) feed(b []byte) {
+// feed passes b, bytes the server just read, through the head reader.
+func (t *h1Heads) feed(b []byte) {
 	t.q.mu.Lock()
 	defer t.q.mu.Unlock()
-	for len(b) > 0 && t.st != tapOff {
+	for len(b) > 0 && t.st != headsOff {
 		switch t.st {
-		case tapBody, tapChunkData:
+		case headsBody, headsChunkData:
 			n := min(int64(len(b)), t.left)
 			b, t.left = b[n:], t.left-n
 			if t.left == 0 {
-				if t.st == tapBody {
-					t.st = tapRequestLine
+				if t.st == headsBody {
+					t.st = headsRequestLine
 				} else {
-					t.st = tapChunkEnd
+					t.st = headsChunkEnd
 				}
 			}
-		case tapChunkEnd:
+		case headsChunkEnd:
 			// Go reads exactly CRLF after a chunk's data.
 			n := min(len(b), 2-len(t.line))
 			t.line, b = append(t.line, b[:n]...), b[n:]
@@ -77,9 +78,9 @@ func (t *h1Tap) feed(b []byte) {
 					t.stop()
 					return
 				}
-				t.line, t.st = t.line[:0], tapChunkSize
+				t.line, t.st = t.line[:0], headsChunkSize
 			}
-		case tapRequestLine:
+		case headsRequestLine:
 			if len(t.line) == 0 && (b[0] == '\r' || b[0] == '\n') {
 				b = b[1:] // CRLF between requests (Go's server skips them after a POST)
 				t.size = 0
@@ -92,12 +93,12 @@ func (t *h1Tap) feed(b []byte) {
 			if i >= 0 {
 				chunk = b[:i]
 			}
-			if t.st == tapChunkSize {
-				if len(t.line)+len(chunk) > maxTapLine {
+			if t.st == headsChunkSize {
+				if len(t.line)+len(chunk) > maxChunkLine {
 					t.stop()
 					return
 				}
-			} else if t.size += len(chunk) + 1; t.size > maxTapHead {
+			} else if t.size += len(chunk) + 1; t.size > maxHeadBytes {
 				t.stop()
 				return
 			}
@@ -112,15 +113,15 @@ func (t *h1Tap) feed(b []byte) {
 	}
 }
 
-// stop ends the tap: the rest of the connection is not followed. The
+// stop ends the head reader: the rest of the connection is not followed. The
 // caller holds q.mu.
-func (t *h1Tap) stop() {
-	t.st, t.line, t.head = tapOff, nil, wireHead{}
+func (t *h1Heads) stop() {
+	t.st, t.line, t.head = headsOff, nil, wireHead{}
 }
 
-// stopFollowing ends the tap from outside, as when the connection becomes
+// stopFollowing ends the head reader from outside, as when the connection becomes
 // a WebSocket.
-func (t *h1Tap) stopFollowing() {
+func (t *h1Heads) stopFollowing() {
 	t.q.mu.Lock()
 	t.stop()
 	t.q.drop(len(t.q.heads))
@@ -128,45 +129,45 @@ func (t *h1Tap) stopFollowing() {
 }
 
 // onLine handles one complete line (without its line ending).
-func (t *h1Tap) onLine(line []byte) {
+func (t *h1Heads) onLine(line []byte) {
 	switch t.st {
-	case tapRequestLine:
+	case headsRequestLine:
 		method, rest, ok1 := strings.Cut(string(line), " ")
 		target, proto, ok2 := strings.Cut(rest, " ")
 		if !ok1 || !ok2 {
 			t.stop()
 			return
 		}
-		t.head, t.proto, t.st = wireHead{method: method, target: target}, proto, tapField
-	case tapField:
+		t.head, t.proto, t.st = wireHead{method: method, target: target}, proto, headsField
+	case headsField:
 		if len(line) > 0 {
 			var ok bool
-			if t.head.fields, ok = addFieldLine(t.head.fields, line); !ok {
+			if t.head.fields, ok = fieldorder.AddLine(t.head.fields, line); !ok {
 				t.stop()
 			}
 			return
 		}
 		t.endHead()
-	case tapChunkSize:
+	case headsChunkSize:
 		size, _, _ := strings.Cut(string(line), ";")
 		n, err := strconv.ParseUint(strings.Trim(size, " \t"), 16, 63)
 		switch {
 		case err != nil || strings.Trim(size, " \t") == "":
 			t.stop()
 		case n == 0:
-			t.st, t.size = tapTrailer, 0
+			t.st, t.size = headsTrailer, 0
 		default:
-			t.st, t.left = tapChunkData, int64(n)
+			t.st, t.left = headsChunkData, int64(n)
 		}
-	case tapTrailer:
+	case headsTrailer:
 		if len(line) == 0 {
-			t.st, t.size = tapRequestLine, 0
+			t.st, t.size = headsRequestLine, 0
 		}
 	}
 }
 
 // endHead queues the head just read and frames the body after it.
-func (t *h1Tap) endHead() {
+func (t *h1Heads) endHead() {
 	h := t.head
 	t.q.push(h)
 	t.head, t.size = wireHead{}, 0
@@ -188,7 +189,7 @@ func (t *h1Tap) endHead() {
 			t.stop() // Go's server refuses it and closes the connection
 			return
 		}
-		t.st = tapChunkSize
+		t.st = headsChunkSize
 	case len(cl) > 0:
 		n, err := strconv.ParseUint(strings.Trim(cl[0], " \t"), 10, 63)
 		for _, v := range cl[1:] {
@@ -200,34 +201,34 @@ func (t *h1Tap) endHead() {
 		case err != nil:
 			t.stop()
 		case n == 0:
-			t.st = tapRequestLine
+			t.st = headsRequestLine
 		default:
-			t.st, t.left = tapBody, int64(n)
+			t.st, t.left = headsBody, int64(n)
 		}
 	default:
-		t.st = tapRequestLine
+		t.st = headsRequestLine
 	}
 }
 
 // match returns the wire-order fields of the request r, or nil.
-func (t *h1Tap) match(r *http.Request) []store.Header {
+func (t *h1Heads) match(r *http.Request) []store.Header {
 	return t.q.match(r.Method, r.RequestURI, r.Header)
 }
 
-// tapConn is a guest's HTTP/1.1 connection after the TLS handshake, as the
-// HTTP server reads it: every byte read passes through the tap. It is not
+// h1HeadsConn is a guest's HTTP/1.1 connection after the TLS handshake, as the
+// HTTP server reads it: every byte read passes through the head reader. It is not
 // a *tls.Conn to the server, which therefore serves it as plain HTTP/1.1
 // (the handshake and ALPN are done by then), and r.TLS is nil.
-type tapConn struct {
+type h1HeadsConn struct {
 	*tls.Conn
-	fs  *flowState
-	tap *h1Tap
+	fs    *flowState
+	heads *h1Heads
 }
 
-func (c *tapConn) Read(b []byte) (int, error) {
+func (c *h1HeadsConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
 	if n > 0 {
-		c.tap.feed(b[:n])
+		c.heads.feed(b[:n])
 	}
 	return n, err
 }

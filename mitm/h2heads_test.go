@@ -59,7 +59,7 @@ func hf(kv ...string) []hpack.HeaderField {
 	return out
 }
 
-func TestH2TapDecodesInOrder(t *testing.T) {
+func TestH2HeadsDecodesInOrder(t *testing.T) {
 	reqs := [][]hpack.HeaderField{
 		hf(":method", "GET", ":scheme", "https", ":authority", "api.test", ":path", "/a", "zeta", "1", "alpha", "2", "zeta", "3"),
 		hf(":method", "GET", ":scheme", "https", ":authority", "api.test", ":path", "/a", "alpha", "2", "zeta", "1", "cookie", "a=1", "mid", "m", "cookie", "b=2"),
@@ -76,7 +76,7 @@ func TestH2TapDecodesInOrder(t *testing.T) {
 		for _, padded := range []bool{false, true} {
 			data := h2Frames(t, split, padded, reqs...)
 			for _, step := range []int{1, 5, 9, 100, len(data)} {
-				tp := newH2Tap()
+				tp := newH2Heads()
 				for b := data; len(b) > 0; {
 					n := min(step, len(b))
 					tp.feed(b[:n])
@@ -90,7 +90,7 @@ func TestH2TapDecodesInOrder(t *testing.T) {
 	}
 	// The server joins cookie crumbs; the match records them joined, in
 	// the first crumb's place.
-	tp := newH2Tap()
+	tp := newH2Heads()
 	tp.feed(h2Frames(t, 100, false, reqs[1]))
 	r := &http.Request{Method: "GET", RequestURI: "/a", Header: http.Header{"Alpha": {"2"}, "Zeta": {"1"}, "Cookie": {"a=1; b=2"}, "Mid": {"m"}}}
 	if got := tp.match(r); !reflect.DeepEqual(got, fields("Alpha", "2", "Zeta", "1", "Cookie", "a=1; b=2", "Mid", "m")) {
@@ -98,7 +98,7 @@ func TestH2TapDecodesInOrder(t *testing.T) {
 	}
 }
 
-func TestH2TapStops(t *testing.T) {
+func TestH2HeadsStops(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		data []byte
@@ -112,7 +112,7 @@ func TestH2TapStops(t *testing.T) {
 		{"huge-block", append([]byte(http2.ClientPreface), 0xff, 0xff, 0xff, frameHeaders, 0, 0, 0, 0, 1), "more than the server accepts"},
 		{"push-promise", append([]byte(http2.ClientPreface), 0, 0, 0, framePushPromise, 0, 0, 0, 0, 1), "a client never sends one"},
 	} {
-		tp := newH2Tap()
+		tp := newH2Heads()
 		tp.feed(tc.data)
 		if !tp.off {
 			t.Errorf("%s: the tap goes on (%s)", tc.name, tc.why)
@@ -120,12 +120,12 @@ func TestH2TapStops(t *testing.T) {
 	}
 }
 
-func TestH2TapQueueIsBounded(t *testing.T) {
+func TestH2HeadsQueueIsBounded(t *testing.T) {
 	var reqs [][]hpack.HeaderField
 	for range 1000 {
 		reqs = append(reqs, hf(":method", "GET", ":scheme", "https", ":authority", "a", ":path", "/", "x", strings.Repeat("v", 100)))
 	}
-	tp := newH2Tap()
+	tp := newH2Heads()
 	tp.feed(h2Frames(t, 1<<14, false, reqs...))
 	if len(tp.q.heads) != h2QueuedHeads || tp.off {
 		t.Errorf("%d heads queued (off %v), want the last %d", len(tp.q.heads), tp.off, h2QueuedHeads)
@@ -143,12 +143,12 @@ func FuzzH2Tap(f *testing.F) {
 	f.Add(h2Frames(f, 5, true, get, hf(":method", "CONNECT", ":authority", "x:1"), get)[len(http2.ClientPreface):], uint8(8))
 	f.Fuzz(func(t *testing.T, data []byte, step uint8) {
 		data = append([]byte(http2.ClientPreface), data...)
-		tp := newH2Tap()
+		tp := newH2Heads()
 		for b := data; len(b) > 0; {
 			n := min(int(step)+1, len(b))
 			tp.feed(b[:n])
 			b = b[n:]
-			if len(tp.q.heads) > h2QueuedHeads || tp.q.bytes > maxQueuedBytes || len(tp.block) > maxTapBlock {
+			if len(tp.q.heads) > h2QueuedHeads || tp.q.bytes > maxQueuedBytes || len(tp.block) > maxHeaderBlock {
 				t.Fatalf("past its bounds: %d heads, %d bytes, block %d", len(tp.q.heads), tp.q.bytes, len(tp.block))
 			}
 		}

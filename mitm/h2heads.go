@@ -14,7 +14,7 @@ import (
 	"github.com/capsem/capsem/store"
 )
 
-// h2Tap follows the frames of one guest HTTP/2 connection as the server
+// h2Heads follows the frames of one guest HTTP/2 connection as the server
 // reads them and decodes every header block with an HPACK decoder of its
 // own, in step with the server's (the same bytes in the same order build
 // the same dynamic table), so that the order of a request's fields can be
@@ -23,7 +23,7 @@ import (
 // input it does not follow (which the server answers with a connection
 // error), it stops, and requests are then recorded with their headers
 // sorted by name.
-type h2Tap struct {
+type h2Heads struct {
 	q headQueue // its lock also guards the fields below
 
 	off      bool
@@ -50,9 +50,9 @@ const (
 	flagPadded     = 0x8
 	flagPriority   = 0x20
 
-	// maxTapBlock bounds a header block the tap holds: twice the most the
+	// maxHeaderBlock bounds a header block the head reader holds: twice the most the
 	// server accepts (its header list limit is about MaxHeaderBytes).
-	maxTapBlock = 2 * maxTapHead
+	maxHeaderBlock = 2 * maxHeadBytes
 	// h2QueuedHeads bounds the heads of requests the server has not
 	// handed to a handler yet; the server runs at most 250 streams at once
 	// (x/net's default).
@@ -63,14 +63,14 @@ const (
 	h2DecoderTableSize = 4096
 )
 
-func newH2Tap() *h2Tap {
-	t := &h2Tap{dec: hpack.NewDecoder(h2DecoderTableSize, nil)}
+func newH2Heads() *h2Heads {
+	t := &h2Heads{dec: hpack.NewDecoder(h2DecoderTableSize, nil)}
 	t.q.max = h2QueuedHeads
 	return t
 }
 
-// feed passes b, bytes the server just read, through the tap.
-func (t *h2Tap) feed(b []byte) {
+// feed passes b, bytes the server just read, through the head reader.
+func (t *h2Heads) feed(b []byte) {
 	t.q.mu.Lock()
 	defer t.q.mu.Unlock()
 	for len(b) > 0 && !t.off {
@@ -92,7 +92,7 @@ func (t *h2Tap) feed(b []byte) {
 				t.typ, t.flags = t.hdr[3], t.hdr[4]
 				t.stream = binary.BigEndian.Uint32(t.hdr[5:]) & (1<<31 - 1)
 				t.payload = t.payload[:0]
-				if t.holds() && t.left > maxTapBlock {
+				if t.holds() && t.left > maxHeaderBlock {
 					t.stop()
 					return
 				}
@@ -114,14 +114,14 @@ func (t *h2Tap) feed(b []byte) {
 }
 
 // holds says whether the current frame's payload is kept.
-func (t *h2Tap) holds() bool { return t.typ == frameHeaders || t.typ == frameContinuation }
+func (t *h2Heads) holds() bool { return t.typ == frameHeaders || t.typ == frameContinuation }
 
-func (t *h2Tap) stop() {
+func (t *h2Heads) stop() {
 	t.off, t.payload, t.block = true, nil, nil
 }
 
 // frameDone handles a frame whose payload is complete.
-func (t *h2Tap) frameDone() {
+func (t *h2Heads) frameDone() {
 	t.nhdr = 0
 	if t.inBlock && t.typ != frameContinuation {
 		t.stop() // RFC 9113 §6.10: a connection error
@@ -146,7 +146,7 @@ func (t *h2Tap) frameDone() {
 		}
 		t.block, t.blockFor, t.inBlock = append(t.block[:0], p...), t.stream, true
 	case frameContinuation:
-		if !t.inBlock || t.stream != t.blockFor || len(t.block)+len(t.payload) > maxTapBlock {
+		if !t.inBlock || t.stream != t.blockFor || len(t.block)+len(t.payload) > maxHeaderBlock {
 			t.stop()
 			return
 		}
@@ -165,7 +165,7 @@ func (t *h2Tap) frameDone() {
 
 // decode decodes a complete header block, as the server does, and queues
 // it when it opens a request (trailers only keep the table in step).
-func (t *h2Tap) decode() {
+func (t *h2Heads) decode() {
 	var h wireHead
 	var authority, path, protocol string
 	var fields []store.Header
@@ -209,43 +209,43 @@ func (t *h2Tap) decode() {
 	t.q.push(h)
 }
 
-func (t *h2Tap) match(r *http.Request) []store.Header {
+func (t *h2Heads) match(r *http.Request) []store.Header {
 	return t.q.match(r.Method, r.RequestURI, r.Header)
 }
 
-// h2TapConn is a guest's HTTP/2 connection after the TLS handshake, as the
-// HTTP/2 server reads and writes it: every byte read passes through the tap
+// h2HeadsConn is a guest's HTTP/2 connection after the TLS handshake, as the
+// HTTP/2 server reads and writes it: every byte read passes through the head reader
 // (when there is one), every write goes through a writeBehind. Its
 // ConnectionState is the TLS connection's.
-type h2TapConn struct {
+type h2HeadsConn struct {
 	*tls.Conn
-	tap *h2Tap
-	wb  *writeBehind
+	heads *h2Heads
+	wb    *writeBehind
 }
 
-func newH2TapConn(tc *tls.Conn, tap *h2Tap) *h2TapConn {
-	return &h2TapConn{Conn: tc, tap: tap, wb: newWriteBehind(tc)}
+func newH2HeadsConn(tc *tls.Conn, heads *h2Heads) *h2HeadsConn {
+	return &h2HeadsConn{Conn: tc, heads: heads, wb: newWriteBehind(tc)}
 }
 
-func (c *h2TapConn) Read(b []byte) (int, error) {
+func (c *h2HeadsConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
-	if n > 0 && c.tap != nil {
-		c.tap.feed(b[:n])
+	if n > 0 && c.heads != nil {
+		c.heads.feed(b[:n])
 	}
 	return n, err
 }
 
-func (c *h2TapConn) Write(b []byte) (int, error) { return c.wb.Write(b) }
+func (c *h2HeadsConn) Write(b []byte) (int, error) { return c.wb.Write(b) }
 
 // Close sends what the server wrote before it, then closes the TLS
 // connection.
-func (c *h2TapConn) Close() error {
+func (c *h2HeadsConn) Close() error {
 	c.wb.close()
 	return c.Conn.Close()
 }
 
 // serveH2 is the HTTP server's "h2" protocol: x/net's HTTP/2 server (the
-// code net/http bundles) on the tapped connection, since the bundled one
+// code net/http bundles) on the followed connection, since the bundled one
 // only takes a *tls.Conn and so cannot be shown the bytes it reads. h is
 // net/http's per-connection handler, whose BaseContext carries the flow.
 func (p *Proxy) serveH2(hs *http.Server, tc *tls.Conn, h http.Handler) {
@@ -253,9 +253,9 @@ func (p *Proxy) serveH2(hs *http.Server, tc *tls.Conn, h http.Handler) {
 	if bc, ok := h.(interface{ BaseContext() context.Context }); ok {
 		ctx = bc.BaseContext()
 	}
-	var tap *h2Tap
+	var heads *h2Heads
 	if gc, ok := tc.NetConn().(*guestConn); ok {
-		tap = gc.flow.h2tap
+		heads = gc.flow.h2heads
 	}
-	p.h2.ServeConn(newH2TapConn(tc, tap), &http2.ServeConnOpts{Context: ctx, Handler: h, BaseConfig: hs})
+	p.h2.ServeConn(newH2HeadsConn(tc, heads), &http2.ServeConnOpts{Context: ctx, Handler: h, BaseConfig: hs})
 }
