@@ -16,6 +16,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/capsem/capsem/cmd/internal/loglevel"
 	"github.com/capsem/capsem/guest/proto"
 	"github.com/capsem/capsem/hypervisor"
 	"github.com/capsem/capsem/mitm/ca"
@@ -102,11 +103,9 @@ func parseRunOptions(c *cli.Context) (*runOptions, error) {
 	if o.storeOpts, err = storeOptions(c); err != nil {
 		return nil, err
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
-		return nil, usageError{fmt.Errorf("--log-level %q: want debug, info, warn or error", c.String("log-level"))}
+	if o.log, err = loglevel.Logger(c.App.ErrWriter, c.String("log-level")); err != nil {
+		return nil, usageError{err}
 	}
-	o.log = slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: level}))
 	if o.policy, err = loadBoundPolicy(c.String("policy"), c.StringSlice("secret"), nil); err != nil {
 		return nil, err
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/capsem/capsem/cmd/internal/loglevel"
 	"github.com/capsem/capsem/guest/proto"
 	"github.com/capsem/capsem/hypervisor"
 	"github.com/capsem/capsem/sandbox"
@@ -93,11 +94,9 @@ func superviseOptionsFrom(c *cli.Context) (superviseOptions, error) {
 	if o.store, err = storeOptions(c); err != nil {
 		return o, err
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
-		return o, usageError{fmt.Errorf("--log-level %q: want debug, info, warn or error", c.String("log-level"))}
+	if o.log, err = loglevel.Logger(c.App.ErrWriter, c.String("log-level")); err != nil {
+		return o, usageError{err}
 	}
-	o.log = slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: level}))
 	return o, nil
 }
 
