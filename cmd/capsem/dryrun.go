@@ -12,6 +12,7 @@ import (
 
 	"github.com/capsem/capsem/guest/image"
 	"github.com/capsem/capsem/policy"
+	"github.com/capsem/capsem/sandbox/home"
 )
 
 // A dry run (capsem start --dry-run, capsem run --dry-run) prints the plan
@@ -141,7 +142,7 @@ func printPlan(w io.Writer, p plan, asJSON bool) error {
 }
 
 // startPlan is capsem start --dry-run's plan.
-func startPlan(c *cli.Context, d sandboxDir) error {
+func startPlan(c *cli.Context, d home.Dir) error {
 	s, fresh, err := resolveSettings(c, d)
 	if err != nil {
 		return err

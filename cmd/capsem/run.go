@@ -23,6 +23,7 @@ import (
 	"github.com/capsem/capsem/netstack"
 	"github.com/capsem/capsem/policy"
 	"github.com/capsem/capsem/sandbox"
+	"github.com/capsem/capsem/sandbox/home"
 	"github.com/capsem/capsem/store"
 )
 
@@ -269,7 +270,7 @@ func runRecorded(c *cli.Context, o *runOptions) error {
 		MemoryMiB:   o.mem,
 		Recorder:    tapRecorder(rs.w, o.onEvent),
 		Authority:   authority,
-		ConsoleLog:  filepath.Join(sessionDir(o.data, id), "console.log"),
+		ConsoleLog:  home.SessionConsoleLog(o.data, id),
 		ConsoleMax:  o.consoleMax,
 		BootTimeout: hypervisor.DefaultBootTimeout,
 		Logger:      o.log,
@@ -295,8 +296,8 @@ func runRecorded(c *cli.Context, o *runOptions) error {
 	}
 	where := o.data
 	if merr != nil || pending > 0 {
-		if _, err := os.Stat(runEventsDir(o.data, id)); err == nil {
-			where = runEventsDir(o.data, id) + " (moved into " + o.data + " by the next capsem command)"
+		if _, err := os.Stat(home.SessionEventsDir(o.data, id)); err == nil {
+			where = home.SessionEventsDir(o.data, id) + " (moved into " + o.data + " by the next capsem command)"
 		}
 	}
 	fmt.Fprintf(c.App.ErrWriter, "capsem: session %s, events in %s — capsem inspect %s\n", id, where, id)

@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/capsem/capsem/sandbox/api"
+	"github.com/capsem/capsem/sandbox/home"
 )
 
 // A running capsem run holds its session's store, which no other process
@@ -19,10 +19,6 @@ import (
 // sync so that every event appended so far is in it) that the reader opens
 // read-only and removes.
 
-func runSocketPath(data, id string) string { return socketPathIn(sessionDir(data, id), id) }
-
-func runSnapshotsDir(data, id string) string { return filepath.Join(sessionDir(data, id), "snapshots") }
-
 // runAPI is a running capsem run's snapshot socket.
 type runAPI struct {
 	srv        *http.Server
@@ -32,8 +28,8 @@ type runAPI struct {
 // serveRunAPI serves rs's snapshots until Close.
 func serveRunAPI(data string, rs *runStore) (*runAPI, error) {
 	id := rs.w.ID()
-	a := &runAPI{sock: runSocketPath(data, id), snap: runSnapshotsDir(data, id)}
-	ln, err := listenUnix(a.sock)
+	a := &runAPI{sock: home.SessionSocketPath(data, id), snap: home.SessionSnapshotsDir(data, id)}
+	ln, err := home.ListenUnix(a.sock)
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/capsem/capsem/cmd/internal/storeflags"
 	"github.com/capsem/capsem/sandbox/api"
+	"github.com/capsem/capsem/sandbox/home"
 	"github.com/capsem/capsem/store"
 )
 
@@ -25,10 +26,6 @@ import (
 // `capsem sessions`, `export` and `inspect` find it; a run that could not
 // be moved (the main store was busy, capsem was killed) is moved by the
 // next command that opens the main store.
-
-func sessionDir(data, id string) string { return filepath.Join(data, "sessions", id) }
-
-func runEventsDir(data, id string) string { return filepath.Join(sessionDir(data, id), "events") }
 
 // runStore is one run's private store and its session writer.
 type runStore struct {
@@ -53,11 +50,11 @@ func storeOptions(c *cli.Context) (store.Options, error) {
 // storeOptions) and begins its session.
 func openRunStoreWith(data string, meta store.Session, opt store.Options) (*runStore, error) {
 	meta.ID = store.NewSessionID()
-	dir := sessionDir(data, meta.ID)
+	dir := home.SessionDir(data, meta.ID)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("session directory: %w", err)
 	}
-	st, err := store.OpenWith(runEventsDir(data, meta.ID), opt)
+	st, err := store.OpenWith(home.SessionEventsDir(data, meta.ID), opt)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +95,7 @@ func (r *runStore) end(code *int) error {
 // waiting up to wait for the main store when another process holds it. It
 // returns how many sessions are still waiting to be moved.
 func mergeRuns(data string, wait time.Duration) (pending int, err error) {
-	dirs, _ := filepath.Glob(filepath.Join(data, "sessions", "*", "events"))
+	dirs, _ := filepath.Glob(home.SessionEventsGlob(data))
 	if len(dirs) == 0 {
 		return 0, nil
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/capsem/capsem/sandbox/api"
+	"github.com/capsem/capsem/sandbox/home"
 	"github.com/capsem/capsem/store"
 )
 
@@ -23,13 +24,13 @@ func lsCommand() *cli.Command {
 		UsageText: "capsem ls [--data DIR] [--json]",
 		Flags:     []cli.Flag{dataFlag(), &cli.BoolFlag{Name: "json", Usage: "a JSON array of objects (name, state, created, …; see docs/API.md, Status)"}},
 		Action: func(c *cli.Context) error {
-			dirs, err := listSandboxes(c.String("data"))
+			dirs, err := home.List(c.String("data"))
 			if err != nil {
 				return err
 			}
 			list := make([]api.Status, 0, len(dirs))
 			for _, d := range dirs {
-				st, err := d.status()
+				st, err := d.Status(policyFileSHA)
 				if err != nil {
 					fmt.Fprintf(c.App.ErrWriter, "capsem: %v\n", err)
 					continue
@@ -80,7 +81,7 @@ func stopCommand() *cli.Command {
 				return err
 			}
 			name := d.Name
-			st, err := d.status()
+			st, err := d.Status(policyFileSHA)
 			if err != nil {
 				return err
 			}
@@ -89,19 +90,13 @@ func stopCommand() *cli.Command {
 				fmt.Fprintf(c.App.ErrWriter, "capsem: sandbox %s is not running\n", name)
 				return nil
 			case api.StateCrashed:
-				clearCrash(d)
+				d.ClearCrash()
 				fmt.Fprintf(c.App.ErrWriter, "capsem: sandbox %s had crashed (%s); it is marked stopped\n", name, st.Crash)
 				return nil
 			}
 			return stopSandbox(c.Context, d, false)
 		},
 	}
-}
-
-// clearCrash forgets a crash: the sandbox is stopped.
-func clearCrash(d sandboxDir) {
-	_ = os.Remove(d.runPath())
-	_ = os.Remove(d.crashPath())
 }
 
 // stopGrace is how long a stop waits for the supervisor to power the
@@ -111,31 +106,31 @@ const stopGrace = 30 * time.Second
 
 // stopSandbox asks the supervisor to stop and waits until it gave its lock
 // back; kill then kills a supervisor that does not (rm --force).
-func stopSandbox(ctx context.Context, d sandboxDir, kill bool) error {
-	client := api.NewClient(d.socketPath())
+func stopSandbox(ctx context.Context, d home.Dir, kill bool) error {
+	client := api.NewClient(d.SocketPath())
 	defer client.Close()
 	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	err := client.Stop(sctx)
 	cancel()
 	if err != nil && !kill {
-		return fmt.Errorf("sandbox %s: the supervisor did not take the stop (%v); its log: %s", d.Name, err, d.log())
+		return fmt.Errorf("sandbox %s: the supervisor did not take the stop (%v); its log: %s", d.Name, err, d.Log())
 	}
 	deadline := time.Now().Add(stopGrace)
 	if err != nil {
 		deadline = time.Now()
 	}
-	for d.locked() {
+	for d.Locked() {
 		if time.Now().After(deadline) {
 			if !kill {
-				return fmt.Errorf("sandbox %s did not stop within %s; its log: %s (capsem rm --force %s kills it)", d.Name, stopGrace, d.log(), d.Name)
+				return fmt.Errorf("sandbox %s did not stop within %s; its log: %s (capsem rm --force %s kills it)", d.Name, stopGrace, d.Log(), d.Name)
 			}
-			if run, ok := d.readRun(); ok && run.PID > 0 {
+			if run, ok := d.ReadLaunch(); ok && run.PID > 0 {
 				_ = syscall.Kill(run.PID, syscall.SIGKILL) // QEMU dies with it
 			}
-			for i := 0; d.locked() && i < 100; i++ {
+			for i := 0; d.Locked() && i < 100; i++ {
 				time.Sleep(50 * time.Millisecond)
 			}
-			if d.locked() {
+			if d.Locked() {
 				return fmt.Errorf("sandbox %s: its supervisor holds on after SIGKILL", d.Name)
 			}
 			break
@@ -157,12 +152,12 @@ func rmCommand() *cli.Command {
 				return err
 			}
 			name := d.Name
-			if !d.exists() {
+			if !d.Exists() {
 				if _, err := os.Stat(d.Dir); err != nil {
 					return fmt.Errorf("no sandbox %q in %s", name, c.String("data"))
 				}
 			}
-			if d.locked() {
+			if d.Locked() {
 				if !c.Bool("force") {
 					return fmt.Errorf("sandbox %s is running: capsem stop %s first, or capsem rm --force %s", name, name, name)
 				}
@@ -170,7 +165,7 @@ func rmCommand() *cli.Command {
 					return err
 				}
 			}
-			sock := d.socketPath()
+			sock := d.SocketPath()
 			if err := os.RemoveAll(d.Dir); err != nil {
 				return fmt.Errorf("remove sandbox %s: %w", name, err)
 			}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/capsem/capsem/sandbox/api"
+	"github.com/capsem/capsem/sandbox/home"
 	"github.com/capsem/capsem/store"
 )
 
@@ -24,7 +25,7 @@ func TestSnapshotHasTheNewestEvent(t *testing.T) {
 		take func(t *testing.T, data string, rs *runStore) api.Snapshot
 	}{
 		{"sandbox supervisor", func(t *testing.T, data string, rs *runStore) api.Snapshot {
-			sup := &supervisor{dir: newSandboxDir(data, "sb"), rs: rs}
+			sup := &supervisor{dir: home.New(data, "sb"), rs: rs}
 			snap, err := sup.Snapshot()
 			if err != nil {
 				t.Fatal(err)

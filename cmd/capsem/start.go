@@ -16,6 +16,7 @@ import (
 
 	"github.com/capsem/capsem/guest/image"
 	"github.com/capsem/capsem/sandbox"
+	"github.com/capsem/capsem/sandbox/home"
 )
 
 // Defaults of a new sandbox.
@@ -65,16 +66,16 @@ func startAction(c *cli.Context) error {
 		return err
 	}
 	data := c.String("data")
-	d := newSandboxDir(data, name)
+	d := home.New(data, name)
 	if c.Bool("dry-run") {
 		return startPlan(c, d)
 	}
 	if c.Bool("json") {
 		return usageError{errors.New("--json goes with --dry-run")}
 	}
-	d.awaitCrashedExit(10 * time.Second)
-	if d.locked() {
-		return errAlreadyRunning{name}
+	d.AwaitCrashedExit(10 * time.Second)
+	if d.Locked() {
+		return home.AlreadyRunningError{Name: name}
 	}
 	if _, err := superviseOptionsFrom(c); err != nil {
 		return err
@@ -98,7 +99,7 @@ func startAction(c *cli.Context) error {
 
 // prepareSandbox creates the sandbox's directory, settings, image and disk
 // the first time, and applies the flags given to a restart.
-func prepareSandbox(c *cli.Context, d sandboxDir) error {
+func prepareSandbox(c *cli.Context, d home.Dir) error {
 	s, fresh, err := resolveSettings(c, d)
 	if err != nil {
 		return err
@@ -112,7 +113,7 @@ func prepareSandbox(c *cli.Context, d sandboxDir) error {
 			os.RemoveAll(d.Dir)
 			return err
 		}
-		if err := d.pinImage(g); err != nil {
+		if err := d.PinImage(g); err != nil {
 			os.RemoveAll(d.Dir)
 			return err
 		}
@@ -125,18 +126,18 @@ func prepareSandbox(c *cli.Context, d sandboxDir) error {
 		return err
 	}
 	// The settings go last: a sandbox whose settings exist is complete.
-	return d.writeSettings(s)
+	return d.WriteSettings(s)
 }
 
 // resolveSettings is the sandbox's settings as a start with c's flags
 // makes them: the stored ones with the given flags applied, or a new
 // sandbox's. It checks the flags and changes nothing.
-func resolveSettings(c *cli.Context, d sandboxDir) (s settingsFile, fresh bool, err error) {
-	fresh = !d.exists()
+func resolveSettings(c *cli.Context, d home.Dir) (s home.Settings, fresh bool, err error) {
+	fresh = !d.Exists()
 	if fresh {
-		s = settingsFile{Name: d.Name, Created: time.Now().UTC(), CPUs: defaultCPUs, MemoryMiB: defaultMemoryMiB, DiskGiB: defaultDiskGiB}
+		s = home.Settings{Name: d.Name, Created: time.Now().UTC(), CPUs: defaultCPUs, MemoryMiB: defaultMemoryMiB, DiskGiB: defaultDiskGiB}
 	} else {
-		if s, err = d.readSettings(); err != nil {
+		if s, err = d.ReadSettings(); err != nil {
 			return s, fresh, err
 		}
 	}
@@ -222,29 +223,29 @@ func resolveSettings(c *cli.Context, d sandboxDir) (s settingsFile, fresh bool, 
 // ensureDisk makes the sandbox's disk when it has none, and lengthens it
 // to gib when it is smaller: the guest grows the filesystem in it at boot,
 // no host tool touches it (image.GrowDataDisk).
-func ensureDisk(c *cli.Context, d sandboxDir, gib int) error {
+func ensureDisk(c *cli.Context, d home.Dir, gib int) error {
 	size := int64(gib) << 30
-	st, err := os.Stat(d.disk())
+	st, err := os.Stat(d.Disk())
 	if errors.Is(err, os.ErrNotExist) {
-		return image.CreateDataDisk(c.Context, d.disk(), size)
+		return image.CreateDataDisk(c.Context, d.Disk(), size)
 	}
 	if err != nil {
 		return err
 	}
 	if st.Size() < size {
-		return image.GrowDataDisk(d.disk(), size)
+		return image.GrowDataDisk(d.Disk(), size)
 	}
 	return nil
 }
 
 // spawnSupervisor starts the sandbox's supervisor detached (a session of
 // its own, its output to supervisor.log) and waits for it to report.
-func spawnSupervisor(c *cli.Context, d sandboxDir) error {
+func spawnSupervisor(c *cli.Context, d home.Dir) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	logf, err := os.OpenFile(d.log(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	logf, err := os.OpenFile(d.Log(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
 	}
@@ -273,14 +274,14 @@ func spawnSupervisor(c *cli.Context, d sandboxDir) error {
 	b, _ := io.ReadAll(r) // the supervisor reports once, or dies (EOF)
 	var m readyMsg
 	if json.Unmarshal(b, &m) != nil {
-		tail := strings.TrimSpace(sandbox.ConsoleTail(d.log(), 10))
-		return fmt.Errorf("the supervisor (pid %d) exited without saying why; its log %s ends:\n  %s", pid, d.log(), tail)
+		tail := strings.TrimSpace(sandbox.ConsoleTail(d.Log(), 10))
+		return fmt.Errorf("the supervisor (pid %d) exited without saying why; its log %s ends:\n  %s", pid, d.Log(), tail)
 	}
 	if m.Running {
-		return errAlreadyRunning{d.Name}
+		return home.AlreadyRunningError{Name: d.Name}
 	}
 	if !m.OK {
-		return fmt.Errorf("sandbox %s did not start: %s\n(the supervisor's log: %s)", d.Name, m.Error, d.log())
+		return fmt.Errorf("sandbox %s did not start: %s\n(the supervisor's log: %s)", d.Name, m.Error, d.Log())
 	}
 	return nil
 }

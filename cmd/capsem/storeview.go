@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/capsem/capsem/sandbox/api"
+	"github.com/capsem/capsem/sandbox/home"
 	"github.com/capsem/capsem/store"
 )
 
@@ -77,17 +78,17 @@ type liveSocket struct {
 // still has its events and its socket).
 func liveSockets(data string) []liveSocket {
 	var out []liveSocket
-	dirs, _ := listSandboxes(data)
+	dirs, _ := home.List(data)
 	for _, d := range dirs {
-		if d.locked() {
-			out = append(out, liveSocket{sock: d.socketPath(), snaps: d.snapshotsDir(), what: "sandbox " + d.Name, sandbox: d.Name})
+		if d.Locked() {
+			out = append(out, liveSocket{sock: d.SocketPath(), snaps: d.SnapshotsDir(), what: "sandbox " + d.Name, sandbox: d.Name})
 		}
 	}
-	runs, _ := filepath.Glob(filepath.Join(data, "sessions", "*", "events"))
+	runs, _ := filepath.Glob(home.SessionEventsGlob(data))
 	for _, r := range runs {
 		id := filepath.Base(filepath.Dir(r))
-		if sock := runSocketPath(data, id); fileExists(sock) {
-			out = append(out, liveSocket{sock: sock, snaps: runSnapshotsDir(data, id), what: "capsem run " + id})
+		if sock := home.SessionSocketPath(data, id); fileExists(sock) {
+			out = append(out, liveSocket{sock: sock, snaps: home.SessionSnapshotsDir(data, id), what: "capsem run " + id})
 		}
 	}
 	return out

@@ -22,6 +22,7 @@ import (
 	"github.com/capsem/capsem/hypervisor"
 	"github.com/capsem/capsem/sandbox"
 	"github.com/capsem/capsem/sandbox/api"
+	"github.com/capsem/capsem/sandbox/home"
 	"github.com/capsem/capsem/store"
 )
 
@@ -102,8 +103,8 @@ func superviseOptionsFrom(c *cli.Context) (superviseOptions, error) {
 
 // supervisor is a running sandbox: the api.Backend its API serves.
 type supervisor struct {
-	dir      sandboxDir
-	settings settingsFile
+	dir      home.Dir
+	settings home.Settings
 	sb       *sandbox.Sandbox
 	rs       *runStore
 	log      *slog.Logger
@@ -113,7 +114,7 @@ type supervisor struct {
 	stopping chan struct{} // closed when a stop is asked for
 
 	mu  sync.Mutex // guards run (rewritten on a policy reload)
-	run runFile
+	run home.Launch
 }
 
 // supervise runs sandbox name until it is stopped or its guest dies. It
@@ -126,28 +127,28 @@ func supervise(ctx context.Context, data, name string, o superviseOptions, repor
 			if err != nil {
 				m.Error = err.Error()
 			}
-			var ar errAlreadyRunning
+			var ar home.AlreadyRunningError
 			m.Running = errors.As(err, &ar)
 			report(m)
 		}
 	}()
-	d := newSandboxDir(data, name)
-	settings, err := d.readSettings()
+	d := home.New(data, name)
+	settings, err := d.ReadSettings()
 	if err != nil {
 		return err
 	}
-	lock, err := d.lock()
+	lock, err := d.Lock()
 	if err != nil {
 		return err
 	}
 	defer lock.Close()
 	// A socket directory that is not ours fails the start before the guest boots.
-	if err := makeSocketDir(d.socketPath()); err != nil {
+	if err := home.MakeSocketDir(d.SocketPath()); err != nil {
 		return err
 	}
-	_ = os.Remove(d.crashPath())
-	_ = os.Remove(d.runPath())
-	_ = os.RemoveAll(d.snapshotsDir()) // readers that died left theirs
+	_ = os.Remove(d.CrashPath())
+	_ = os.Remove(d.LaunchPath())
+	_ = os.RemoveAll(d.SnapshotsDir()) // readers that died left theirs
 	log := o.log.With("sandbox", name)
 
 	pol, err := loadBoundPolicy(settings.Policy, settings.Secrets, nil)
@@ -188,22 +189,22 @@ func supervise(ctx context.Context, data, name string, o superviseOptions, repor
 	}()
 
 	// The transfer disk: made anew at each start, its contents nothing.
-	xferPath := d.transferDisk()
+	xferPath := d.TransferDisk()
 	if err := makeTransferDisk(xferPath); err != nil {
 		_ = rs.end(nil)
 		return err
 	}
 	sb, err := sandbox.Start(bootCtx, sandbox.Config{
-		Guest:        d.guest(settings),
+		Guest:        d.Guest(settings),
 		Policy:       pol,
 		Workspace:    settings.Workspace,
-		DataDisk:     d.disk(),
+		DataDisk:     d.Disk(),
 		TransferDisk: xferPath,
 		CPUs:         settings.CPUs,
 		MemoryMiB:    settings.MemoryMiB,
 		Recorder:     rs.w,
 		Authority:    authority,
-		ConsoleLog:   d.consoleLog(),
+		ConsoleLog:   d.ConsoleLog(),
 		BootTimeout:  hypervisor.DefaultBootTimeout,
 		Logger:       log,
 		Host:         hostName(),
@@ -215,8 +216,8 @@ func supervise(ctx context.Context, data, name string, o superviseOptions, repor
 	}
 	sup.sb, sup.started = sb, time.Now()
 
-	sock := d.socketPath()
-	ln, err := listenUnix(sock)
+	sock := d.SocketPath()
+	ln, err := home.ListenUnix(sock)
 	if err != nil {
 		sb.Shutdown("capsem could not serve the sandbox's API")
 		_ = rs.end(nil)
@@ -224,7 +225,7 @@ func supervise(ctx context.Context, data, name string, o superviseOptions, repor
 	}
 	srv := &http.Server{Handler: api.Handler(sup), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
-	sup.run = runFile{PID: os.Getpid(), Started: sup.started, SessionID: rs.w.ID(), PolicySHA256: pol.SHA256, Socket: sock}
+	sup.run = home.Launch{PID: os.Getpid(), Started: sup.started, SessionID: rs.w.ID(), PolicySHA256: pol.SHA256, Socket: sock}
 	if err := sup.writeRun(); err != nil {
 		log.Warn("run.json not written: capsem ls shows less", "err", err)
 	}
@@ -247,12 +248,12 @@ func supervise(ctx context.Context, data, name string, o superviseOptions, repor
 	cancel()
 	_ = srv.Close()
 	if crashed {
-		why := "the guest stopped on its own (see its console log: " + d.consoleLog() + ")"
+		why := "the guest stopped on its own (see its console log: " + d.ConsoleLog() + ")"
 		if err := sb.Err(); errors.Is(err, proto.ErrViolation) {
 			why = "the guest was stopped: " + err.Error()
 		}
 		log.Error(why)
-		_ = os.WriteFile(d.crashPath(), []byte(why), 0o600)
+		_ = os.WriteFile(d.CrashPath(), []byte(why), 0o600)
 	}
 	sb.Shutdown("capsem stop " + name)
 	code := 0
@@ -264,7 +265,7 @@ func supervise(ctx context.Context, data, name string, o superviseOptions, repor
 		log.Warn("the session stays in its own store until the next capsem command", "err", err)
 	}
 	_ = os.Remove(sock)
-	_ = os.Remove(d.runPath())
+	_ = os.Remove(d.LaunchPath())
 	log.Info("sandbox stopped", "session", rs.w.ID())
 	if crashed {
 		return errors.New("the guest stopped on its own")
@@ -276,11 +277,11 @@ func (s *supervisor) writeRun() error {
 	s.mu.Lock()
 	b, _ := json.Marshal(s.run)
 	s.mu.Unlock()
-	return writeFileAtomic(s.dir.runPath(), b, 0o600)
+	return home.WriteFileAtomic(s.dir.LaunchPath(), b, 0o600)
 }
 
 func (s *supervisor) Status() api.Status {
-	st, err := s.dir.status()
+	st, err := s.dir.Status(policyFileSHA)
 	if err != nil {
 		st = api.Status{Name: s.dir.Name}
 	}
@@ -364,7 +365,7 @@ func (s *supervisor) Done() <-chan struct{} { return s.stopping }
 // Snapshot checkpoints the session's store into the sandbox's snapshots
 // directory, which the reader removes (and the next start clears).
 func (s *supervisor) Snapshot() (api.Snapshot, error) {
-	return s.rs.snapshot(s.dir.snapshotsDir())
+	return s.rs.snapshot(s.dir.SnapshotsDir())
 }
 
 func (s *supervisor) PutFile(ctx context.Context, path, mode string, size int64, body io.Reader) (int64, error) {
