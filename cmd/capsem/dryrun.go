@@ -12,6 +12,7 @@ import (
 
 	"github.com/capsem/capsem/guest/image"
 	"github.com/capsem/capsem/policy"
+	"github.com/capsem/capsem/sandbox"
 	"github.com/capsem/capsem/sandbox/home"
 )
 
@@ -147,7 +148,7 @@ func startPlan(c *cli.Context, d home.Dir) error {
 	if err != nil {
 		return err
 	}
-	pol, err := loadPolicy(s.Policy)
+	pol, err := sandbox.LoadPolicy(s.Policy, nil)
 	if err != nil {
 		return usageError{err}
 	}

@@ -27,9 +27,6 @@ import (
 	"github.com/capsem/capsem/store"
 )
 
-//go:embed defaultpolicy.toml
-var defaultPolicy []byte
-
 // hostEnvAllowlist are the host variables a guest command gets (besides
 // --env): what a terminal program needs to draw and to tell the time.
 var hostEnvAllowlist = []string{"TERM", "LANG", "TZ"}
@@ -107,7 +104,7 @@ func parseRunOptions(c *cli.Context) (*runOptions, error) {
 	if o.log, err = loglevel.Logger(c.App.ErrWriter, c.String("log-level")); err != nil {
 		return nil, usageError{err}
 	}
-	if o.policy, err = loadBoundPolicy(c.String("policy"), c.StringSlice("secret"), nil); err != nil {
+	if o.policy, err = sandbox.LoadBoundPolicy(c.String("policy"), c.StringSlice("secret"), nil); err != nil {
 		return nil, err
 	}
 	o.workspace = c.String("workspace")
@@ -129,7 +126,7 @@ func parseRunOptions(c *cli.Context) (*runOptions, error) {
 	if err != nil {
 		return nil, usageError{err}
 	}
-	senv, err := secretEnv(o.policy, o.env)
+	senv, err := sandbox.SecretEnv(o.policy, o.env)
 	if err != nil {
 		return nil, err
 	}
@@ -165,20 +162,6 @@ func tapRecorder(w *store.Writer, see func(store.Event)) netstack.Recorder {
 		return w
 	}
 	return eventTap{w, see}
-}
-
-// loadPolicy reads the policy file at path, or the default policy when
-// path is "".
-func loadPolicy(path string) (*policy.Policy, error) {
-	return loadPolicyWith(path, nil)
-}
-
-// loadPolicyWith is loadPolicy with the secrets of --secret flags.
-func loadPolicyWith(path string, secrets []policy.Secret) (*policy.Policy, error) {
-	if path == "" {
-		return policy.ParseWith("default policy", defaultPolicy, secrets)
-	}
-	return policy.LoadWith(path, secrets)
 }
 
 func consoleLogMaxFlag() cli.Flag {

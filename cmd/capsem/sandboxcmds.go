@@ -12,6 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/capsem/capsem/sandbox"
 	"github.com/capsem/capsem/sandbox/api"
 	"github.com/capsem/capsem/sandbox/home"
 	"github.com/capsem/capsem/store"
@@ -55,7 +56,7 @@ func lsCommand() *cli.Command {
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d MiB\t%s / %s\t%s\t%s\t%s %.12s\n", st.Name, state,
 					st.Created.Local().Format("2006-01-02 15:04"), started, st.CPUs, st.MemoryMiB,
-					store.FormatSize(st.DiskUsed), store.FormatSize(st.DiskSize), dash(st.SessionID), st.Workspace, policyName(st.Policy), st.PolicySHA256)
+					store.FormatSize(st.DiskUsed), store.FormatSize(st.DiskSize), dash(st.SessionID), st.Workspace, sandbox.PolicyName(st.Policy), st.PolicySHA256)
 			}
 			return tw.Flush()
 		},

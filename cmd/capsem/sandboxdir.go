@@ -5,6 +5,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/capsem/capsem/sandbox"
 	"github.com/capsem/capsem/sandbox/home"
 )
 
@@ -31,7 +32,7 @@ func sandboxArg(c *cli.Context) (home.Dir, error) {
 // policyFileSHA is the sha256 of a policy file as the policy package
 // computes it ("" when it cannot be read).
 func policyFileSHA(path string) string {
-	p, err := loadPolicy(path)
+	p, err := sandbox.LoadPolicy(path, nil)
 	if err != nil {
 		return ""
 	}

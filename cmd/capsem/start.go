@@ -159,7 +159,7 @@ func resolveSettings(c *cli.Context, d home.Dir) (s home.Settings, fresh bool, e
 	{
 		// Checked here, in the environment the supervisor inherits: a
 		// missing real value is told now, not in its log.
-		pol, err := loadBoundPolicy(s.Policy, s.Secrets, nil)
+		pol, err := sandbox.LoadBoundPolicy(s.Policy, s.Secrets, nil)
 		if err != nil {
 			return s, fresh, err
 		}
@@ -169,7 +169,7 @@ func resolveSettings(c *cli.Context, d home.Dir) (s home.Settings, fresh bool, e
 				return s, fresh, usageError{err}
 			}
 		}
-		if _, err := secretEnv(pol, env); err != nil {
+		if _, err := sandbox.SecretEnv(pol, env); err != nil {
 			return s, fresh, err
 		}
 	}

@@ -151,7 +151,7 @@ func supervise(ctx context.Context, data, name string, o superviseOptions, repor
 	_ = os.RemoveAll(d.SnapshotsDir()) // readers that died left theirs
 	log := o.log.With("sandbox", name)
 
-	pol, err := loadBoundPolicy(settings.Policy, settings.Secrets, nil)
+	pol, err := sandbox.LoadBoundPolicy(settings.Policy, settings.Secrets, nil)
 	if err != nil {
 		return err
 	}
@@ -299,7 +299,7 @@ func (s *supervisor) Exec(ctx context.Context, ex proto.Exec) (*proto.Session, e
 		return nil, errors.New("the sandbox is stopping")
 	default:
 	}
-	senv, _ := secretEnv(s.sb.Policy(), nil)
+	senv, _ := sandbox.SecretEnv(s.sb.Policy(), nil)
 	ex.Env = mergeEnv(append(senv, s.settings.Env...), ex.Env)
 	return s.sb.Exec(ctx, ex)
 }
@@ -326,7 +326,7 @@ func mergeEnv(base, over []string) []string {
 
 func (s *supervisor) ReloadPolicy() (api.Reload, error) {
 	// The guest holds its placeholders: they are kept.
-	p, err := loadBoundPolicy(s.settings.Policy, s.settings.Secrets, s.sb.Policy().Placeholders())
+	p, err := sandbox.LoadBoundPolicy(s.settings.Policy, s.settings.Secrets, s.sb.Policy().Placeholders())
 	if err != nil {
 		return api.Reload{}, err
 	}
@@ -336,15 +336,7 @@ func (s *supervisor) ReloadPolicy() (api.Reload, error) {
 	s.mu.Unlock()
 	_ = s.writeRun()
 	s.log.Info("policy reloaded", "sha256", p.SHA256)
-	return api.Reload{Policy: policyName(s.settings.Policy), SHA256: p.SHA256}, nil
-}
-
-// policyName is how a policy file is named to the user.
-func policyName(path string) string {
-	if path == "" {
-		return "(the default policy)"
-	}
-	return path
+	return api.Reload{Policy: sandbox.PolicyName(s.settings.Policy), SHA256: p.SHA256}, nil
 }
 
 func (s *supervisor) Stop() { s.stopOnce.Do(func() { close(s.stopping) }) }
