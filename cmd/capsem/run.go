@@ -19,11 +19,11 @@ import (
 	"github.com/capsem/capsem/cmd/internal/loglevel"
 	"github.com/capsem/capsem/guest/proto"
 	"github.com/capsem/capsem/hypervisor"
-	"github.com/capsem/capsem/mitm/ca"
 	"github.com/capsem/capsem/netstack"
 	"github.com/capsem/capsem/policy"
 	"github.com/capsem/capsem/sandbox"
 	"github.com/capsem/capsem/sandbox/home"
+	"github.com/capsem/capsem/sandbox/sessionstore"
 	"github.com/capsem/capsem/store"
 )
 
@@ -218,7 +218,7 @@ func runRecorded(c *cli.Context, o *runOptions) error {
 	if err != nil {
 		return err
 	}
-	authority, err := loadAuthority(o.caDir)
+	authority, err := sandbox.LoadAuthority(o.caDir)
 	if err != nil {
 		return err
 	}
@@ -229,13 +229,13 @@ func runRecorded(c *cli.Context, o *runOptions) error {
 		command = []string{"(interactive shell)"}
 	}
 	phase("guest image and CA ready")
-	rs, err := openRunStoreWith(o.data, store.Session{Command: command, PolicySHA256: o.policy.SHA256, Image: guest.ID, Host: host}, o.storeOpts)
+	rs, err := sessionstore.Open(o.data, store.Session{Command: command, PolicySHA256: o.policy.SHA256, Image: guest.ID, Host: host}, o.storeOpts)
 	if err != nil {
 		return err
 	}
-	id := rs.w.ID()
+	id := rs.ID()
 	phase("session store open")
-	ra, err := serveRunAPI(o.data, rs)
+	ra, err := rs.ServeSnapshots()
 	if err != nil {
 		// The run goes on; only reading its session before it ends fails.
 		fmt.Fprintf(c.App.ErrWriter, "capsem: warning: the session cannot be read while it runs: %v\n", err)
@@ -251,7 +251,7 @@ func runRecorded(c *cli.Context, o *runOptions) error {
 		Workspace:   o.workspace,
 		CPUs:        o.cpus,
 		MemoryMiB:   o.mem,
-		Recorder:    tapRecorder(rs.w, o.onEvent),
+		Recorder:    tapRecorder(rs.W, o.onEvent),
 		Authority:   authority,
 		ConsoleLog:  home.SessionConsoleLog(o.data, id),
 		ConsoleMax:  o.consoleMax,
@@ -268,11 +268,11 @@ func runRecorded(c *cli.Context, o *runOptions) error {
 	if runErr == nil {
 		endCode = &code
 	}
-	if err := rs.end(endCode); err != nil {
+	if err := rs.End(endCode); err != nil {
 		runErr = errors.Join(runErr, fmt.Errorf("record the session: %w", err))
 	}
 	phase("events flushed")
-	pending, merr := mergeRuns(o.data, 5*time.Second)
+	pending, merr := sessionstore.Merge(o.data, 5*time.Second)
 	phase("session moved into the main store")
 	if merr != nil {
 		fmt.Fprintf(c.App.ErrWriter, "capsem: warning: %v\n", merr)
@@ -346,18 +346,6 @@ func runInSandbox(ctx context.Context, o *runOptions, cfg sandbox.Config, stdin 
 // execOptions is what execute needs of the run's options.
 func (o *runOptions) execOptions() execOptions {
 	return execOptions{argv: o.argv, env: o.env, tty: o.tty, timeout: o.timeout}
-}
-
-// loadAuthority loads the interception CA of dir ("": ca.DefaultDir()),
-// making it on first use.
-func loadAuthority(dir string) (*ca.Authority, error) {
-	if dir == "" {
-		var err error
-		if dir, err = ca.DefaultDir(); err != nil {
-			return nil, err
-		}
-	}
-	return ca.LoadOrCreate(dir)
 }
 
 // hostName is how capsem names itself to the guest's agent.

@@ -1,12 +1,10 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -15,6 +13,8 @@ import (
 	"github.com/capsem/capsem/sandbox"
 	"github.com/capsem/capsem/sandbox/api"
 	"github.com/capsem/capsem/sandbox/home"
+	"github.com/capsem/capsem/sandbox/sessionstore"
+	"github.com/capsem/capsem/sandbox/supervisor"
 	"github.com/capsem/capsem/store"
 )
 
@@ -95,50 +95,9 @@ func stopCommand() *cli.Command {
 				fmt.Fprintf(c.App.ErrWriter, "capsem: sandbox %s had crashed (%s); it is marked stopped\n", name, st.Crash)
 				return nil
 			}
-			return stopSandbox(c.Context, d, false)
+			return supervisor.Stop(c.Context, d, false)
 		},
 	}
-}
-
-// stopGrace is how long a stop waits for the supervisor to power the
-// guest off and record the session: the agent's shutdown takes 5 s at
-// most before the VM is stopped, the session's flush and move a few more.
-const stopGrace = 30 * time.Second
-
-// stopSandbox asks the supervisor to stop and waits until it gave its lock
-// back; kill then kills a supervisor that does not (rm --force).
-func stopSandbox(ctx context.Context, d home.Dir, kill bool) error {
-	client := api.NewClient(d.SocketPath())
-	defer client.Close()
-	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	err := client.Stop(sctx)
-	cancel()
-	if err != nil && !kill {
-		return fmt.Errorf("sandbox %s: the supervisor did not take the stop (%v); its log: %s", d.Name, err, d.Log())
-	}
-	deadline := time.Now().Add(stopGrace)
-	if err != nil {
-		deadline = time.Now()
-	}
-	for d.Locked() {
-		if time.Now().After(deadline) {
-			if !kill {
-				return fmt.Errorf("sandbox %s did not stop within %s; its log: %s (capsem rm --force %s kills it)", d.Name, stopGrace, d.Log(), d.Name)
-			}
-			if run, ok := d.ReadLaunch(); ok && run.PID > 0 {
-				_ = syscall.Kill(run.PID, syscall.SIGKILL) // QEMU dies with it
-			}
-			for i := 0; d.Locked() && i < 100; i++ {
-				time.Sleep(50 * time.Millisecond)
-			}
-			if d.Locked() {
-				return fmt.Errorf("sandbox %s: its supervisor holds on after SIGKILL", d.Name)
-			}
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return nil
 }
 
 func rmCommand() *cli.Command {
@@ -162,7 +121,7 @@ func rmCommand() *cli.Command {
 				if !c.Bool("force") {
 					return fmt.Errorf("sandbox %s is running: capsem stop %s first, or capsem rm --force %s", name, name, name)
 				}
-				if err := stopSandbox(c.Context, d, true); err != nil {
+				if err := supervisor.Stop(c.Context, d, true); err != nil {
 					return err
 				}
 			}
@@ -172,7 +131,7 @@ func rmCommand() *cli.Command {
 			}
 			_ = os.Remove(sock)
 			// Its sessions' events still waiting to be moved are moved now.
-			if _, err := mergeRuns(c.String("data"), 2*time.Second); err != nil {
+			if _, err := sessionstore.Merge(c.String("data"), 2*time.Second); err != nil {
 				fmt.Fprintf(c.App.ErrWriter, "capsem: warning: %v\n", err)
 			}
 			return nil

@@ -1,15 +1,10 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -17,6 +12,7 @@ import (
 	"github.com/capsem/capsem/guest/image"
 	"github.com/capsem/capsem/sandbox"
 	"github.com/capsem/capsem/sandbox/home"
+	"github.com/capsem/capsem/sandbox/supervisor"
 )
 
 // Defaults of a new sandbox.
@@ -88,7 +84,7 @@ func startAction(c *cli.Context) error {
 	}
 	if c.Bool("foreground") {
 		opts, _ := superviseOptionsFrom(c)
-		return supervise(c.Context, data, name, opts, func(m readyMsg) {
+		return supervisor.Run(c.Context, data, name, opts, func(m supervisor.Ready) {
 			if m.OK {
 				fmt.Fprintf(c.App.ErrWriter, "capsem: sandbox %s is running; capsem stop %s (or SIGTERM) stops it\n", name, name)
 			}
@@ -104,29 +100,7 @@ func prepareSandbox(c *cli.Context, d home.Dir) error {
 	if err != nil {
 		return err
 	}
-	if fresh {
-		if err := os.MkdirAll(d.Dir, 0o700); err != nil {
-			return err
-		}
-		g, err := defaultGuest(c.Context, c.App.ErrWriter, false)
-		if err != nil {
-			os.RemoveAll(d.Dir)
-			return err
-		}
-		if err := d.PinImage(g); err != nil {
-			os.RemoveAll(d.Dir)
-			return err
-		}
-		s.Image = g.ID
-	}
-	if err := ensureDisk(c, d, s.DiskGiB); err != nil {
-		if fresh {
-			os.RemoveAll(d.Dir)
-		}
-		return err
-	}
-	// The settings go last: a sandbox whose settings exist is complete.
-	return d.WriteSettings(s)
+	return supervisor.Prepare(c.Context, d, s, fresh, func() (*image.Guest, error) { return defaultGuest(c.Context, c.App.ErrWriter, false) })
 }
 
 // resolveSettings is the sandbox's settings as a start with c's flags
@@ -220,68 +194,14 @@ func resolveSettings(c *cli.Context, d home.Dir) (s home.Settings, fresh bool, e
 	return s, fresh, nil
 }
 
-// ensureDisk makes the sandbox's disk when it has none, and lengthens it
-// to gib when it is smaller: the guest grows the filesystem in it at boot,
-// no host tool touches it (image.GrowDataDisk).
-func ensureDisk(c *cli.Context, d home.Dir, gib int) error {
-	size := int64(gib) << 30
-	st, err := os.Stat(d.Disk())
-	if errors.Is(err, os.ErrNotExist) {
-		return image.CreateDataDisk(c.Context, d.Disk(), size)
-	}
-	if err != nil {
-		return err
-	}
-	if st.Size() < size {
-		return image.GrowDataDisk(d.Disk(), size)
-	}
-	return nil
-}
-
-// spawnSupervisor starts the sandbox's supervisor detached (a session of
-// its own, its output to supervisor.log) and waits for it to report.
+// spawnSupervisor starts the sandbox's supervisor detached, as capsem
+// supervise with this start's flags, and waits for it to report.
 func spawnSupervisor(c *cli.Context, d home.Dir) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	logf, err := os.OpenFile(d.Log(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return err
-	}
-	defer logf.Close()
-	fmt.Fprintf(logf, "--- %s capsem start %s\n", time.Now().UTC().Format(time.RFC3339), d.Name)
-	r, w, err := os.Pipe()
-	if err != nil {
-		return err
-	}
-	defer r.Close()
 	args := []string{"supervise", "--data", c.String("data"), "--ca-dir", c.String("ca-dir"), "--log-level", c.String("log-level"),
 		"--max-session-bytes", c.String("max-session-bytes"), "--min-free-disk", c.String("min-free-disk"), d.Name}
-	cmd := exec.Command(exe, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.ExtraFiles = []*os.File{w} // fd 3
-	cmd.Env = append(os.Environ(), readyFDEnv+"=3")
-	cmd.Dir = "/"
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		w.Close()
-		return fmt.Errorf("start the supervisor: %w", err)
-	}
-	w.Close()
-	pid := cmd.Process.Pid
-	_ = cmd.Process.Release()
-	b, _ := io.ReadAll(r) // the supervisor reports once, or dies (EOF)
-	var m readyMsg
-	if json.Unmarshal(b, &m) != nil {
-		tail := strings.TrimSpace(sandbox.ConsoleTail(d.Log(), 10))
-		return fmt.Errorf("the supervisor (pid %d) exited without saying why; its log %s ends:\n  %s", pid, d.Log(), tail)
-	}
-	if m.Running {
-		return home.AlreadyRunningError{Name: d.Name}
-	}
-	if !m.OK {
-		return fmt.Errorf("sandbox %s did not start: %s\n(the supervisor's log: %s)", d.Name, m.Error, d.Log())
-	}
-	return nil
+	return supervisor.Spawn(d, exe, args)
 }

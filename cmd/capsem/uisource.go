@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/capsem/capsem/sandbox/sessionstore"
 	"github.com/capsem/capsem/store"
 )
 
@@ -44,7 +45,7 @@ func (u *uiStore) acquire() (*store.Store, error) {
 		// Another capsem may hold the store for a moment (a run moving
 		// its session in, capsem sessions reading it): wait as long as
 		// they wait for it.
-		st, err := openReadOnlyWait(u.data, 2*time.Second)
+		st, err := sessionstore.OpenReadOnlyWait(u.data, 2*time.Second)
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("no session has ended in %s yet: %w", u.data, store.ErrNotFound)
 		}
@@ -95,7 +96,7 @@ func (u *uiStore) Sessions() ([]store.Session, error) {
 		// Finished runs move into the main store only while no one holds
 		// it: now, before this process does. Errors are the next reader's
 		// to report: the sessions that could be moved are listed.
-		mergeRuns(u.data, 0)
+		sessionstore.Merge(u.data, 0)
 	}
 	u.mu.Unlock()
 	var all []store.Session
