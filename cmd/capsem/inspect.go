@@ -73,7 +73,7 @@ func runInspect(c *cli.Context) error {
 	}
 	defer v.Close()
 	if id == "" {
-		sessions, _, err := v.Sessions()
+		sessions, err := v.Sessions()
 		if err != nil {
 			return err
 		}
@@ -82,7 +82,7 @@ func runInspect(c *cli.Context) error {
 		}
 		id = sessions[0].ID
 	}
-	st, err := v.storeOf([]string{id})
+	st, err := v.StoreOf([]string{id})
 	if err != nil {
 		return err
 	}

@@ -2,12 +2,11 @@ package main
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/capsem/capsem/cmd/internal/storeflags"
-	"github.com/capsem/capsem/sandbox/sessionstore"
+	"github.com/capsem/capsem/sandbox/storeview"
 	"github.com/capsem/capsem/store"
 )
 
@@ -23,15 +22,11 @@ func storeOptions(c *cli.Context) (store.Options, error) {
 	return o, nil
 }
 
-// openStoreForReading opens the main store of --data read-only, after
-// moving the sessions of finished runs into it, and says how many sessions
-// are still elsewhere (runs and sandboxes going on, or not yet moved).
-func openStoreForReading(c *cli.Context) (*store.Store, int, error) {
-	data := c.String("data")
-	pending, err := sessionstore.Merge(data, 2*time.Second)
-	if err != nil {
-		fmt.Fprintf(c.App.ErrWriter, "capsem: warning: %v\n", err)
-	}
-	st, err := sessionstore.OpenReadOnlyWait(data, 2*time.Second)
-	return st, pending, err
+// openStoreView is the sessions of --data for capsem sessions, inspect and
+// export: the main store held until Close, the running sessions'
+// snapshots taken once; what is left out is told on stderr.
+func openStoreView(c *cli.Context) (*storeview.View, error) {
+	return storeview.Open(c.String("data"), storeview.Options{Warn: func(msg string) {
+		fmt.Fprintf(c.App.ErrWriter, "capsem: %s\n", msg)
+	}})
 }

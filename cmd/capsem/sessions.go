@@ -93,14 +93,14 @@ func runSessions(c *cli.Context) error {
 		return err
 	}
 	defer v.Close()
-	sessions, running, err := v.Sessions()
+	sessions, err := v.Sessions()
 	if err != nil {
 		return err
 	}
 	sums := make([]sessionSummary, 0, len(sessions))
 	for _, s := range sessions {
 		sum := summarize(s)
-		if running[s.ID] {
+		if v.Live(s.ID) {
 			sum.Crashed, sum.Running = false, true
 		}
 		sums = append(sums, sum)
