@@ -9,11 +9,21 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/capsem/capsem/sandbox/storeview"
 	"github.com/capsem/capsem/store"
 )
 
 func dataFlag() cli.Flag {
 	return &cli.StringFlag{Name: "data", Value: store.DefaultDir(), Usage: "event store `DIR`"}
+}
+
+// openStoreView is the sessions of --data for capsem sessions, inspect and
+// export: the main store held until Close, the running sessions'
+// snapshots taken once; what is left out is told on stderr.
+func openStoreView(c *cli.Context) (*storeview.View, error) {
+	return storeview.Open(c.String("data"), storeview.Options{Warn: func(msg string) {
+		fmt.Fprintf(c.App.ErrWriter, "capsem: %s\n", msg)
+	}})
 }
 
 func sessionsCommand() *cli.Command {

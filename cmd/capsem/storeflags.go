@@ -1,12 +1,9 @@
 package main
 
 import (
-	"fmt"
-
 	"github.com/urfave/cli/v2"
 
 	"github.com/capsem/capsem/cmd/internal/storeflags"
-	"github.com/capsem/capsem/sandbox/storeview"
 	"github.com/capsem/capsem/store"
 )
 
@@ -20,13 +17,4 @@ func storeOptions(c *cli.Context) (store.Options, error) {
 		return o, usageError{err}
 	}
 	return o, nil
-}
-
-// openStoreView is the sessions of --data for capsem sessions, inspect and
-// export: the main store held until Close, the running sessions'
-// snapshots taken once; what is left out is told on stderr.
-func openStoreView(c *cli.Context) (*storeview.View, error) {
-	return storeview.Open(c.String("data"), storeview.Options{Warn: func(msg string) {
-		fmt.Fprintf(c.App.ErrWriter, "capsem: %s\n", msg)
-	}})
 }
