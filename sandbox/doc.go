@@ -14,6 +14,12 @@
 // channel is cut off and stopped, and Responsive and Shutdown never wait
 // on an agent that does not answer a ping within probeTimeout.
 //
+// The policy a guest runs under is loaded here for every caller
+// (policyfile.go): the default policy for none, the secrets of --secret
+// flags bound to their real values, and the NAME=placeholder entries a
+// guest command gets (SecretEnv); what the user got wrong in them is a
+// ConfigError.
+//
 // It knows nothing of names, directories or the command line: the caller
 // says where the console log, the data disk and the events go. It must
 // never let the guest out by any way but the netstack, never trust what the

@@ -21,6 +21,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/capsem/capsem/cmd/internal/loglevel"
 	"github.com/capsem/capsem/cmd/internal/storeflags"
 	"github.com/capsem/capsem/filter"
 	"github.com/capsem/capsem/mitm/ca"
@@ -133,12 +134,6 @@ func defaultCADir() string {
 	return dir
 }
 
-func parseLevel(s string) (slog.Level, error) {
-	var l slog.Level
-	err := l.UnmarshalText([]byte(s))
-	return l, err
-}
-
 func listenerFromFlags(c *cli.Context) (netstack.Listener, error) {
 	var specs []string
 	for _, f := range []string{"listen-qemu", "listen-vfkit", "listen-bess"} {
@@ -174,9 +169,9 @@ func listenerFromFlags(c *cli.Context) (netstack.Listener, error) {
 }
 
 func serve(c *cli.Context, stdout io.Writer) error {
-	level, err := parseLevel(c.String("log-level"))
+	level, err := loglevel.Parse(c.String("log-level"))
 	if err != nil {
-		return usagef("--log-level %q: want debug, info, warn or error", c.String("log-level"))
+		return usageError{err}
 	}
 	log := slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: level}))
 

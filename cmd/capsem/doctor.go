@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"os"
 	"path"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/capsem/capsem/cmd/internal/loglevel"
 	"github.com/capsem/capsem/guest/bootparam"
 	"github.com/capsem/capsem/guest/diagnostics"
 	"github.com/capsem/capsem/policy"
@@ -99,11 +99,10 @@ func doctorAction(c *cli.Context) error {
 	if name := c.String("sandbox"); name != "" {
 		return doctorInSandbox(c, name)
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
-		return usageError{fmt.Errorf("--log-level %q: want debug, info, warn or error", c.String("log-level"))}
+	log, err := loglevel.Logger(c.App.ErrWriter, c.String("log-level"))
+	if err != nil {
+		return usageError{err}
 	}
-	log := slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: level}))
 
 	work, err := os.MkdirTemp("", "capsem-doctor-")
 	if err != nil {

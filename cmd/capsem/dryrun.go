@@ -12,6 +12,8 @@ import (
 
 	"github.com/capsem/capsem/guest/image"
 	"github.com/capsem/capsem/policy"
+	"github.com/capsem/capsem/sandbox"
+	"github.com/capsem/capsem/sandbox/home"
 )
 
 // A dry run (capsem start --dry-run, capsem run --dry-run) prints the plan
@@ -141,12 +143,12 @@ func printPlan(w io.Writer, p plan, asJSON bool) error {
 }
 
 // startPlan is capsem start --dry-run's plan.
-func startPlan(c *cli.Context, d sandboxDir) error {
+func startPlan(c *cli.Context, d home.Dir) error {
 	s, fresh, err := resolveSettings(c, d)
 	if err != nil {
 		return err
 	}
-	pol, err := loadPolicy(s.Policy)
+	pol, err := sandbox.LoadPolicy(s.Policy, nil)
 	if err != nil {
 		return usageError{err}
 	}

@@ -48,7 +48,7 @@ func runExport(c *cli.Context) error {
 	}
 	defer v.Close()
 	if len(ids) == 0 && !c.Bool("all") {
-		sessions, _, err := v.Sessions()
+		sessions, err := v.Sessions()
 		if err != nil {
 			return err
 		}
@@ -57,15 +57,15 @@ func runExport(c *cli.Context) error {
 		}
 		ids = []string{sessions[0].ID}
 	}
-	st, err := v.finished() // --all: the finished sessions
+	st, err := v.Finished() // --all: the finished sessions
 	if len(ids) == 0 && err != nil {
 		return err
 	}
-	if len(ids) == 0 && len(v.live) > 0 {
-		fmt.Fprintf(c.App.ErrWriter, "capsem: --all exports the finished sessions; %d running sandbox session(s) are exported on their own, with --session ID\n", len(v.live))
+	if len(ids) == 0 && v.LiveCount() > 0 {
+		fmt.Fprintf(c.App.ErrWriter, "capsem: --all exports the finished sessions; %d running sandbox session(s) are exported on their own, with --session ID\n", v.LiveCount())
 	}
 	if len(ids) > 0 {
-		if st, err = v.storeOf(ids); err != nil {
+		if st, err = v.StoreOf(ids); err != nil {
 			return err
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/capsem/capsem/guest/image"
+	"github.com/capsem/capsem/sandbox"
 )
 
 func version() string {
@@ -44,7 +45,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// An error may quote the guest (an agent's message, its console).
 	fmt.Fprintln(stderr, "capsem:", displayMessage(err.Error()))
 	var ue usageError
-	if errors.As(err, &ue) {
+	var ce *sandbox.ConfigError
+	if errors.As(err, &ue) || errors.As(err, &ce) {
 		return exitUsage
 	}
 	return 1

@@ -13,6 +13,7 @@ import (
 
 	"github.com/capsem/capsem/store"
 	"github.com/capsem/capsem/store/sqliteexport"
+	"github.com/capsem/capsem/store/sqliteexport/inspect"
 )
 
 func TestExportUsageAndErrors(t *testing.T) {
@@ -142,7 +143,7 @@ func TestInspectChecksFail(t *testing.T) {
 	if !failed["no orphaned tool_calls"] || !failed["no foreign-key violations"] {
 		t.Errorf("checks %+v: want the orphan and FK checks to fail", r.Checks)
 	}
-	if failed[providerCheck] {
+	if failed[inspect.ProviderCheck] {
 		t.Errorf("provider check failed with no model calls: %+v", r.Checks)
 	}
 	if _, err := db.Exec(`INSERT INTO model_calls (session_id, seq, timestamp, timestamp_ms, provider, domain)
@@ -153,7 +154,7 @@ func TestInspectChecksFail(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, ch := range r.Checks {
-		if ch.Name == providerCheck && (ch.OK || !strings.Contains(ch.Detail, "evil.example")) {
+		if ch.Name == inspect.ProviderCheck && (ch.OK || !strings.Contains(ch.Detail, "evil.example")) {
 			t.Errorf("a model call from anthropic on evil.example passed the provider check: %+v", ch)
 		}
 	}
@@ -207,7 +208,7 @@ func TestInspectModelCalls(t *testing.T) {
 	for _, want := range []string{`model_calls\s+2\n`, `tool_calls\s+1\n`, `tool_responses\s+1\n`,
 		"provider=anthropic", "call_id=toolu_01  tool_name=Bash", "call_id=toolu_01  is_error=0",
 		"ok   no orphaned tool_calls", "ok   no orphaned tool_responses", "ok   no foreign-key violations",
-		"ok   every tool response answers a tool call", "ok   " + providerCheck} {
+		"ok   every tool response answers a tool call", "ok   " + inspect.ProviderCheck} {
 		if !regexp.MustCompile(want).MatchString(out) {
 			t.Errorf("inspect output lacks %q", want)
 		}

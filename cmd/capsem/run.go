@@ -16,17 +16,16 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/capsem/capsem/cmd/internal/loglevel"
 	"github.com/capsem/capsem/guest/proto"
 	"github.com/capsem/capsem/hypervisor"
-	"github.com/capsem/capsem/mitm/ca"
 	"github.com/capsem/capsem/netstack"
 	"github.com/capsem/capsem/policy"
 	"github.com/capsem/capsem/sandbox"
+	"github.com/capsem/capsem/sandbox/home"
+	"github.com/capsem/capsem/sandbox/sessionstore"
 	"github.com/capsem/capsem/store"
 )
-
-//go:embed defaultpolicy.toml
-var defaultPolicy []byte
 
 // hostEnvAllowlist are the host variables a guest command gets (besides
 // --env): what a terminal program needs to draw and to tell the time.
@@ -102,12 +101,10 @@ func parseRunOptions(c *cli.Context) (*runOptions, error) {
 	if o.storeOpts, err = storeOptions(c); err != nil {
 		return nil, err
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
-		return nil, usageError{fmt.Errorf("--log-level %q: want debug, info, warn or error", c.String("log-level"))}
+	if o.log, err = loglevel.Logger(c.App.ErrWriter, c.String("log-level")); err != nil {
+		return nil, usageError{err}
 	}
-	o.log = slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: level}))
-	if o.policy, err = loadBoundPolicy(c.String("policy"), c.StringSlice("secret"), nil); err != nil {
+	if o.policy, err = sandbox.LoadBoundPolicy(c.String("policy"), c.StringSlice("secret"), nil); err != nil {
 		return nil, err
 	}
 	o.workspace = c.String("workspace")
@@ -129,7 +126,7 @@ func parseRunOptions(c *cli.Context) (*runOptions, error) {
 	if err != nil {
 		return nil, usageError{err}
 	}
-	senv, err := secretEnv(o.policy, o.env)
+	senv, err := sandbox.SecretEnv(o.policy, o.env)
 	if err != nil {
 		return nil, err
 	}
@@ -165,20 +162,6 @@ func tapRecorder(w *store.Writer, see func(store.Event)) netstack.Recorder {
 		return w
 	}
 	return eventTap{w, see}
-}
-
-// loadPolicy reads the policy file at path, or the default policy when
-// path is "".
-func loadPolicy(path string) (*policy.Policy, error) {
-	return loadPolicyWith(path, nil)
-}
-
-// loadPolicyWith is loadPolicy with the secrets of --secret flags.
-func loadPolicyWith(path string, secrets []policy.Secret) (*policy.Policy, error) {
-	if path == "" {
-		return policy.ParseWith("default policy", defaultPolicy, secrets)
-	}
-	return policy.LoadWith(path, secrets)
 }
 
 func consoleLogMaxFlag() cli.Flag {
@@ -235,7 +218,7 @@ func runRecorded(c *cli.Context, o *runOptions) error {
 	if err != nil {
 		return err
 	}
-	authority, err := loadAuthority(o.caDir)
+	authority, err := sandbox.LoadAuthority(o.caDir)
 	if err != nil {
 		return err
 	}
@@ -246,13 +229,13 @@ func runRecorded(c *cli.Context, o *runOptions) error {
 		command = []string{"(interactive shell)"}
 	}
 	phase("guest image and CA ready")
-	rs, err := openRunStoreWith(o.data, store.Session{Command: command, PolicySHA256: o.policy.SHA256, Image: guest.ID, Host: host}, o.storeOpts)
+	rs, err := sessionstore.Open(o.data, store.Session{Command: command, PolicySHA256: o.policy.SHA256, Image: guest.ID, Host: host}, o.storeOpts)
 	if err != nil {
 		return err
 	}
-	id := rs.w.ID()
+	id := rs.ID()
 	phase("session store open")
-	ra, err := serveRunAPI(o.data, rs)
+	ra, err := rs.ServeSnapshots()
 	if err != nil {
 		// The run goes on; only reading its session before it ends fails.
 		fmt.Fprintf(c.App.ErrWriter, "capsem: warning: the session cannot be read while it runs: %v\n", err)
@@ -268,9 +251,9 @@ func runRecorded(c *cli.Context, o *runOptions) error {
 		Workspace:   o.workspace,
 		CPUs:        o.cpus,
 		MemoryMiB:   o.mem,
-		Recorder:    tapRecorder(rs.w, o.onEvent),
+		Recorder:    tapRecorder(rs.W, o.onEvent),
 		Authority:   authority,
-		ConsoleLog:  filepath.Join(sessionDir(o.data, id), "console.log"),
+		ConsoleLog:  home.SessionConsoleLog(o.data, id),
 		ConsoleMax:  o.consoleMax,
 		BootTimeout: hypervisor.DefaultBootTimeout,
 		Logger:      o.log,
@@ -285,19 +268,19 @@ func runRecorded(c *cli.Context, o *runOptions) error {
 	if runErr == nil {
 		endCode = &code
 	}
-	if err := rs.end(endCode); err != nil {
+	if err := rs.End(endCode); err != nil {
 		runErr = errors.Join(runErr, fmt.Errorf("record the session: %w", err))
 	}
 	phase("events flushed")
-	pending, merr := mergeRuns(o.data, 5*time.Second)
+	pending, merr := sessionstore.Merge(o.data, 5*time.Second)
 	phase("session moved into the main store")
 	if merr != nil {
 		fmt.Fprintf(c.App.ErrWriter, "capsem: warning: %v\n", merr)
 	}
 	where := o.data
 	if merr != nil || pending > 0 {
-		if _, err := os.Stat(runEventsDir(o.data, id)); err == nil {
-			where = runEventsDir(o.data, id) + " (moved into " + o.data + " by the next capsem command)"
+		if _, err := os.Stat(home.SessionEventsDir(o.data, id)); err == nil {
+			where = home.SessionEventsDir(o.data, id) + " (moved into " + o.data + " by the next capsem command)"
 		}
 	}
 	fmt.Fprintf(c.App.ErrWriter, "capsem: session %s, events in %s — capsem inspect %s\n", id, where, id)
@@ -363,18 +346,6 @@ func runInSandbox(ctx context.Context, o *runOptions, cfg sandbox.Config, stdin 
 // execOptions is what execute needs of the run's options.
 func (o *runOptions) execOptions() execOptions {
 	return execOptions{argv: o.argv, env: o.env, tty: o.tty, timeout: o.timeout}
-}
-
-// loadAuthority loads the interception CA of dir ("": ca.DefaultDir()),
-// making it on first use.
-func loadAuthority(dir string) (*ca.Authority, error) {
-	if dir == "" {
-		var err error
-		if dir, err = ca.DefaultDir(); err != nil {
-			return nil, err
-		}
-	}
-	return ca.LoadOrCreate(dir)
 }
 
 // hostName is how capsem names itself to the guest's agent.

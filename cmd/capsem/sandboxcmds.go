@@ -1,18 +1,20 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/capsem/capsem/sandbox"
 	"github.com/capsem/capsem/sandbox/api"
+	"github.com/capsem/capsem/sandbox/home"
+	"github.com/capsem/capsem/sandbox/sessionstore"
+	"github.com/capsem/capsem/sandbox/supervisor"
 	"github.com/capsem/capsem/store"
 )
 
@@ -23,13 +25,13 @@ func lsCommand() *cli.Command {
 		UsageText: "capsem ls [--data DIR] [--json]",
 		Flags:     []cli.Flag{dataFlag(), &cli.BoolFlag{Name: "json", Usage: "a JSON array of objects (name, state, created, …; see docs/API.md, Status)"}},
 		Action: func(c *cli.Context) error {
-			dirs, err := listSandboxes(c.String("data"))
+			dirs, err := home.List(c.String("data"))
 			if err != nil {
 				return err
 			}
 			list := make([]api.Status, 0, len(dirs))
 			for _, d := range dirs {
-				st, err := d.status()
+				st, err := d.Status(policyFileSHA)
 				if err != nil {
 					fmt.Fprintf(c.App.ErrWriter, "capsem: %v\n", err)
 					continue
@@ -54,7 +56,7 @@ func lsCommand() *cli.Command {
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d MiB\t%s / %s\t%s\t%s\t%s %.12s\n", st.Name, state,
 					st.Created.Local().Format("2006-01-02 15:04"), started, st.CPUs, st.MemoryMiB,
-					store.FormatSize(st.DiskUsed), store.FormatSize(st.DiskSize), dash(st.SessionID), st.Workspace, policyName(st.Policy), st.PolicySHA256)
+					store.FormatSize(st.DiskUsed), store.FormatSize(st.DiskSize), dash(st.SessionID), st.Workspace, sandbox.PolicyName(st.Policy), st.PolicySHA256)
 			}
 			return tw.Flush()
 		},
@@ -80,7 +82,7 @@ func stopCommand() *cli.Command {
 				return err
 			}
 			name := d.Name
-			st, err := d.status()
+			st, err := d.Status(policyFileSHA)
 			if err != nil {
 				return err
 			}
@@ -89,60 +91,13 @@ func stopCommand() *cli.Command {
 				fmt.Fprintf(c.App.ErrWriter, "capsem: sandbox %s is not running\n", name)
 				return nil
 			case api.StateCrashed:
-				clearCrash(d)
+				d.ClearCrash()
 				fmt.Fprintf(c.App.ErrWriter, "capsem: sandbox %s had crashed (%s); it is marked stopped\n", name, st.Crash)
 				return nil
 			}
-			return stopSandbox(c.Context, d, false)
+			return supervisor.Stop(c.Context, d, false)
 		},
 	}
-}
-
-// clearCrash forgets a crash: the sandbox is stopped.
-func clearCrash(d sandboxDir) {
-	_ = os.Remove(d.runPath())
-	_ = os.Remove(d.crashPath())
-}
-
-// stopGrace is how long a stop waits for the supervisor to power the
-// guest off and record the session: the agent's shutdown takes 5 s at
-// most before the VM is stopped, the session's flush and move a few more.
-const stopGrace = 30 * time.Second
-
-// stopSandbox asks the supervisor to stop and waits until it gave its lock
-// back; kill then kills a supervisor that does not (rm --force).
-func stopSandbox(ctx context.Context, d sandboxDir, kill bool) error {
-	client := api.NewClient(d.socketPath())
-	defer client.Close()
-	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	err := client.Stop(sctx)
-	cancel()
-	if err != nil && !kill {
-		return fmt.Errorf("sandbox %s: the supervisor did not take the stop (%v); its log: %s", d.Name, err, d.log())
-	}
-	deadline := time.Now().Add(stopGrace)
-	if err != nil {
-		deadline = time.Now()
-	}
-	for d.locked() {
-		if time.Now().After(deadline) {
-			if !kill {
-				return fmt.Errorf("sandbox %s did not stop within %s; its log: %s (capsem rm --force %s kills it)", d.Name, stopGrace, d.log(), d.Name)
-			}
-			if run, ok := d.readRun(); ok && run.PID > 0 {
-				_ = syscall.Kill(run.PID, syscall.SIGKILL) // QEMU dies with it
-			}
-			for i := 0; d.locked() && i < 100; i++ {
-				time.Sleep(50 * time.Millisecond)
-			}
-			if d.locked() {
-				return fmt.Errorf("sandbox %s: its supervisor holds on after SIGKILL", d.Name)
-			}
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return nil
 }
 
 func rmCommand() *cli.Command {
@@ -157,26 +112,26 @@ func rmCommand() *cli.Command {
 				return err
 			}
 			name := d.Name
-			if !d.exists() {
+			if !d.Exists() {
 				if _, err := os.Stat(d.Dir); err != nil {
 					return fmt.Errorf("no sandbox %q in %s", name, c.String("data"))
 				}
 			}
-			if d.locked() {
+			if d.Locked() {
 				if !c.Bool("force") {
 					return fmt.Errorf("sandbox %s is running: capsem stop %s first, or capsem rm --force %s", name, name, name)
 				}
-				if err := stopSandbox(c.Context, d, true); err != nil {
+				if err := supervisor.Stop(c.Context, d, true); err != nil {
 					return err
 				}
 			}
-			sock := d.socketPath()
+			sock := d.SocketPath()
 			if err := os.RemoveAll(d.Dir); err != nil {
 				return fmt.Errorf("remove sandbox %s: %w", name, err)
 			}
 			_ = os.Remove(sock)
 			// Its sessions' events still waiting to be moved are moved now.
-			if _, err := mergeRuns(c.String("data"), 2*time.Second); err != nil {
+			if _, err := sessionstore.Merge(c.String("data"), 2*time.Second); err != nil {
 				fmt.Fprintf(c.App.ErrWriter, "capsem: warning: %v\n", err)
 			}
 			return nil

@@ -11,6 +11,7 @@ import (
 
 	"github.com/capsem/capsem/guest/proto"
 	"github.com/capsem/capsem/sandbox/api"
+	"github.com/capsem/capsem/sandbox/home"
 )
 
 func execCommand() *cli.Command {
@@ -86,18 +87,18 @@ func ttyChoice(c *cli.Context) (bool, error) {
 
 // runningClient is the API client of sandbox name, or an error that says
 // how to get it running.
-func runningClient(c *cli.Context, name string) (*api.Client, sandboxDir, error) {
+func runningClient(c *cli.Context, name string) (*api.Client, home.Dir, error) {
 	if err := checkSandboxName(name); err != nil {
-		return nil, sandboxDir{}, err
+		return nil, home.Dir{}, err
 	}
-	d := newSandboxDir(dataOf(c), name)
-	st, err := d.status()
+	d := home.New(dataOf(c), name)
+	st, err := d.Status(policyFileSHA)
 	if err != nil {
 		return nil, d, err
 	}
 	switch st.State {
 	case "running":
-		return api.NewClient(d.socketPath()), d, nil
+		return api.NewClient(d.SocketPath()), d, nil
 	case "crashed":
 		return nil, d, fmt.Errorf("sandbox %s crashed (%s; its log: %s): capsem start %s starts it again", name, st.Crash, st.Log, name)
 	}

@@ -9,11 +9,21 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/capsem/capsem/sandbox/storeview"
 	"github.com/capsem/capsem/store"
 )
 
 func dataFlag() cli.Flag {
 	return &cli.StringFlag{Name: "data", Value: store.DefaultDir(), Usage: "event store `DIR`"}
+}
+
+// openStoreView is the sessions of --data for capsem sessions, inspect and
+// export: the main store held until Close, the running sessions'
+// snapshots taken once; what is left out is told on stderr.
+func openStoreView(c *cli.Context) (*storeview.View, error) {
+	return storeview.Open(c.String("data"), storeview.Options{Warn: func(msg string) {
+		fmt.Fprintf(c.App.ErrWriter, "capsem: %s\n", msg)
+	}})
 }
 
 func sessionsCommand() *cli.Command {
@@ -93,14 +103,14 @@ func runSessions(c *cli.Context) error {
 		return err
 	}
 	defer v.Close()
-	sessions, running, err := v.Sessions()
+	sessions, err := v.Sessions()
 	if err != nil {
 		return err
 	}
 	sums := make([]sessionSummary, 0, len(sessions))
 	for _, s := range sessions {
 		sum := summarize(s)
-		if running[s.ID] {
+		if v.Live(s.ID) {
 			sum.Crashed, sum.Running = false, true
 		}
 		sums = append(sums, sum)

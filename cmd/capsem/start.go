@@ -1,21 +1,18 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/capsem/capsem/guest/image"
 	"github.com/capsem/capsem/sandbox"
+	"github.com/capsem/capsem/sandbox/home"
+	"github.com/capsem/capsem/sandbox/supervisor"
 )
 
 // Defaults of a new sandbox.
@@ -65,16 +62,16 @@ func startAction(c *cli.Context) error {
 		return err
 	}
 	data := c.String("data")
-	d := newSandboxDir(data, name)
+	d := home.New(data, name)
 	if c.Bool("dry-run") {
 		return startPlan(c, d)
 	}
 	if c.Bool("json") {
 		return usageError{errors.New("--json goes with --dry-run")}
 	}
-	d.awaitCrashedExit(10 * time.Second)
-	if d.locked() {
-		return errAlreadyRunning{name}
+	d.AwaitCrashedExit(10 * time.Second)
+	if d.Locked() {
+		return home.AlreadyRunningError{Name: name}
 	}
 	if _, err := superviseOptionsFrom(c); err != nil {
 		return err
@@ -87,7 +84,7 @@ func startAction(c *cli.Context) error {
 	}
 	if c.Bool("foreground") {
 		opts, _ := superviseOptionsFrom(c)
-		return supervise(c.Context, data, name, opts, func(m readyMsg) {
+		return supervisor.Run(c.Context, data, name, opts, func(m supervisor.Ready) {
 			if m.OK {
 				fmt.Fprintf(c.App.ErrWriter, "capsem: sandbox %s is running; capsem stop %s (or SIGTERM) stops it\n", name, name)
 			}
@@ -98,45 +95,23 @@ func startAction(c *cli.Context) error {
 
 // prepareSandbox creates the sandbox's directory, settings, image and disk
 // the first time, and applies the flags given to a restart.
-func prepareSandbox(c *cli.Context, d sandboxDir) error {
+func prepareSandbox(c *cli.Context, d home.Dir) error {
 	s, fresh, err := resolveSettings(c, d)
 	if err != nil {
 		return err
 	}
-	if fresh {
-		if err := os.MkdirAll(d.Dir, 0o700); err != nil {
-			return err
-		}
-		g, err := defaultGuest(c.Context, c.App.ErrWriter, false)
-		if err != nil {
-			os.RemoveAll(d.Dir)
-			return err
-		}
-		if err := d.pinImage(g); err != nil {
-			os.RemoveAll(d.Dir)
-			return err
-		}
-		s.Image = g.ID
-	}
-	if err := ensureDisk(c, d, s.DiskGiB); err != nil {
-		if fresh {
-			os.RemoveAll(d.Dir)
-		}
-		return err
-	}
-	// The settings go last: a sandbox whose settings exist is complete.
-	return d.writeSettings(s)
+	return supervisor.Prepare(c.Context, d, s, fresh, func() (*image.Guest, error) { return defaultGuest(c.Context, c.App.ErrWriter, false) })
 }
 
 // resolveSettings is the sandbox's settings as a start with c's flags
 // makes them: the stored ones with the given flags applied, or a new
 // sandbox's. It checks the flags and changes nothing.
-func resolveSettings(c *cli.Context, d sandboxDir) (s settingsFile, fresh bool, err error) {
-	fresh = !d.exists()
+func resolveSettings(c *cli.Context, d home.Dir) (s home.Settings, fresh bool, err error) {
+	fresh = !d.Exists()
 	if fresh {
-		s = settingsFile{Name: d.Name, Created: time.Now().UTC(), CPUs: defaultCPUs, MemoryMiB: defaultMemoryMiB, DiskGiB: defaultDiskGiB}
+		s = home.Settings{Name: d.Name, Created: time.Now().UTC(), CPUs: defaultCPUs, MemoryMiB: defaultMemoryMiB, DiskGiB: defaultDiskGiB}
 	} else {
-		if s, err = d.readSettings(); err != nil {
+		if s, err = d.ReadSettings(); err != nil {
 			return s, fresh, err
 		}
 	}
@@ -158,7 +133,7 @@ func resolveSettings(c *cli.Context, d sandboxDir) (s settingsFile, fresh bool, 
 	{
 		// Checked here, in the environment the supervisor inherits: a
 		// missing real value is told now, not in its log.
-		pol, err := loadBoundPolicy(s.Policy, s.Secrets, nil)
+		pol, err := sandbox.LoadBoundPolicy(s.Policy, s.Secrets, nil)
 		if err != nil {
 			return s, fresh, err
 		}
@@ -168,7 +143,7 @@ func resolveSettings(c *cli.Context, d sandboxDir) (s settingsFile, fresh bool, 
 				return s, fresh, usageError{err}
 			}
 		}
-		if _, err := secretEnv(pol, env); err != nil {
+		if _, err := sandbox.SecretEnv(pol, env); err != nil {
 			return s, fresh, err
 		}
 	}
@@ -219,68 +194,14 @@ func resolveSettings(c *cli.Context, d sandboxDir) (s settingsFile, fresh bool, 
 	return s, fresh, nil
 }
 
-// ensureDisk makes the sandbox's disk when it has none, and lengthens it
-// to gib when it is smaller: the guest grows the filesystem in it at boot,
-// no host tool touches it (image.GrowDataDisk).
-func ensureDisk(c *cli.Context, d sandboxDir, gib int) error {
-	size := int64(gib) << 30
-	st, err := os.Stat(d.disk())
-	if errors.Is(err, os.ErrNotExist) {
-		return image.CreateDataDisk(c.Context, d.disk(), size)
-	}
-	if err != nil {
-		return err
-	}
-	if st.Size() < size {
-		return image.GrowDataDisk(d.disk(), size)
-	}
-	return nil
-}
-
-// spawnSupervisor starts the sandbox's supervisor detached (a session of
-// its own, its output to supervisor.log) and waits for it to report.
-func spawnSupervisor(c *cli.Context, d sandboxDir) error {
+// spawnSupervisor starts the sandbox's supervisor detached, as capsem
+// supervise with this start's flags, and waits for it to report.
+func spawnSupervisor(c *cli.Context, d home.Dir) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	logf, err := os.OpenFile(d.log(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return err
-	}
-	defer logf.Close()
-	fmt.Fprintf(logf, "--- %s capsem start %s\n", time.Now().UTC().Format(time.RFC3339), d.Name)
-	r, w, err := os.Pipe()
-	if err != nil {
-		return err
-	}
-	defer r.Close()
 	args := []string{"supervise", "--data", c.String("data"), "--ca-dir", c.String("ca-dir"), "--log-level", c.String("log-level"),
 		"--max-session-bytes", c.String("max-session-bytes"), "--min-free-disk", c.String("min-free-disk"), d.Name}
-	cmd := exec.Command(exe, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.ExtraFiles = []*os.File{w} // fd 3
-	cmd.Env = append(os.Environ(), readyFDEnv+"=3")
-	cmd.Dir = "/"
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		w.Close()
-		return fmt.Errorf("start the supervisor: %w", err)
-	}
-	w.Close()
-	pid := cmd.Process.Pid
-	_ = cmd.Process.Release()
-	b, _ := io.ReadAll(r) // the supervisor reports once, or dies (EOF)
-	var m readyMsg
-	if json.Unmarshal(b, &m) != nil {
-		tail := strings.TrimSpace(sandbox.ConsoleTail(d.log(), 10))
-		return fmt.Errorf("the supervisor (pid %d) exited without saying why; its log %s ends:\n  %s", pid, d.log(), tail)
-	}
-	if m.Running {
-		return errAlreadyRunning{d.Name}
-	}
-	if !m.OK {
-		return fmt.Errorf("sandbox %s did not start: %s\n(the supervisor's log: %s)", d.Name, m.Error, d.log())
-	}
-	return nil
+	return supervisor.Spawn(d, exe, args)
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/capsem/capsem/sandbox/storeview"
 	"github.com/capsem/capsem/store/sqliteexport"
 	"github.com/capsem/capsem/ui"
 )
@@ -44,6 +45,20 @@ func uiCommand() *cli.Command {
 		Action: runUI,
 	}
 }
+
+// uiIdleClose is how long capsem ui keeps the main store open after its
+// last read. A store has one opener at a time: while capsem ui holds it, a
+// run that ends cannot move its session in (the next command does) and
+// capsem sessions cannot read it. A second of grace serves a page's few
+// requests (the page, its host summary, its next rows) from one open,
+// without holding the store while no one reads.
+const uiIdleClose = time.Second
+
+// uiLiveRefresh is how old a running session's snapshot may be before
+// capsem ui asks for a new one: the page follows a live session every two
+// seconds, and a checkpoint (hard links and a sync) costs its run a few
+// milliseconds.
+const uiLiveRefresh = time.Second
 
 func runUI(c *cli.Context) error {
 	if c.NArg() > 0 {
@@ -74,9 +89,12 @@ func runUI(c *cli.Context) error {
 		defer r.Close()
 		src = r
 	} else {
-		st := &uiStore{data: c.String("data"), live: uiLive{data: c.String("data")}}
-		defer st.Close()
-		src = st
+		v, err := storeview.Open(c.String("data"), storeview.Options{IdleClose: uiIdleClose, Refresh: uiLiveRefresh})
+		if err != nil {
+			return err
+		}
+		defer v.Close()
+		src = v
 	}
 	log := slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	h, err := ui.New(src, token, log)

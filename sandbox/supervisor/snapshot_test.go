@@ -1,4 +1,4 @@
-package main
+package supervisor
 
 import (
 	"context"
@@ -10,35 +10,37 @@ import (
 	"time"
 
 	"github.com/capsem/capsem/sandbox/api"
+	"github.com/capsem/capsem/sandbox/home"
+	"github.com/capsem/capsem/sandbox/sessionstore"
 	"github.com/capsem/capsem/store"
 )
 
 // An event recorded just before a checkpoint is in it, whoever answers
 // POST /v1/snapshot: a running sandbox's supervisor (capsem inspect and
 // ui of a running sandbox) or a running capsem run. The store commits in
-// groups (here after up to 1 s); before this commit the supervisor's
-// checkpoint did not sync first, and missed the newest events.
+// groups (here after up to 1 s): a checkpoint that does not sync first
+// misses the newest events.
 func TestSnapshotHasTheNewestEvent(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		take func(t *testing.T, data string, rs *runStore) api.Snapshot
+		take func(t *testing.T, data string, rs *sessionstore.Store) api.Snapshot
 	}{
-		{"sandbox supervisor", func(t *testing.T, data string, rs *runStore) api.Snapshot {
-			sup := &supervisor{dir: newSandboxDir(data, "sb"), rs: rs}
+		{"sandbox supervisor", func(t *testing.T, data string, rs *sessionstore.Store) api.Snapshot {
+			sup := &supervisor{dir: home.New(data, "sb"), rs: rs}
 			snap, err := sup.Snapshot()
 			if err != nil {
 				t.Fatal(err)
 			}
 			return snap
 		}},
-		{"capsem run", func(t *testing.T, data string, rs *runStore) api.Snapshot {
-			ra, err := serveRunAPI(data, rs)
+		{"capsem run", func(t *testing.T, data string, rs *sessionstore.Store) api.Snapshot {
+			ra, err := rs.ServeSnapshots()
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer ra.Close()
 			hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-				return (&net.Dialer{}).DialContext(ctx, "unix", ra.sock)
+				return (&net.Dialer{}).DialContext(ctx, "unix", ra.Sock)
 			}}}
 			resp, err := hc.Post("http://capsem"+api.PathSnapshot, "application/json", nil)
 			if err != nil {
@@ -57,12 +59,12 @@ func TestSnapshotHasTheNewestEvent(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			data := t.TempDir()
-			rs, err := openRunStoreWith(data, store.Session{Command: []string{"test"}}, store.Options{CommitLinger: time.Second})
+			rs, err := sessionstore.Open(data, store.Session{Command: []string{"test"}}, store.Options{CommitLinger: time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer rs.end(nil)
-			rs.w.Append(store.Event{Time: time.Now(), Agent: &store.Agent{State: store.AgentSilent, Detail: "just before the checkpoint"}})
+			defer rs.End(nil)
+			rs.W.Append(store.Event{Time: time.Now(), Agent: &store.Agent{State: store.AgentSilent, Detail: "just before the checkpoint"}})
 			if snap := tc.take(t, data, rs); snap.Dir != "" {
 				checkHasEvent(t, snap)
 			}

@@ -1,4 +1,4 @@
-package main
+package home
 
 import (
 	"net"
@@ -13,10 +13,10 @@ import (
 // longSandboxDir is a sandbox directory whose api.sock does not fit a
 // unix socket address, so that its socket falls back to
 // fallbackSocketDir.
-func longSandboxDir(t *testing.T) sandboxDir {
-	d := newSandboxDir(filepath.Join(t.TempDir(), strings.Repeat("long-directory-name/", 5)), "dev")
-	if filepath.Dir(d.socketPath()) != fallbackSocketDir() {
-		t.Fatalf("%s is not in the fallback directory %s", d.socketPath(), fallbackSocketDir())
+func longSandboxDir(t *testing.T) Dir {
+	d := New(filepath.Join(t.TempDir(), strings.Repeat("long-directory-name/", 5)), "dev")
+	if filepath.Dir(d.SocketPath()) != FallbackSocketDir() {
+		t.Fatalf("%s is not in the fallback directory %s", d.SocketPath(), FallbackSocketDir())
 	}
 	return d
 }
@@ -53,18 +53,18 @@ func TestSocketDirIsOursAndPrivate(t *testing.T) {
 			}
 			t.Setenv("XDG_RUNTIME_DIR", t.TempDir())
 			d := longSandboxDir(t)
-			dir := fallbackSocketDir()
+			dir := FallbackSocketDir()
 			if err := c.setup(dir); err != nil {
 				t.Fatal(err)
 			}
-			errEarly := makeSocketDir(d.socketPath())
-			ln, err := listenUnix(d.socketPath())
+			errEarly := MakeSocketDir(d.SocketPath())
+			ln, err := ListenUnix(d.SocketPath())
 			if c.want == "" {
 				if errEarly != nil || err != nil {
 					t.Fatalf("%s: %v, %v", c.why, errEarly, err)
 				}
 				defer ln.Close()
-				checkPrivate(t, dir, d.socketPath())
+				checkPrivate(t, dir, d.SocketPath())
 				return
 			}
 			if ln != nil {
@@ -75,8 +75,8 @@ func TestSocketDirIsOursAndPrivate(t *testing.T) {
 					t.Errorf("%s: err %v, want one naming %s, saying %q and what to do", c.why, err, dir, c.want)
 				}
 			}
-			if _, err := os.Lstat(d.socketPath()); err == nil {
-				t.Errorf("%s: a socket was bound at %s", c.why, d.socketPath())
+			if _, err := os.Lstat(d.SocketPath()); err == nil {
+				t.Errorf("%s: a socket was bound at %s", c.why, d.SocketPath())
 			}
 		})
 	}
@@ -89,7 +89,7 @@ func TestSocketDirPerUID(t *testing.T) {
 	t.Setenv("XDG_RUNTIME_DIR", "")
 	t.Setenv("TMPDIR", t.TempDir())
 	want := filepath.Join(os.TempDir(), "capsem-"+strconv.Itoa(os.Geteuid()))
-	if got := fallbackSocketDir(); got != want {
+	if got := FallbackSocketDir(); got != want {
 		t.Fatalf("fallback %s, want %s", got, want)
 	}
 	d := longSandboxDir(t)
@@ -99,18 +99,18 @@ func TestSocketDirPerUID(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ln, err := listenUnix(d.socketPath())
+	ln, err := ListenUnix(d.SocketPath())
 	if err != nil {
 		t.Fatal(err)
 	}
 	ln.Close()
-	checkPrivate(t, want, d.socketPath())
+	checkPrivate(t, want, d.SocketPath())
 	if os.Geteuid() == 0 {
 		os.RemoveAll(want)
 		if err := mkdirMode(want, 0o777, 65534); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := listenUnix(d.socketPath()); err == nil || !strings.Contains(err.Error(), "owned by uid 65534") {
+		if _, err := ListenUnix(d.SocketPath()); err == nil || !strings.Contains(err.Error(), "owned by uid 65534") {
 			t.Errorf("%s of uid 65534, 0777: err %v", want, err)
 		}
 	}
@@ -125,7 +125,7 @@ func TestListenUnix(t *testing.T) {
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "api.sock")
 	for i := range 2 { // the second finds the first's socket, stale (the caller removes it)
-		ln, err := listenUnix(sock)
+		ln, err := ListenUnix(sock)
 		if err != nil {
 			t.Fatal(i, err)
 		}
@@ -144,7 +144,7 @@ func TestListenUnix(t *testing.T) {
 	if err := os.WriteFile(sock, []byte("keep"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := listenUnix(sock); err == nil || !strings.Contains(err.Error(), "not a socket of yours") {
+	if _, err := ListenUnix(sock); err == nil || !strings.Contains(err.Error(), "not a socket of yours") {
 		t.Errorf("a file at the socket's path: err %v", err)
 	}
 	if b, _ := os.ReadFile(sock); string(b) != "keep" {

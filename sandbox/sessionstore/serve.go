@@ -1,45 +1,40 @@
-package main
+package sessionstore
 
 import (
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/capsem/capsem/sandbox/api"
+	"github.com/capsem/capsem/sandbox/home"
 )
 
 // A running capsem run holds its session's store, which no other process
 // can open. So that capsem sessions, inspect, export and ui can read the
 // session while it runs, as they read a running sandbox's, the run serves
 // the sandbox API's POST /v1/snapshot — and only that — on a socket in its
-// session directory: a checkpoint of its store (hard links, taken after a
-// sync so that every event appended so far is in it) that the reader opens
-// read-only and removes.
+// session directory (home.SessionSocketPath).
 
-func runSocketPath(data, id string) string { return socketPathIn(sessionDir(data, id), id) }
-
-func runSnapshotsDir(data, id string) string { return filepath.Join(sessionDir(data, id), "snapshots") }
-
-// runAPI is a running capsem run's snapshot socket.
-type runAPI struct {
-	srv        *http.Server
-	sock, snap string
+// SnapshotServer is a running capsem run's snapshot socket.
+type SnapshotServer struct {
+	srv  *http.Server
+	Sock string // where it listens
+	snap string
 }
 
-// serveRunAPI serves rs's snapshots until Close.
-func serveRunAPI(data string, rs *runStore) (*runAPI, error) {
-	id := rs.w.ID()
-	a := &runAPI{sock: runSocketPath(data, id), snap: runSnapshotsDir(data, id)}
-	ln, err := listenUnix(a.sock)
+// ServeSnapshots serves r's snapshots until Close.
+func (r *Store) ServeSnapshots() (*SnapshotServer, error) {
+	id := r.W.ID()
+	a := &SnapshotServer{Sock: home.SessionSocketPath(r.Data, id), snap: home.SessionSnapshotsDir(r.Data, id)}
+	ln, err := home.ListenUnix(a.Sock)
 	if err != nil {
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST "+api.PathSnapshot, func(w http.ResponseWriter, r *http.Request) {
-		snap, err := rs.snapshot(a.snap)
+	mux.HandleFunc("POST "+api.PathSnapshot, func(w http.ResponseWriter, _ *http.Request) {
+		snap, err := r.Snapshot(a.snap)
 		if err != nil {
 			api.WriteError(w, http.StatusInternalServerError, "no snapshot of the run's store: "+err.Error())
 			return
@@ -57,8 +52,8 @@ func serveRunAPI(data string, rs *runStore) (*runAPI, error) {
 
 // Close stops serving and removes the socket and what readers left of
 // their snapshots.
-func (a *runAPI) Close() {
+func (a *SnapshotServer) Close() {
 	a.srv.Close()
-	os.Remove(a.sock)
+	os.Remove(a.Sock)
 	os.RemoveAll(a.snap)
 }

@@ -1,4 +1,4 @@
-package main
+package home
 
 import (
 	"errors"
@@ -9,14 +9,14 @@ import (
 	"syscall"
 )
 
-// makeSocketDir makes the directory of the API socket at sock: the
+// MakeSocketDir makes the directory of the API socket at sock: the
 // sandbox's (or session's) own directory, or the shared fallback
-// (fallbackSocketDir), which must then be ours and private. It runs before
+// (FallbackSocketDir), which must then be ours and private. It runs before
 // the guest boots, so that a directory we cannot use fails the start at
 // once, and again before the socket is bound.
-func makeSocketDir(sock string) error {
+func MakeSocketDir(sock string) error {
 	dir := filepath.Dir(sock)
-	if dir != fallbackSocketDir() {
+	if dir != FallbackSocketDir() {
 		return os.MkdirAll(dir, 0o700)
 	}
 	return privateDir(dir)
@@ -59,5 +59,5 @@ func privateDir(dir string) error {
 		return nil
 	}
 	return fmt.Errorf("capsem: the socket directory %s %s; %s, or set XDG_RUNTIME_DIR to a directory of your own (the socket is there because its path in the sandbox's directory is over %d bytes)",
-		dir, why, fix, maxSocketPath)
+		dir, why, fix, MaxSocketPath)
 }

@@ -1,4 +1,4 @@
-package main
+package home
 
 import (
 	"path/filepath"
@@ -11,14 +11,14 @@ import (
 // directory.
 func TestSocketPath(t *testing.T) {
 	t.Setenv("XDG_RUNTIME_DIR", "/run/user/1000")
-	short := newSandboxDir("/home/u/.local/share/capsem", "dev")
-	if got := short.socketPath(); got != "/home/u/.local/share/capsem/sandboxes/dev/api.sock" {
+	short := New("/home/u/.local/share/capsem", "dev")
+	if got := short.SocketPath(); got != "/home/u/.local/share/capsem/sandboxes/dev/api.sock" {
 		t.Errorf("short: %s", got)
 	}
 	deep := "/home/u/" + strings.Repeat("very-long-directory/", 5)
-	a, b := newSandboxDir(deep+"a", "dev"), newSandboxDir(deep+"b", "dev")
-	pa, pb := a.socketPath(), b.socketPath()
-	if filepath.Dir(pa) != "/run/user/1000/capsem" || len(pa) > maxSocketPath || !strings.HasPrefix(filepath.Base(pa), "dev-") {
+	a, b := New(deep+"a", "dev"), New(deep+"b", "dev")
+	pa, pb := a.SocketPath(), b.SocketPath()
+	if filepath.Dir(pa) != "/run/user/1000/capsem" || len(pa) > MaxSocketPath || !strings.HasPrefix(filepath.Base(pa), "dev-") {
 		t.Errorf("long: %s (%d bytes)", pa, len(pa))
 	}
 	if pa == pb {
@@ -44,8 +44,8 @@ func TestSandboxNames(t *testing.T) {
 		{"..", false, "never a path"},
 		{"", false, "not empty"},
 	} {
-		if err := checkSandboxName(c.name); (err == nil) != c.ok {
-			t.Errorf("checkSandboxName(%q) = %v, want ok=%v (%s)", c.name, err, c.ok, c.why)
+		if err := CheckName(c.name); (err == nil) != c.ok {
+			t.Errorf("CheckName(%q) = %v, want ok=%v (%s)", c.name, err, c.ok, c.why)
 		}
 	}
 }

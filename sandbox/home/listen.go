@@ -1,4 +1,4 @@
-package main
+package home
 
 import (
 	"crypto/rand"
@@ -11,15 +11,15 @@ import (
 	"syscall"
 )
 
-// listenUnix listens on a unix socket at path that only its owner may
+// ListenUnix listens on a unix socket at path that only its owner may
 // connect to, with no moment at which another user could: the socket is
 // bound in a fresh 0700 directory of ours, made 0600 there, and renamed
 // into place. (The process umask is not touched: it is the process's, and
 // a file another goroutine created meanwhile would get it too.) What is at
 // path already is replaced only when it is a socket of ours, left by a
 // supervisor that died — the sandbox's lock says none runs.
-func listenUnix(path string) (net.Listener, error) {
-	if err := makeSocketDir(path); err != nil {
+func ListenUnix(path string) (net.Listener, error) {
+	if err := MakeSocketDir(path); err != nil {
 		return nil, err
 	}
 	if err := staleSocketOK(path); err != nil {

@@ -1,0 +1,73 @@
+package home
+
+// settings.json, a sandbox's settings: how it is started. Written by
+// `capsem start` (at creation, and again by a start with flags), read by
+// the supervisor at each start and by `capsem ls`. One JSON object,
+// indented, 0600:
+//
+//	{
+//	  "name": "dev",
+//	  "created": "2025-01-02T03:04:05Z",       RFC 3339, UTC
+//	  "image": "<guest image id>",             its files are in image/
+//	  "policy": "/abs/policy.toml",            "": the default policy
+//	  "workspace": "/abs/dir",                 shared as /workspace
+//	  "env": ["K=V", …],                       for every command, under each exec's env
+//	  "secrets": ["NAME@HOST,…", …],           --secret flags; never a real value
+//	  "cpus": 2,
+//	  "memory_mib": 2048,
+//	  "disk_gib": 8                            the writable disk's cap
+//	}
+//
+// STABILITY: a newer capsem reads an older sandbox's file and the other
+// way round. Add fields (their zero value meaning what an older file
+// meant); never rename, retype or remove one.
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Settings is settings.json.
+type Settings struct {
+	Name      string    `json:"name"`
+	Created   time.Time `json:"created"`
+	Image     string    `json:"image"`     // the guest's id: its files are in image/
+	Policy    string    `json:"policy"`    // absolute path of the policy file; "": the default policy
+	Workspace string    `json:"workspace"` // absolute host directory shared as /workspace
+	Env       []string  `json:"env"`       // K=V for every command, under each exec's --env
+	Secrets   []string  `json:"secrets"`   // --secret NAME[@HOST,…] flags; the real values are never here
+	CPUs      int       `json:"cpus"`
+	MemoryMiB int       `json:"memory_mib"`
+	DiskGiB   int       `json:"disk_gib"` // the writable disk's cap
+}
+
+// ReadSettings reads settings.json; a sandbox without one is told how to
+// create it.
+func (d Dir) ReadSettings() (Settings, error) {
+	var s Settings
+	b, err := os.ReadFile(d.SettingsPath())
+	if errors.Is(err, fs.ErrNotExist) {
+		return s, fmt.Errorf("no sandbox %q in %s: capsem start %s creates it", d.Name, filepath.Dir(d.Dir), d.Name)
+	}
+	if err != nil {
+		return s, err
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		return s, fmt.Errorf("%s: %w (remove the sandbox with capsem rm %s)", d.SettingsPath(), err, d.Name)
+	}
+	return s, nil
+}
+
+// WriteSettings replaces settings.json at once (WriteFileAtomic).
+func (d Dir) WriteSettings(s Settings) error {
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	return WriteFileAtomic(d.SettingsPath(), append(b, '\n'), 0o600)
+}

@@ -1,0 +1,69 @@
+package sessionstore
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/capsem/capsem/sandbox/api"
+	"github.com/capsem/capsem/sandbox/home"
+	"github.com/capsem/capsem/store"
+)
+
+// Store is one session's own store and its writer.
+type Store struct {
+	Data string        // the data directory it belongs to
+	St   *store.Store  // the session's own store
+	W    *store.Writer // the session's writer: the Recorder its guest records to
+}
+
+// Open makes the session's directory under data, opens its own store with
+// the limits opt (zero: the store's defaults) and begins the session meta
+// (its ID is made here).
+func Open(data string, meta store.Session, opt store.Options) (*Store, error) {
+	meta.ID = store.NewSessionID()
+	if err := os.MkdirAll(home.SessionDir(data, meta.ID), 0o700); err != nil {
+		return nil, fmt.Errorf("session directory: %w", err)
+	}
+	st, err := store.OpenWith(home.SessionEventsDir(data, meta.ID), opt)
+	if err != nil {
+		return nil, err
+	}
+	w, err := st.Begin(meta)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	return &Store{Data: data, St: st, W: w}, nil
+}
+
+// ID is the session's id.
+func (r *Store) ID() string { return r.W.ID() }
+
+// Snapshot answers POST /v1/snapshot for a running sandbox's supervisor
+// and a running capsem run alike: a checkpoint of the store (hard links)
+// in a new directory under dir, taken after a sync so that every event
+// appended so far is in it (the store commits in groups: without the sync
+// a checkpoint missed the newest events). The reader opens it read-only
+// and removes it.
+func (r *Store) Snapshot(dir string) (api.Snapshot, error) {
+	if err := r.W.Sync(); err != nil {
+		return api.Snapshot{}, fmt.Errorf("the store could not sync: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return api.Snapshot{}, err
+	}
+	snap := filepath.Join(dir, fmt.Sprintf("%d", time.Now().UnixNano()))
+	if err := r.St.Checkpoint(snap); err != nil {
+		return api.Snapshot{}, fmt.Errorf("checkpoint of the store: %w", err)
+	}
+	return api.Snapshot{Dir: snap, SessionID: r.W.ID()}, nil
+}
+
+// End records the exit code (nil: none, the session failed), flushes
+// every event and closes the store.
+func (r *Store) End(code *int) error {
+	return errors.Join(r.W.End(code), r.St.Close())
+}

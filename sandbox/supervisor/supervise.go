@@ -1,0 +1,218 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/capsem/capsem/guest/proto"
+	"github.com/capsem/capsem/hypervisor"
+	"github.com/capsem/capsem/sandbox"
+	"github.com/capsem/capsem/sandbox/api"
+	"github.com/capsem/capsem/sandbox/home"
+	"github.com/capsem/capsem/sandbox/sessionstore"
+	"github.com/capsem/capsem/store"
+)
+
+// Options are what a supervisor is run with.
+type Options struct {
+	Store store.Options // the session store's limits (zero: the store's defaults)
+	Log   *slog.Logger  // its log (nil: none)
+	CADir string        // the interception CA's directory ("": ca.DefaultDir())
+	Host  string        // how capsem names itself to the guest's agent (sandbox.Config.Host)
+}
+
+// supervisor is a running sandbox: the api.Backend its API serves.
+type supervisor struct {
+	dir      home.Dir
+	settings home.Settings
+	sb       *sandbox.Sandbox
+	rs       *sessionstore.Store
+	log      *slog.Logger
+	started  time.Time
+
+	stopOnce sync.Once
+	stopping chan struct{} // closed when a stop is asked for
+
+	mu     sync.Mutex // guards launch (rewritten on a policy reload)
+	launch home.Launch
+}
+
+// Run runs sandbox name of the data directory data until it is stopped
+// (POST /v1/stop, SIGTERM or SIGINT) or its guest dies; either way it
+// records the session's end, moves it into the main store and gives the
+// lock back. SIGHUP reloads the policy. It calls report once: when the
+// guest answers and the API listens, or with why not.
+func Run(ctx context.Context, data, name string, o Options, report func(Ready)) (err error) {
+	reported := false
+	defer func() {
+		if !reported {
+			m := Ready{Error: "the supervisor failed"}
+			if err != nil {
+				m.Error = err.Error()
+			}
+			var ar home.AlreadyRunningError
+			m.Running = errors.As(err, &ar)
+			report(m)
+		}
+	}()
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	d := home.New(data, name)
+	settings, err := d.ReadSettings()
+	if err != nil {
+		return err
+	}
+	lock, err := d.Lock()
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	// A socket directory that is not ours fails the start before the guest boots.
+	if err := home.MakeSocketDir(d.SocketPath()); err != nil {
+		return err
+	}
+	_ = os.Remove(d.CrashPath())
+	_ = os.Remove(d.LaunchPath())
+	_ = os.RemoveAll(d.SnapshotsDir()) // readers that died left theirs
+	log := o.Log.With("sandbox", name)
+
+	pol, err := sandbox.LoadBoundPolicy(settings.Policy, settings.Secrets, nil)
+	if err != nil {
+		return err
+	}
+	authority, err := sandbox.LoadAuthority(o.CADir)
+	if err != nil {
+		return err
+	}
+	host, _ := os.Hostname()
+	rs, err := sessionstore.Open(data, store.Session{Command: []string{"capsem", "start", name}, PolicySHA256: pol.SHA256, Image: settings.Image, Host: host, Sandbox: name}, o.Store)
+	if err != nil {
+		return err
+	}
+	sup := &supervisor{dir: d, settings: settings, rs: rs, log: log, stopping: make(chan struct{})}
+
+	// SIGTERM and SIGINT stop the sandbox, also while it boots; SIGHUP
+	// reloads the policy (a hangup of the terminal that started a
+	// detached supervisor never reaches it: it has its own session).
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	bootCtx, cancelBoot := context.WithCancel(ctx)
+	defer cancelBoot()
+	go func() {
+		for sig := range sigs {
+			if sig == syscall.SIGHUP {
+				if _, err := sup.ReloadPolicy(); err != nil {
+					log.Error("SIGHUP: policy reload failed; the policy in force is kept", "err", err)
+				}
+				continue
+			}
+			log.Info("stopping on " + sig.String())
+			cancelBoot()
+			sup.Stop()
+		}
+	}()
+
+	// The transfer disk: made anew at each start, its contents nothing.
+	xferPath := d.TransferDisk()
+	if err := makeTransferDisk(xferPath); err != nil {
+		_ = rs.End(nil)
+		return err
+	}
+	sb, err := sandbox.Start(bootCtx, sandbox.Config{
+		Guest:        d.Guest(settings),
+		Policy:       pol,
+		Workspace:    settings.Workspace,
+		DataDisk:     d.Disk(),
+		TransferDisk: xferPath,
+		CPUs:         settings.CPUs,
+		MemoryMiB:    settings.MemoryMiB,
+		Recorder:     rs.W,
+		Authority:    authority,
+		ConsoleLog:   d.ConsoleLog(),
+		BootTimeout:  hypervisor.DefaultBootTimeout,
+		Logger:       log,
+		Host:         o.Host,
+	})
+	if err != nil {
+		_ = rs.End(nil)
+		_, _ = sessionstore.Merge(data, 5*time.Second)
+		return err
+	}
+	sup.sb, sup.started = sb, time.Now()
+
+	sock := d.SocketPath()
+	ln, err := home.ListenUnix(sock)
+	if err != nil {
+		sb.Shutdown("capsem could not serve the sandbox's API")
+		_ = rs.End(nil)
+		return err
+	}
+	srv := &http.Server{Handler: api.Handler(sup), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	sup.launch = home.Launch{PID: os.Getpid(), Started: sup.started, SessionID: rs.ID(), PolicySHA256: pol.SHA256, Socket: sock}
+	if err := sup.writeLaunch(); err != nil {
+		log.Warn("run.json not written: capsem ls shows less", "err", err)
+	}
+	log.Info("sandbox running", "session", rs.ID(), "socket", sock, "boot", time.Duration(sb.Ready().Uptime).Round(time.Millisecond))
+	reported = true
+	report(Ready{OK: true})
+
+	crashed := false
+	select {
+	case <-sup.stopping:
+	case <-sb.Done():
+		crashed = true
+		sup.Stop()
+	}
+	// New requests are refused; the ones under way get a moment to answer
+	// (the stop's own 202, an event stream's last lines); execs still
+	// running end with the guest.
+	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	_ = srv.Shutdown(sctx)
+	cancel()
+	_ = srv.Close()
+	if crashed {
+		why := "the guest stopped on its own (see its console log: " + d.ConsoleLog() + ")"
+		if err := sb.Err(); errors.Is(err, proto.ErrViolation) {
+			why = "the guest was stopped: " + err.Error()
+		}
+		log.Error(why)
+		_ = os.WriteFile(d.CrashPath(), []byte(why), 0o600)
+	}
+	sb.Shutdown("capsem stop " + name)
+	code := 0
+	if crashed {
+		code = -1
+	}
+	endErr := rs.End(&code)
+	if _, err := sessionstore.Merge(data, 5*time.Second); err != nil {
+		log.Warn("the session stays in its own store until the next capsem command", "err", err)
+	}
+	_ = os.Remove(sock)
+	_ = os.Remove(d.LaunchPath())
+	log.Info("sandbox stopped", "session", rs.ID())
+	if crashed {
+		return errors.New("the guest stopped on its own")
+	}
+	return endErr
+}
+
+// makeTransferDisk makes path a sparse file of sandbox.TransferDiskSize.
+func makeTransferDisk(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("transfer disk: %w", err)
+	}
+	err = f.Truncate(sandbox.TransferDiskSize)
+	return errors.Join(err, f.Close())
+}
