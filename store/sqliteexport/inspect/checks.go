@@ -8,7 +8,6 @@ import (
 
 	"github.com/capsem/capsem/mitm/provider"
 	"github.com/capsem/capsem/store/sqliteexport"
-	"github.com/capsem/capsem/store/sqliteexport/schemacheck"
 )
 
 // Tables are the tables a capsem export must have, in report order.
@@ -110,7 +109,7 @@ func Build(db sqliteexport.Querier, n int) (Report, error) {
 		return r, nil
 	}
 	var schemaErrs []string
-	for _, err := range schemacheck.Verify(db, sqliteexport.SchemaVersion) {
+	for _, err := range sqliteexport.VerifySchema(db, sqliteexport.SchemaVersion) {
 		schemaErrs = append(schemaErrs, err.Error())
 	}
 	r.Checks = append(r.Checks, Check{Name: "columns, keys and indexes match the schema", OK: len(schemaErrs) == 0, Detail: strings.Join(schemaErrs, "; ")})
