@@ -45,3 +45,17 @@ func dial(ctx context.Context, socket string) (net.Conn, error) {
 	}
 	return c, nil
 }
+
+// peerUID is the effective uid of the process at c's other end, read on its
+// descriptor by the system's own call (fdPeerUID, one file per system).
+func peerUID(c *net.UnixConn) (int, error) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return -1, err
+	}
+	uid, serr := -1, error(nil)
+	if err := rc.Control(func(fd uintptr) { uid, serr = fdPeerUID(int(fd)) }); err != nil {
+		return -1, err
+	}
+	return uid, serr
+}

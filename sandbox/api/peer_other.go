@@ -2,13 +2,10 @@
 
 package api
 
-import (
-	"errors"
-	"net"
-)
+import "errors"
 
-// peerUID cannot be read here: the client refuses every socket rather
+// fdPeerUID cannot be read here: the client refuses every socket rather
 // than talk to one it cannot tell from another user's.
-func peerUID(*net.UnixConn) (int, error) {
+func fdPeerUID(int) (int, error) {
 	return -1, errors.New("reading a unix socket's peer credentials is implemented for Linux and macOS only")
 }
