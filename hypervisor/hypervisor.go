@@ -130,6 +130,15 @@ type Config struct {
 	// ConsoleLogMax caps the console log in bytes (ConsoleLog); zero means
 	// DefaultConsoleLogMax.
 	ConsoleLogMax int64
+	// RAMFile, when set, is a file (on tmpfs: /dev/shm) that holds the
+	// guest's RAM, mapped shared, so that a snapshot copies the pages the
+	// guest touched instead of streaming all of its RAM (see the backends'
+	// snapshot files for the measurements). The backend creates it 0600
+	// and removes it when the VM ends. "": anonymous RAM, no snapshots.
+	RAMFile string
+	// Restore, when set, starts the VM from a snapshot instead of booting
+	// the kernel: same devices, same CPUs and memory as when it was saved.
+	Restore *Restore
 }
 
 // DefaultMAC is a locally administered unicast address, stable so that
@@ -168,6 +177,11 @@ func (c *Config) Validate() error {
 		}
 		if !st.IsDir() {
 			return fmt.Errorf("hypervisor: workspace %s is not a directory", c.Workspace)
+		}
+	}
+	if c.Restore != nil {
+		if err := c.Restore.check(c); err != nil {
+			return err
 		}
 	}
 	if c.CPUs == 0 {

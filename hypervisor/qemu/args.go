@@ -17,20 +17,35 @@ type fdLayout struct {
 	nic     int
 	control int
 	console int
+	qmp     int
 }
 
 // layoutFor numbers the inherited fds: the NIC (when there is one) first,
-// then the control socket, then the console's socket (when it is logged).
-func layoutFor(haveNIC, haveConsole bool) fdLayout {
-	l := fdLayout{nic: -1, control: 3, console: -1}
+// then the control socket, then the console's socket (when it is logged),
+// then QMP's (when the VM can be snapshotted or is restored).
+func layoutFor(haveNIC, haveConsole, haveQMP bool) fdLayout {
+	l := fdLayout{nic: -1, control: 3, console: -1, qmp: -1}
 	if haveNIC {
 		l.nic, l.control = 3, 4
 	}
+	next := l.control + 1
 	if haveConsole {
-		l.console = l.control + 1
+		l.console, next = next, next+1
+	}
+	if haveQMP {
+		l.qmp = next
 	}
 	return l
 }
+
+// cfgLayout is the layout for cfg.
+func cfgLayout(cfg *hypervisor.Config) fdLayout {
+	return layoutFor(cfg.NIC != nil, cfg.ConsoleLog != "", snapshots(cfg))
+}
+
+// snapshots reports whether cfg's VM talks QMP: it can be snapshotted
+// (RAM in a file) or starts from a snapshot.
+func snapshots(cfg *hypervisor.Config) bool { return cfg.RAMFile != "" || cfg.Restore != nil }
 
 // startFacts are what Start learns about the host that the command line
 // depends on.
@@ -82,13 +97,16 @@ func buildArgs(cfg *hypervisor.Config, accel Accel, tscKHz int, fds fdLayout, fa
 		"-cpu", accel.cpu(),
 		"-smp", fmt.Sprint(cfg.CPUs),
 		"-m", fmt.Sprintf("%dM", cfg.MemoryMiB),
+	}
+	a = append(a, memoryArgs(cfg)...)
+	a = append(a,
 		"-no-reboot",
 		"-nodefaults",
 		"-no-user-config",
 		"-nographic",
-		"-sandbox", "on,obsolete=deny,elevateprivileges=" + elevate + ",spawn=deny,resourcecontrol=deny",
+		"-sandbox", "on,obsolete=deny,elevateprivileges="+elevate+",spawn=deny,resourcecontrol=deny",
 		"-kernel", cfg.Kernel,
-	}
+	)
 	if facts.runAs != "" {
 		a = append(a, "-runas", facts.runAs)
 	}
@@ -166,5 +184,35 @@ func buildArgs(cfg *hypervisor.Config, accel Accel, tscKHz int, fds fdLayout, fa
 			"-device", "virtio-9p-device,fsdev=workspace,mount_tag="+bootparam.WorkspaceTag,
 		)
 	}
+	if fds.qmp >= 0 {
+		// QMP on an inherited socket: no path for anything else to
+		// connect to. A restore waits for its state there (-incoming
+		// defer): 7.2 takes x-ignore-shared only from QMP, before the
+		// stream is read.
+		a = append(a,
+			"-chardev", fmt.Sprintf("socket,id=qmp,fd=%d", fds.qmp),
+			"-mon", "chardev=qmp,mode=control",
+		)
+	}
+	if cfg.Restore != nil {
+		a = append(a, "-incoming", "defer")
+	}
 	return a
+}
+
+// memoryArgs puts the guest's RAM in a file when it is to be snapshotted
+// (shared: the snapshot copies the file) or restored privately
+// (copy-on-write over the saved RAM, shared by every restore of it).
+func memoryArgs(cfg *hypervisor.Config) []string {
+	path, share := cfg.RAMFile, "on"
+	if r := cfg.Restore; r != nil && r.Private {
+		path, share = r.RAM, "off"
+	}
+	if path == "" {
+		return nil
+	}
+	return []string{
+		"-object", fmt.Sprintf("memory-backend-file,id=ram0,size=%dM,mem-path=%s,share=%s", cfg.MemoryMiB, optEscape(path), share),
+		"-machine", "memory-backend=ram0",
+	}
 }

@@ -26,7 +26,7 @@ func TestBuildArgsFull(t *testing.T) {
 		NIC:         os.Stdin, // only its presence matters here
 		BootTimeout: 1,
 	}
-	got := buildArgs(cfg, Accel{Name: "tcg"}, 2600000, layoutFor(true, true), startFacts{runAs: "1000:1000"})
+	got := buildArgs(cfg, Accel{Name: "tcg"}, 2600000, layoutFor(true, true, false), startFacts{runAs: "1000:1000"})
 	want := []string{
 		"-M", "microvm",
 		"-accel", "tcg,thread=multi",
@@ -58,7 +58,7 @@ func TestBuildArgsFull(t *testing.T) {
 
 func TestBuildArgsMinimalKVM(t *testing.T) {
 	cfg := &hypervisor.Config{Kernel: "/k/vmlinux", CPUs: 1, MemoryMiB: 512, MAC: hypervisor.DefaultMAC, WorkspaceReadOnly: true}
-	got := strings.Join(buildArgs(cfg, Accel{Name: "kvm"}, 0, layoutFor(false, false), startFacts{}), " ")
+	got := strings.Join(buildArgs(cfg, Accel{Name: "kvm"}, 0, layoutFor(false, false, false), startFacts{}), " ")
 	for _, want := range []string{
 		"-accel kvm -cpu host",
 		"-chardev null,id=console -serial chardev:console",
@@ -77,7 +77,7 @@ func TestBuildArgsMinimalKVM(t *testing.T) {
 
 func TestBuildArgsWorkspaceReadOnly(t *testing.T) {
 	cfg := &hypervisor.Config{Kernel: "/k", CPUs: 1, MemoryMiB: 512, Workspace: "/w", WorkspaceReadOnly: true}
-	got := buildArgs(cfg, Accel{Name: "tcg"}, 0, layoutFor(false, false), startFacts{})
+	got := buildArgs(cfg, Accel{Name: "tcg"}, 0, layoutFor(false, false, false), startFacts{})
 	if !slices.Contains(got, "local,id=workspace,path=/w,security_model=mapped-xattr,fmode=0644,dmode=0755,readonly=on") {
 		t.Fatalf("read-only workspace not exported read-only: %q", got)
 	}
@@ -99,7 +99,7 @@ func TestKernelCmdlineRoot(t *testing.T) {
 // writable layer.
 func TestDataDisk(t *testing.T) {
 	cfg := &hypervisor.Config{Kernel: "/k", Initramfs: "/i", RootImage: "/r", DataDisk: "/d,1.ext4"}
-	got := buildArgs(cfg, Accel{Name: "tcg"}, 0, layoutFor(false, false), startFacts{})
+	got := buildArgs(cfg, Accel{Name: "tcg"}, 0, layoutFor(false, false, false), startFacts{})
 	root := slices.Index(got, "virtio-blk-device,drive=root")
 	data := slices.Index(got, "virtio-blk-device,drive=data")
 	if root < 0 || data < root {
@@ -112,7 +112,7 @@ func TestDataDisk(t *testing.T) {
 		t.Errorf("kernel command line: %s", line)
 	}
 	cfg.TransferDisk = "/x"
-	got = buildArgs(cfg, Accel{Name: "tcg"}, 0, layoutFor(false, false), startFacts{})
+	got = buildArgs(cfg, Accel{Name: "tcg"}, 0, layoutFor(false, false, false), startFacts{})
 	if xfer := slices.Index(got, "virtio-blk-device,drive=transfer"); xfer < slices.Index(got, "virtio-blk-device,drive=data") {
 		t.Errorf("the transfer disk must be the third (%s): %q", hypervisor.TransferDevice, got)
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/capsem/capsem/hypervisor"
+	"github.com/capsem/capsem/hypervisor/qemu/qmp"
 )
 
 var _ hypervisor.VM = (*VM)(nil)
@@ -35,6 +36,7 @@ type VM struct {
 	cmd    *exec.Cmd
 	facts  startFacts
 	stderr tailBuffer
+	qmp    *qmp.Conn // when snapshots(&cfg): see snapshot_linux.go
 }
 
 // FindBinary returns the path of qemu-system-x86_64, or an error that says
@@ -95,7 +97,7 @@ func (v *VM) Accel() Accel { return v.accel }
 func (v *VM) Args() []string {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	return buildArgs(&v.cfg, v.accel, v.tscKHz, layoutFor(v.cfg.NIC != nil, v.cfg.ConsoleLog != ""), v.facts)
+	return buildArgs(&v.cfg, v.accel, v.tscKHz, cfgLayout(&v.cfg), v.facts)
 }
 
 // Console is the serial console log's path.
@@ -120,7 +122,7 @@ func (v *VM) Start(ctx context.Context) error {
 		return fmt.Errorf("qemu: control channel is a %T, not a unix socket", hostCtl)
 	}
 
-	fds := layoutFor(v.cfg.NIC != nil, v.cfg.ConsoleLog != "")
+	fds := cfgLayout(&v.cfg)
 	var extra []*os.File
 	if v.cfg.NIC != nil {
 		extra = append(extra, v.cfg.NIC)
@@ -156,6 +158,28 @@ func (v *VM) Start(ctx context.Context) error {
 		extra = append(extra, vmCon)
 	}
 
+	var hostQMP net.Conn
+	if snapshots(&v.cfg) {
+		var vmQMP *os.File
+		if hostQMP, vmQMP, err = hypervisor.SocketPair(); err == nil {
+			err = v.prepareRAM()
+		}
+		if err != nil {
+			hostCtl.Close()
+			if hostCon != nil {
+				hostCon.Close()
+				console.Close()
+			}
+			if hostQMP != nil {
+				hostQMP.Close()
+				vmQMP.Close()
+			}
+			return fmt.Errorf("qemu: %w", err)
+		}
+		defer vmQMP.Close()
+		extra = append(extra, vmQMP)
+	}
+
 	args := buildArgs(&v.cfg, v.accel, v.tscKHz, fds, v.facts)
 	cmd := exec.Command(v.bin, args...)
 	cmd.ExtraFiles = extra
@@ -176,6 +200,10 @@ func (v *VM) Start(ctx context.Context) error {
 			hostCon.Close()
 			console.Close()
 		}
+		if hostQMP != nil {
+			hostQMP.Close()
+		}
+		v.removeRAM()
 		return fmt.Errorf("qemu: start %s: %w", v.bin, err)
 	}
 	consoleDone := make(chan struct{})
@@ -197,8 +225,22 @@ func (v *VM) Start(ctx context.Context) error {
 		if err != nil {
 			err = fmt.Errorf("qemu exited: %w%s", err, v.stderr.suffix())
 		}
+		if hostQMP != nil {
+			hostQMP.Close()
+		}
+		v.removeRAM()
 		v.Exit(err, nil)
 	}()
+
+	if hostQMP != nil {
+		if err := v.startQMP(ctx, hostQMP); err != nil {
+			// v.mu is held: kill's own locking would deadlock.
+			v.RecordCause(err)
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-v.Done()
+			return err
+		}
+	}
 
 	go v.OnCancel(ctx, func() { v.kill(fmt.Errorf("qemu: VM killed: %w", ctx.Err())) })
 
