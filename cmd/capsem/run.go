@@ -235,7 +235,7 @@ func runRecorded(c *cli.Context, o *runOptions) error {
 	}
 	id := rs.ID()
 	phase("session store open")
-	ra, err := rs.ServeSnapshots()
+	ra, err := rs.ServeStoreCopies()
 	if err != nil {
 		// The run goes on; only reading its session before it ends fails.
 		fmt.Fprintf(c.App.ErrWriter, "capsem: warning: the session cannot be read while it runs: %v\n", err)

@@ -110,10 +110,10 @@ func (c *Client) ReloadPolicy(ctx context.Context) (Reload, error) {
 	return rl, err
 }
 
-// Snapshot is POST /v1/snapshot.
-func (c *Client) Snapshot(ctx context.Context) (Snapshot, error) {
-	var snap Snapshot
-	err := c.do(ctx, http.MethodPost, PathSnapshot, nil, nil, &snap)
+// StoreCopy is POST /v1/store/copy.
+func (c *Client) StoreCopy(ctx context.Context) (StoreCopy, error) {
+	var snap StoreCopy
+	err := c.do(ctx, http.MethodPost, PathStoreCopy, nil, nil, &snap)
 	return snap, err
 }
 

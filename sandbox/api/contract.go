@@ -13,7 +13,10 @@ const (
 	PathStop         = "/v1/stop"          // POST: the guest powers off, the supervisor exits
 	PathEvents       = "/v1/events"        // GET ?since=SEQ&follow=1: the session's events as NDJSON
 	PathFiles        = "/v1/files"         // PUT, GET ?path=P: a file into or out of the guest
-	PathSnapshot     = "/v1/snapshot"      // POST: Snapshot, a read-only copy of the event store
+	PathStoreCopy    = "/v1/store/copy"    // POST: StoreCopy, a read-only copy of the event store
+	// PathStoreCopyOld is PathStoreCopy's first name, still answered:
+	// clients from before VM snapshots (PathSnapshots) use it.
+	PathStoreCopyOld = "/v1/snapshot"
 )
 
 // ExecProtocol is the Upgrade token of a streamed exec.
@@ -81,10 +84,10 @@ type Reload struct {
 	SHA256 string `json:"sha256"`
 }
 
-// Snapshot is the answer to POST /v1/snapshot: a consistent copy of the
+// StoreCopy is the answer to POST /v1/store/copy: a consistent copy of the
 // supervisor's event store (the running session's events so far), for
 // store.OpenReadOnly. The caller removes it when done.
-type Snapshot struct {
+type StoreCopy struct {
 	Dir       string `json:"dir"`
 	SessionID string `json:"session_id"`
 }

@@ -60,7 +60,7 @@ func (b *silentBackend) ReloadPolicy() (Reload, error)                { return R
 func (b *silentBackend) Stop()                                        {}
 func (b *silentBackend) Events(uint64, func(store.Event) error) error { return nil }
 func (b *silentBackend) Done() <-chan struct{}                        { return nil }
-func (b *silentBackend) Snapshot() (Snapshot, error)                  { return Snapshot{}, nil }
+func (b *silentBackend) StoreCopy() (StoreCopy, error)                 { return StoreCopy{}, nil }
 func (b *silentBackend) PutFile(context.Context, string, string, int64, io.Reader) (int64, error) {
 	return 0, nil
 }
@@ -173,5 +173,22 @@ func TestExecTimeoutHoldsAgainstAMuteAgent(t *testing.T) {
 	case <-b.last.Load().Done():
 	default:
 		t.Error("the session is still held after the exec was given up")
+	}
+}
+
+// The store copy answers under its name and under its first name, which
+// clients from before VM snapshots use.
+func TestStoreCopyOldPath(t *testing.T) {
+	srv := httptest.NewServer(Handler(&silentBackend{}))
+	defer srv.Close()
+	for _, path := range []string{PathStoreCopy, PathStoreCopyOld} {
+		resp, err := http.Post(srv.URL+path, "application/json", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("POST %s: %s", path, resp.Status)
+		}
 	}
 }

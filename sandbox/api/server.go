@@ -33,8 +33,8 @@ type Backend interface {
 	Events(after uint64, fn func(store.Event) error) error
 	// Done is closed when the sandbox is stopping: no events follow.
 	Done() <-chan struct{}
-	// Snapshot writes a read-only copy of the event store.
-	Snapshot() (Snapshot, error)
+	// StoreCopy writes a read-only copy of the event store.
+	StoreCopy() (StoreCopy, error)
 	// PutFile writes body (size bytes, -1 when unknown) to path in the
 	// guest, mode "" keeping the default; it returns the bytes taken.
 	PutFile(ctx context.Context, path, mode string, size int64, body io.Reader) (int64, error)
@@ -70,20 +70,22 @@ func Handler(b Backend) http.Handler {
 		b.Stop()
 		writeJSON(w, http.StatusAccepted, map[string]string{"state": "stopping"})
 	})
-	mux.HandleFunc("POST "+PathSnapshot, func(w http.ResponseWriter, r *http.Request) {
-		snap, err := b.Snapshot()
+	storeCopy := func(w http.ResponseWriter, r *http.Request) {
+		snap, err := b.StoreCopy()
 		if err != nil {
-			WriteError(w, http.StatusInternalServerError, "no snapshot of the event store: "+err.Error())
+			WriteError(w, http.StatusInternalServerError, "no copy of the event store: "+err.Error())
 			return
 		}
 		writeJSON(w, http.StatusOK, snap)
-	})
+	}
+	mux.HandleFunc("POST "+PathStoreCopy, storeCopy)
+	mux.HandleFunc("POST "+PathStoreCopyOld, storeCopy)
 	mux.HandleFunc("GET "+PathEvents, func(w http.ResponseWriter, r *http.Request) { serveEvents(b, w, r) })
 	mux.HandleFunc("PUT "+PathFiles, func(w http.ResponseWriter, r *http.Request) { servePut(b, w, r) })
 	mux.HandleFunc("GET "+PathFiles, func(w http.ResponseWriter, r *http.Request) { serveGet(b, w, r) })
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusNotFound, fmt.Sprintf("no %s %s in this API: see docs/API.md (GET %s, POST %s, POST %s, POST %s, GET %s, PUT/GET %s, POST %s)",
-			r.Method, r.URL.Path, PathSandbox, PathExec, PathPolicyReload, PathStop, PathEvents, PathFiles, PathSnapshot))
+			r.Method, r.URL.Path, PathSandbox, PathExec, PathPolicyReload, PathStop, PathEvents, PathFiles, PathStoreCopy))
 	})
 	return mux
 }

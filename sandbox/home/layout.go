@@ -23,7 +23,7 @@ import (
 //	  run.json        the running supervisor's launch record (Launch); left behind = crashed
 //	  crash           why it crashed, when the supervisor saw it happen
 //	  api.sock        the API's unix socket (SocketPathIn)
-//	  snapshots/      copies of the running session's store for readers (POST /v1/snapshot)
+//	  store-copies/   copies of the running session's store for readers (POST /v1/store/copy)
 //
 // The names are a contract: clients in other languages find the socket
 // by them (sdk/python). The CLI reads these files; only the supervisor
@@ -63,7 +63,7 @@ func (d Dir) Log() string          { return filepath.Join(d.Dir, "supervisor.log
 func (d Dir) LockPath() string     { return filepath.Join(d.Dir, "lock") }
 func (d Dir) LaunchPath() string   { return filepath.Join(d.Dir, "run.json") }
 func (d Dir) CrashPath() string    { return filepath.Join(d.Dir, "crash") }
-func (d Dir) SnapshotsDir() string { return filepath.Join(d.Dir, "snapshots") }
+func (d Dir) StoreCopiesDir() string { return filepath.Join(d.Dir, "store-copies") }
 
 // SocketPath is where the sandbox's API listens (SocketPathIn).
 func (d Dir) SocketPath() string { return SocketPathIn(d.Dir, d.Name) }

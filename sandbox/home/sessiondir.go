@@ -31,10 +31,10 @@ func SessionConsoleLog(data, id string) string {
 	return filepath.Join(SessionDir(data, id), "console.log")
 }
 
-// SessionSocketPath is where the snapshot API of capsem run id listens.
+// SessionSocketPath is where the store-copy API of capsem run id listens.
 func SessionSocketPath(data, id string) string { return SocketPathIn(SessionDir(data, id), id) }
 
-// SessionSnapshotsDir is where capsem run id makes its snapshots.
-func SessionSnapshotsDir(data, id string) string {
-	return filepath.Join(SessionDir(data, id), "snapshots")
+// SessionStoreCopiesDir is where capsem run id makes its store's copies.
+func SessionStoreCopiesDir(data, id string) string {
+	return filepath.Join(SessionDir(data, id), "store-copies")
 }

@@ -10,8 +10,8 @@
 // When the session ends it is moved into the main store (Merge); one that
 // could not be (the main store was busy, capsem was killed) is moved by the
 // next command that opens the main store. While it is recorded, readers see
-// it through snapshots (Store.Snapshot: a checkpoint after a sync) that the
-// supervisor's API or a run's snapshot socket (ServeSnapshots) hands out.
+// it through copies (Store.StoreCopy: a checkpoint after a sync) that the
+// supervisor's API or a run's snapshot socket (ServeStoreCopies) hands out.
 //
 // It must never hold the main store longer than one merge (other
 // processes wait for it, a few seconds at most), never remove a session's

@@ -17,33 +17,35 @@ import (
 // the sandbox API's POST /v1/snapshot — and only that — on a socket in its
 // session directory (home.SessionSocketPath).
 
-// SnapshotServer is a running capsem run's snapshot socket.
-type SnapshotServer struct {
+// StoreCopyServer is a running capsem run's snapshot socket.
+type StoreCopyServer struct {
 	srv  *http.Server
 	Sock string // where it listens
 	snap string
 }
 
-// ServeSnapshots serves r's snapshots until Close.
-func (r *Store) ServeSnapshots() (*SnapshotServer, error) {
+// ServeStoreCopies serves r's snapshots until Close.
+func (r *Store) ServeStoreCopies() (*StoreCopyServer, error) {
 	id := r.W.ID()
-	a := &SnapshotServer{Sock: home.SessionSocketPath(r.Data, id), snap: home.SessionSnapshotsDir(r.Data, id)}
+	a := &StoreCopyServer{Sock: home.SessionSocketPath(r.Data, id), snap: home.SessionStoreCopiesDir(r.Data, id)}
 	ln, err := home.ListenUnix(a.Sock)
 	if err != nil {
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST "+api.PathSnapshot, func(w http.ResponseWriter, _ *http.Request) {
-		snap, err := r.Snapshot(a.snap)
+	storeCopy := func(w http.ResponseWriter, _ *http.Request) {
+		snap, err := r.StoreCopy(a.snap)
 		if err != nil {
-			api.WriteError(w, http.StatusInternalServerError, "no snapshot of the run's store: "+err.Error())
+			api.WriteError(w, http.StatusInternalServerError, "no copy of the run's store: "+err.Error())
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(snap)
-	})
+	}
+	mux.HandleFunc("POST "+api.PathStoreCopy, storeCopy)
+	mux.HandleFunc("POST "+api.PathStoreCopyOld, storeCopy)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		api.WriteError(w, http.StatusNotFound, fmt.Sprintf("a capsem run serves only POST %s (%s %s is a sandbox's: capsem start)", api.PathSnapshot, r.Method, r.URL.Path))
+		api.WriteError(w, http.StatusNotFound, fmt.Sprintf("a capsem run serves only POST %s (%s %s is a sandbox's: capsem start)", api.PathStoreCopy, r.Method, r.URL.Path))
 	})
 	a.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go a.srv.Serve(ln)
@@ -52,7 +54,7 @@ func (r *Store) ServeSnapshots() (*SnapshotServer, error) {
 
 // Close stops serving and removes the socket and what readers left of
 // their snapshots.
-func (a *SnapshotServer) Close() {
+func (a *StoreCopyServer) Close() {
 	a.srv.Close()
 	os.Remove(a.Sock)
 	os.RemoveAll(a.snap)

@@ -42,24 +42,24 @@ func Open(data string, meta store.Session, opt store.Options) (*Store, error) {
 // ID is the session's id.
 func (r *Store) ID() string { return r.W.ID() }
 
-// Snapshot answers POST /v1/snapshot for a running sandbox's supervisor
+// StoreCopy answers POST /v1/store/copy for a running sandbox's supervisor
 // and a running capsem run alike: a checkpoint of the store (hard links)
 // in a new directory under dir, taken after a sync so that every event
 // appended so far is in it (the store commits in groups: without the sync
 // a checkpoint missed the newest events). The reader opens it read-only
 // and removes it.
-func (r *Store) Snapshot(dir string) (api.Snapshot, error) {
+func (r *Store) StoreCopy(dir string) (api.StoreCopy, error) {
 	if err := r.W.Sync(); err != nil {
-		return api.Snapshot{}, fmt.Errorf("the store could not sync: %w", err)
+		return api.StoreCopy{}, fmt.Errorf("the store could not sync: %w", err)
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return api.Snapshot{}, err
+		return api.StoreCopy{}, err
 	}
 	snap := filepath.Join(dir, fmt.Sprintf("%d", time.Now().UnixNano()))
 	if err := r.St.Checkpoint(snap); err != nil {
-		return api.Snapshot{}, fmt.Errorf("checkpoint of the store: %w", err)
+		return api.StoreCopy{}, fmt.Errorf("checkpoint of the store: %w", err)
 	}
-	return api.Snapshot{Dir: snap, SessionID: r.W.ID()}, nil
+	return api.StoreCopy{Dir: snap, SessionID: r.W.ID()}, nil
 }
 
 // End records the exit code (nil: none, the session failed), flushes

@@ -54,7 +54,7 @@ func (u *liveSet) refresh() {
 		if known {
 			continue
 		}
-		snap, err := openSnapshot(context.Background(), l)
+		snap, err := openStoreCopy(context.Background(), l)
 		if err != nil {
 			if u.warn != nil {
 				u.warn(fmt.Sprintf("%s's running session is not included: %v", l.what, err))
@@ -87,7 +87,7 @@ func (u *liveSet) get(id string) *liveSession {
 	}
 	s.mu.Lock()
 	if u.every > 0 && time.Since(s.at) >= u.every {
-		snap, err := openSnapshot(context.Background(), s.sock)
+		snap, err := openStoreCopy(context.Background(), s.sock)
 		switch {
 		case err == nil:
 			s.snap.close()
@@ -106,7 +106,7 @@ func (u *liveSet) get(id string) *liveSession {
 		default:
 			// Another error keeps the last snapshot, and the next try
 			// is every away: a run's API that hangs does not hold
-			// every request for openSnapshot's 10 s.
+			// every request for openStoreCopy's 10 s.
 			s.at = time.Now()
 		}
 	}
@@ -195,14 +195,14 @@ func liveSockets(data string) []liveSocket {
 	dirs, _ := home.List(data)
 	for _, d := range dirs {
 		if d.Locked() {
-			out = append(out, liveSocket{sock: d.SocketPath(), snaps: d.SnapshotsDir(), what: "sandbox " + d.Name})
+			out = append(out, liveSocket{sock: d.SocketPath(), snaps: d.StoreCopiesDir(), what: "sandbox " + d.Name})
 		}
 	}
 	runs, _ := filepath.Glob(home.SessionEventsGlob(data))
 	for _, r := range runs {
 		id := filepath.Base(filepath.Dir(r))
 		if sock := home.SessionSocketPath(data, id); fileExists(sock) {
-			out = append(out, liveSocket{sock: sock, snaps: home.SessionSnapshotsDir(data, id), what: "capsem run " + id})
+			out = append(out, liveSocket{sock: sock, snaps: home.SessionStoreCopiesDir(data, id), what: "capsem run " + id})
 		}
 	}
 	return out
@@ -220,18 +220,18 @@ type snapshot struct {
 	st      *store.Store
 }
 
-// openSnapshot asks the API on l.sock for a snapshot of its session's
+// openStoreCopy asks the API on l.sock for a snapshot of its session's
 // store and opens it read-only; close removes it. The snapshot must be a
 // new directory right under l.snaps: the reader removes it afterwards, and
 // a socket that fell back to a shared directory ($XDG_RUNTIME_DIR or /tmp,
 // for a long path) could be answered by another user naming any directory
 // of ours.
-func openSnapshot(ctx context.Context, l liveSocket) (snapshot, error) {
+func openStoreCopy(ctx context.Context, l liveSocket) (snapshot, error) {
 	client := api.NewClient(l.sock)
 	defer client.Close()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	snap, err := client.Snapshot(ctx)
+	snap, err := client.StoreCopy(ctx)
 	if err != nil {
 		return snapshot{}, err
 	}

@@ -14,11 +14,11 @@ import (
 	"github.com/capsem/capsem/store"
 )
 
-// TestOpenSnapshotStaysInItsDirectory: a socket that answers with a
+// TestOpenStoreCopyStaysInItsDirectory: a socket that answers with a
 // snapshot outside the directory snapshots are made in (another user's
 // socket in a shared fallback directory, say) is refused, and what it
 // named is neither opened nor removed; one inside is read.
-func TestOpenSnapshotStaysInItsDirectory(t *testing.T) {
+func TestOpenStoreCopyStaysInItsDirectory(t *testing.T) {
 	dir := t.TempDir()
 	snaps := filepath.Join(dir, "snapshots")
 	victim := filepath.Join(dir, "precious")
@@ -54,10 +54,10 @@ func TestOpenSnapshotStaysInItsDirectory(t *testing.T) {
 			t.Fatal(err)
 		}
 		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			json.NewEncoder(w).Encode(api.Snapshot{Dir: c.answer, SessionID: "s1"})
+			json.NewEncoder(w).Encode(api.StoreCopy{Dir: c.answer, SessionID: "s1"})
 		})}
 		go srv.Serve(ln)
-		ls, err := openSnapshot(context.Background(), liveSocket{sock: sock, snaps: snaps, what: "capsem run s1"})
+		ls, err := openStoreCopy(context.Background(), liveSocket{sock: sock, snaps: snaps, what: "capsem run s1"})
 		srv.Close()
 		if c.ok != (err == nil) {
 			t.Errorf("%s (%s): %v", c.why, c.answer, err)

@@ -95,10 +95,11 @@ func (s *supervisor) Events(after uint64, fn func(store.Event) error) error {
 
 func (s *supervisor) Done() <-chan struct{} { return s.stopping }
 
-// Snapshot checkpoints the session's store into the sandbox's snapshots
-// directory, which the reader removes (and the next start clears).
-func (s *supervisor) Snapshot() (api.Snapshot, error) {
-	return s.rs.Snapshot(s.dir.SnapshotsDir())
+// StoreCopy checkpoints the session's store into the sandbox's
+// store-copies directory, which the reader removes (and the next start
+// clears).
+func (s *supervisor) StoreCopy() (api.StoreCopy, error) {
+	return s.rs.StoreCopy(s.dir.StoreCopiesDir())
 }
 
 func (s *supervisor) PutFile(ctx context.Context, path, mode string, size int64, body io.Reader) (int64, error) {

@@ -20,21 +20,21 @@ import (
 // ui of a running sandbox) or a running capsem run. The store commits in
 // groups (here after up to 1 s): a checkpoint that does not sync first
 // misses the newest events.
-func TestSnapshotHasTheNewestEvent(t *testing.T) {
+func TestStoreCopyHasTheNewestEvent(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		take func(t *testing.T, data string, rs *sessionstore.Store) api.Snapshot
+		take func(t *testing.T, data string, rs *sessionstore.Store) api.StoreCopy
 	}{
-		{"sandbox supervisor", func(t *testing.T, data string, rs *sessionstore.Store) api.Snapshot {
+		{"sandbox supervisor", func(t *testing.T, data string, rs *sessionstore.Store) api.StoreCopy {
 			sup := &supervisor{dir: home.New(data, "sb"), rs: rs}
-			snap, err := sup.Snapshot()
+			snap, err := sup.StoreCopy()
 			if err != nil {
 				t.Fatal(err)
 			}
 			return snap
 		}},
-		{"capsem run", func(t *testing.T, data string, rs *sessionstore.Store) api.Snapshot {
-			ra, err := rs.ServeSnapshots()
+		{"capsem run", func(t *testing.T, data string, rs *sessionstore.Store) api.StoreCopy {
+			ra, err := rs.ServeStoreCopies()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -42,19 +42,19 @@ func TestSnapshotHasTheNewestEvent(t *testing.T) {
 			hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 				return (&net.Dialer{}).DialContext(ctx, "unix", ra.Sock)
 			}}}
-			resp, err := hc.Post("http://capsem"+api.PathSnapshot, "application/json", nil)
+			resp, err := hc.Post("http://capsem"+api.PathStoreCopy, "application/json", nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer resp.Body.Close()
-			var snap api.Snapshot
+			var snap api.StoreCopy
 			if err := json.NewDecoder(resp.Body).Decode(&snap); err != nil || resp.StatusCode != http.StatusOK {
 				t.Fatalf("%s: %v", resp.Status, err)
 			}
 			// The checkpoint goes with the run's snapshots directory when
 			// the socket closes: read it before.
 			checkHasEvent(t, snap)
-			return api.Snapshot{}
+			return api.StoreCopy{}
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -73,7 +73,7 @@ func TestSnapshotHasTheNewestEvent(t *testing.T) {
 }
 
 // checkHasEvent opens snap and wants the test's event in it.
-func checkHasEvent(t *testing.T, snap api.Snapshot) {
+func checkHasEvent(t *testing.T, snap api.StoreCopy) {
 	t.Helper()
 	st, err := store.OpenReadOnly(snap.Dir)
 	if err != nil {

@@ -82,7 +82,7 @@ func Run(ctx context.Context, data, name string, o Options, report func(Ready)) 
 	}
 	_ = os.Remove(d.CrashPath())
 	_ = os.Remove(d.LaunchPath())
-	_ = os.RemoveAll(d.SnapshotsDir()) // readers that died left theirs
+	_ = os.RemoveAll(d.StoreCopiesDir()) // readers that died left theirs
 	log := o.Log.With("sandbox", name)
 
 	pol, err := sandbox.LoadBoundPolicy(settings.Policy, settings.Secrets, nil)
