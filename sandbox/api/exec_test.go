@@ -60,7 +60,7 @@ func (b *silentBackend) ReloadPolicy() (Reload, error)                { return R
 func (b *silentBackend) Stop()                                        {}
 func (b *silentBackend) Events(uint64, func(store.Event) error) error { return nil }
 func (b *silentBackend) Done() <-chan struct{}                        { return nil }
-func (b *silentBackend) StoreCopy() (StoreCopy, error)                 { return StoreCopy{}, nil }
+func (b *silentBackend) StoreCopy() (StoreCopy, error)                { return StoreCopy{}, nil }
 func (b *silentBackend) PutFile(context.Context, string, string, int64, io.Reader) (int64, error) {
 	return 0, nil
 }

@@ -54,15 +54,15 @@ func New(data, name string) Dir {
 	return Dir{Name: name, Dir: filepath.Join(data, "sandboxes", name)}
 }
 
-func (d Dir) SettingsPath() string { return filepath.Join(d.Dir, "settings.json") }
-func (d Dir) ImageDir() string     { return filepath.Join(d.Dir, "image") }
-func (d Dir) Disk() string         { return filepath.Join(d.Dir, "disk.ext4") }
-func (d Dir) TransferDisk() string { return filepath.Join(d.Dir, "transfer.img") }
-func (d Dir) ConsoleLog() string   { return filepath.Join(d.Dir, "console.log") }
-func (d Dir) Log() string          { return filepath.Join(d.Dir, "supervisor.log") }
-func (d Dir) LockPath() string     { return filepath.Join(d.Dir, "lock") }
-func (d Dir) LaunchPath() string   { return filepath.Join(d.Dir, "run.json") }
-func (d Dir) CrashPath() string    { return filepath.Join(d.Dir, "crash") }
+func (d Dir) SettingsPath() string   { return filepath.Join(d.Dir, "settings.json") }
+func (d Dir) ImageDir() string       { return filepath.Join(d.Dir, "image") }
+func (d Dir) Disk() string           { return filepath.Join(d.Dir, "disk.ext4") }
+func (d Dir) TransferDisk() string   { return filepath.Join(d.Dir, "transfer.img") }
+func (d Dir) ConsoleLog() string     { return filepath.Join(d.Dir, "console.log") }
+func (d Dir) Log() string            { return filepath.Join(d.Dir, "supervisor.log") }
+func (d Dir) LockPath() string       { return filepath.Join(d.Dir, "lock") }
+func (d Dir) LaunchPath() string     { return filepath.Join(d.Dir, "run.json") }
+func (d Dir) CrashPath() string      { return filepath.Join(d.Dir, "crash") }
 func (d Dir) StoreCopiesDir() string { return filepath.Join(d.Dir, "store-copies") }
 
 // SocketPath is where the sandbox's API listens (SocketPathIn).
