@@ -20,6 +20,7 @@
 //	capsem.ws=9p|virtiofs|none          workspace filesystem (default none)
 //	capsem.ws.tag=workspace             its mount tag
 //	capsem.ws.path=/workspace           its mount point
+//	capsem.wsdefer=1                    do not mount it at boot: the first Thaw does (a boot snapshot)
 //	capsem.port=capsem.control          virtio-serial port name of the control channel
 //	capsem.vsock=PORT                   serve on vsock instead (Apple vz)
 //	capsem.ca=BASE64                    a CA certificate (DER or PEM, base64)

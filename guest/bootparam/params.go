@@ -28,6 +28,7 @@ type BootParams struct {
 	WSFS      string       // capsem.ws=9p|virtiofs (empty or "none": no workspace)
 	WSTag     string       // capsem.ws.tag ("": WorkspaceTag)
 	WSPath    string       // capsem.ws.path ("": WorkspacePath)
+	WSDefer   bool         // capsem.wsdefer=1: the workspace is mounted by the agent's first Thaw, not at boot
 	Port      string       // capsem.port: virtio-serial port name ("": ControlPort)
 	Vsock     uint32       // capsem.vsock=PORT: listen on vsock instead (Apple vz)
 	CA        []byte       // capsem.ca=base64(DER or PEM): a CA certificate, as PEM
@@ -170,6 +171,14 @@ func (c *BootParams) set(key, val string) error {
 			return fmt.Errorf("want an absolute path other than /")
 		}
 		c.WSPath = val
+	case "capsem.wsdefer":
+		// A boot snapshot is taken before any workspace is mounted: QEMU
+		// refuses to migrate while a 9p export is mounted in the guest.
+		b, err := parseBool(val)
+		if err != nil {
+			return err
+		}
+		c.WSDefer = b
 	case "capsem.port":
 		if val == "" {
 			return fmt.Errorf("want a virtio-serial port name")
@@ -280,6 +289,9 @@ func (p BootParams) String() string {
 	}
 	if p.WSPath != "" && p.WSPath != WorkspacePath {
 		add("capsem.ws.path", p.WSPath)
+	}
+	if p.WSDefer {
+		add("capsem.wsdefer", "1")
 	}
 	if p.Port != "" && p.Port != ControlPort {
 		add("capsem.port", p.Port)

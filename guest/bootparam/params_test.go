@@ -13,7 +13,7 @@ func TestParse(t *testing.T) {
 	der := []byte{0x30, 0x82, 0x01, 0x00, 1, 2, 3}
 	line := "console=ttyS0 panic=-1 quiet capsem.ip=198.18.0.2/24 capsem.gw=198.18.0.1 capsem.dns=198.18.0.1,198.18.0.3 " +
 		"capsem.mtu=9000 capsem.if=eth1 capsem.root=/dev/vda capsem.rootfs=erofs capsem.ws=9p capsem.ws.tag=ws " +
-		"capsem.ws.path=/src capsem.port=ctl capsem.ca=" + base64.RawURLEncoding.EncodeToString(der) +
+		"capsem.ws.path=/src capsem.wsdefer=1 capsem.port=ctl capsem.ca=" + base64.RawURLEncoding.EncodeToString(der) +
 		" capsem.hostname=box capsem.lockdown=0 capsem.debug capsem.future=x -- capsem.vsock=1024"
 	c, err := Parse(line)
 	if err != nil {
@@ -23,7 +23,7 @@ func TestParse(t *testing.T) {
 		len(c.DNS) != 2 || c.DNS[1] != netip.MustParseAddr("198.18.0.3") || c.MTU != 9000 || c.Interface != "eth1" {
 		t.Fatalf("network %+v", c)
 	}
-	if c.Root != "/dev/vda" || c.RootFS != "erofs" || c.WSFS != "9p" || c.WSTag != "ws" || c.WSPath != "/src" ||
+	if c.Root != "/dev/vda" || c.RootFS != "erofs" || c.WSFS != "9p" || c.WSTag != "ws" || c.WSPath != "/src" || !c.WSDefer ||
 		c.Port != "ctl" || c.Vsock != 1024 || c.Hostname != "box" || !c.NoLockdown || !c.Debug {
 		t.Fatalf("config %+v", c)
 	}
@@ -42,7 +42,7 @@ func TestParseDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.IP.IsValid() || c.NoNetwork || c.Root != "" || c.WSFS != "" || c.Port != ControlPort || c.WSTag != WorkspaceTag ||
-		c.WSPath != WorkspacePath || c.Modules != ModuleOrder || c.NoLockdown || c.Debug || c.Hostname != DefaultHostname {
+		c.WSPath != WorkspacePath || c.Modules != ModuleOrder || c.WSDefer || c.NoLockdown || c.Debug || c.Hostname != DefaultHostname {
 		t.Fatalf("defaults %+v", c)
 	}
 	if c, _ := Parse("capsem.ip=none"); !c.NoNetwork {
@@ -61,7 +61,7 @@ func TestParseErrors(t *testing.T) {
 		"capsem.root=vda", "capsem.rw=vdb", "capsem.rootfs=ext4", "capsem.ws=nfs", "capsem.ws.tag=", "capsem.ws.path=relative",
 		"capsem.ws.path=/", "capsem.ws.path=/a/../etc", "capsem.port=", "capsem.vsock=0", "capsem.vsock=x",
 		"capsem.vsock=4294967295", "capsem.ca=!!!", "capsem.ca=" + base64.StdEncoding.EncodeToString([]byte("not der")),
-		"capsem.modules=rel/path", "capsem.lockdown=maybe", "capsem.hostname=",
+		"capsem.modules=rel/path", "capsem.lockdown=maybe", "capsem.wsdefer=later", "capsem.hostname=",
 	} {
 		if _, err := Parse("quiet " + p); err == nil {
 			t.Errorf("%s accepted", p)
@@ -100,6 +100,8 @@ func TestString(t *testing.T) {
 		{BootParams{NoLockdown: true}, "capsem.lockdown=0", "the lockdown is off only when asked"},
 		{BootParams{Root: "/dev/vda", RW: "/dev/vdb", WSFS: "9p"}, "capsem.root=/dev/vda capsem.rw=/dev/vdb capsem.ws=9p",
 			"a long-lived sandbox's writable disk follows the root it is layered on"},
+		{BootParams{WSFS: "9p", WSDefer: true}, "capsem.ws=9p capsem.wsdefer=1",
+			"a boot snapshot's guest: the workspace device is there, mounted only at the first Thaw"},
 		{BootParams{WSPath: "/my work"}, `capsem.ws.path="/my work"`, "a value with a space is quoted, as the kernel splits"},
 	} {
 		got := c.p.String()
@@ -122,7 +124,7 @@ func TestString(t *testing.T) {
 // the same parameters (the host's words are what the guest reads).
 func FuzzParse(f *testing.F) {
 	f.Add("console=ttyS0 capsem.ip=198.18.0.2/24 capsem.gw=198.18.0.1 capsem.dns=198.18.0.1 capsem.mtu=4000 capsem.ws=9p")
-	f.Add(`capsem.ip=none capsem.root=/dev/vda capsem.rw=/dev/vdb capsem.vsock=7 capsem.ws.path="/a b" capsem.lockdown=0 capsem.x=y capsem.x=z`)
+	f.Add(`capsem.ip=none capsem.root=/dev/vda capsem.rw=/dev/vdb capsem.vsock=7 capsem.ws.path="/a b" capsem.wsdefer capsem.lockdown=0 capsem.x=y capsem.x=z`)
 	f.Add("capsem.ca=MIIB capsem.debug capsem.hostname=h capsem.if=eth1 capsem.modules=/m")
 	f.Fuzz(func(t *testing.T, line string) {
 		p, err := Parse(line)

@@ -29,13 +29,17 @@ type Client struct {
 	pings    map[uint64]chan struct{}
 	lastPing uint64
 	err      error // why the connection ended, once done is closed
+	// The Freeze and the Thaw waiting for their answer, if any
+	// (client_freeze.go).
+	freezeWait chan Frozen
+	thawWait   chan Thawed
 
 	// pong holds the one Pong owed to the agent; Pings that arrive while
 	// it is pending go unanswered (see read).
 	pong chan uint64
 	// Rate-limited logs of frames ignored without ending the connection.
-	unanswered, unknown, agentErrs logLimit
-	done                           chan struct{}
+	unanswered, unknown, agentErrs, stray, replies logLimit
+	done                                           chan struct{}
 }
 
 // ClientOptions configure NewClient. All fields are optional.
@@ -81,6 +85,15 @@ var ErrTooManySessions = errors.New("proto: too many sessions")
 // host's, waits for Ready) and starts reading. ctx bounds the handshake
 // only: when it is done first, rw is closed.
 func NewClient(ctx context.Context, rw io.ReadWriteCloser, opts ClientOptions) (*Client, error) {
+	c := newClient(rw, opts)
+	if err := c.start(ctx, rw, c.handshake); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// newClient is a Client over rw that has not spoken yet.
+func newClient(rw io.ReadWriteCloser, opts ClientOptions) *Client {
 	timeout := opts.WriteTimeout
 	if timeout == 0 {
 		timeout = DefaultWriteTimeout
@@ -97,22 +110,28 @@ func NewClient(ctx context.Context, rw io.ReadWriteCloser, opts ClientOptions) (
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
+	return c
+}
+
+// start runs the first exchange (the handshake, or a resume's Thaw),
+// bounded by ctx (rw is closed when ctx ends first), then starts reading.
+func (c *Client) start(ctx context.Context, rw io.Closer, first func() error) error {
 	stop := context.AfterFunc(ctx, func() { rw.Close() })
-	err := c.handshake()
+	err := first()
 	if !stop() {
 		c.conn.Close()
 		if err == nil || ctx.Err() != nil {
 			err = fmt.Errorf("%w: %w", ErrHandshake, context.Cause(ctx))
 		}
-		return nil, err
+		return err
 	}
 	if err != nil {
 		c.conn.Close()
-		return nil, err
+		return err
 	}
 	go c.readLoop()
 	go c.pongLoop()
-	return c, nil
+	return nil
 }
 
 func (c *Client) handshake() error {
@@ -317,23 +336,35 @@ func (c *Client) read() error {
 			return err
 		}
 		switch m := m.(type) {
+		// A frame of a session this client does not have (one it
+		// cancelled, or one of another host's, before a restore) is
+		// dropped: never an error, since a session's end and its last
+		// frames cross on the wire.
 		case Stdout:
 			if s := c.session(m.ID); s != nil {
 				if err := s.stdout.Push(m.Data); err != nil {
 					return fmt.Errorf("%w: session %d stdout: %w", ErrViolation, m.ID, err)
 				}
+			} else {
+				c.strayFrame(m, m.ID)
 			}
 		case Stderr:
 			if s := c.session(m.ID); s != nil {
 				if err := s.stderr.Push(m.Data); err != nil {
 					return fmt.Errorf("%w: session %d stderr: %w", ErrViolation, m.ID, err)
 				}
+			} else {
+				c.strayFrame(m, m.ID)
 			}
 		case Window:
-			if s := c.session(m.ID); s != nil && m.Stream == StreamStdin {
-				if err := s.stdin.Add(m.N); err != nil {
-					return fmt.Errorf("%w: session %d stdin: %w", ErrViolation, m.ID, err)
+			if s := c.session(m.ID); s != nil {
+				if m.Stream == StreamStdin {
+					if err := s.stdin.Add(m.N); err != nil {
+						return fmt.Errorf("%w: session %d stdin: %w", ErrViolation, m.ID, err)
+					}
 				}
+			} else {
+				c.strayFrame(m, m.ID)
 			}
 		case Started:
 			if s := c.session(m.ID); s != nil {
@@ -341,10 +372,14 @@ func (c *Client) read() error {
 					s.pid = m.PID
 					close(s.started)
 				})
+			} else {
+				c.strayFrame(m, m.ID)
 			}
 		case Exit:
 			if s := c.session(m.ID); s != nil {
 				c.finish(s, m, nil)
+			} else {
+				c.strayFrame(m, m.ID)
 			}
 		case Error:
 			if m.ID == 0 {
@@ -352,6 +387,8 @@ func (c *Client) read() error {
 				c.event(m)
 			} else if s := c.session(m.ID); s != nil {
 				c.finish(s, Exit{}, m)
+			} else {
+				c.strayFrame(m, m.ID)
 			}
 		case Ping:
 			// Answered by pongLoop, one at a time: a guest that sends
@@ -369,6 +406,10 @@ func (c *Client) read() error {
 				delete(c.pings, m.Seq)
 			}
 			c.mu.Unlock()
+		case Frozen:
+			c.answerFreeze(m)
+		case Thawed:
+			c.answerThaw(m)
 		case FileEvent, ExecEvent:
 			c.event(m)
 		case Unknown:
@@ -376,11 +417,16 @@ func (c *Client) read() error {
 			c.event(m)
 		default:
 			// Hello, Ready, Exec, Stdin, StdinClose, Signal, Resize,
-			// Shutdown: only the host sends these once the handshake is
-			// done.
+			// Shutdown, Freeze, Thaw: only the host sends these once the
+			// handshake is done.
 			return fmt.Errorf("%w: the agent sent %v, which only the host sends", ErrViolation, m.Type())
 		}
 	}
+}
+
+// strayFrame notes a frame of session id, which this client does not have.
+func (c *Client) strayFrame(m Message, id uint32) {
+	c.stray.debug(c.log, "frame of a session the host does not have, ignored", "type", m.Type(), "session", id)
 }
 
 // pongLoop answers the agent's Pings, the latest pending one at a time.

@@ -31,6 +31,11 @@ type Conn struct {
 	wsem chan struct{}
 	wbuf []byte
 	werr error
+	// While holding (Hold to Release), Send queues each encoded frame in
+	// held instead of writing it (conn_hold.go). Both change with wsem
+	// held; holding is atomic so that Holding need not wait for a write.
+	holding atomic.Bool
+	held    [][]byte
 
 	// The write timeout: a watchdog closes the stream when one write has
 	// been under way for longer. wseq counts the starts and ends of
@@ -108,35 +113,64 @@ func (c *Conn) SendContext(ctx context.Context, m Message) error {
 	if err != nil {
 		return err
 	}
+	if err := c.lock(ctx, f.Type); err != nil {
+		return err
+	}
+	defer c.unlock()
+	if c.werr != nil {
+		return c.werr
+	}
+	if c.holding.Load() {
+		// A copy: a data message's body is the caller's buffer, which it
+		// reuses once Send returns.
+		b, err := AppendFrame(nil, f)
+		if err != nil {
+			return err
+		}
+		c.held = append(c.held, b)
+		return nil
+	}
+	c.wbuf, err = AppendFrame(c.wbuf[:0], f)
+	if err != nil {
+		return err
+	}
+	err = c.writeLocked(c.wbuf, f.Type)
+	if cap(c.wbuf) > 4*MaxData+HeaderLen {
+		c.wbuf = nil // do not keep a large frame's buffer for ever
+	}
+	return err
+}
+
+// lock takes the right to write (wsem), or gives up when ctx ends first;
+// t names the frame in the error.
+func (c *Conn) lock(ctx context.Context, t Type) error {
 	if done := ctx.Done(); done == nil {
 		c.wsem <- struct{}{}
 	} else {
 		select {
 		case c.wsem <- struct{}{}:
 		case <-done:
-			return fmt.Errorf("proto: send %v: %w", f.Type, context.Cause(ctx))
+			return fmt.Errorf("proto: send %v: %w", t, context.Cause(ctx))
 		}
 	}
-	defer func() { <-c.wsem }()
-	if c.werr != nil {
-		return c.werr
-	}
-	c.wbuf, err = AppendFrame(c.wbuf[:0], f)
-	if err != nil {
-		return err
-	}
+	return nil
+}
+
+func (c *Conn) unlock() { <-c.wsem }
+
+// writeLocked writes one encoded frame of type t, with wsem held, under
+// the write timeout. A failed write is remembered in werr: the stream is
+// no longer known to be at a frame boundary.
+func (c *Conn) writeLocked(b []byte, t Type) error {
 	c.wseq.Add(1)
-	_, err = c.rw.Write(c.wbuf)
+	_, err := c.rw.Write(b)
 	c.wseq.Add(1)
 	if err != nil {
 		if serr := c.Stalled(); serr != nil {
 			err = serr
 		}
-		c.werr = fmt.Errorf("proto: send %v: %w", f.Type, err)
+		c.werr = fmt.Errorf("proto: send %v: %w", t, err)
 		return c.werr
-	}
-	if cap(c.wbuf) > 4*MaxData+HeaderLen {
-		c.wbuf = nil // do not keep a large frame's buffer for ever
 	}
 	return nil
 }

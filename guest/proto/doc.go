@@ -24,6 +24,23 @@
 // FileEvents for the workspace. Shutdown powers the guest off. Signals go by
 // name ("INT"), not number: macOS and Linux number them differently.
 //
+// Snapshots: Freeze asks the agent to quiesce so that QEMU can save the
+// guest. The agent flushes and stops its file watcher, syncs and unmounts
+// the workspace (QEMU refuses to migrate with a 9p export mounted), then
+// answers Frozen, the last frame it writes before Thaw; or it refuses
+// (Frozen.Refused, Frozen.Holders: who keeps the workspace busy) and runs
+// on. From Freeze to Thaw both sides hold every frame they would send
+// (Conn.Hold, Release): no byte crosses the channel while the guest may be
+// saved, so a snapshot never holds half a frame. Thaw{Time, Seed,
+// Restored} sets the guest's clock, reseeds its random generator (a
+// restored or forked guest's is a copy), mounts the workspace and restarts
+// the watcher; Restored says the stream is a new host's: the agent kills
+// the old host's sessions and drops what it held for it, since their ids
+// mean nothing to the new host, which may reuse them. Resume is the host's
+// client over such a stream: no Hello, a Thaw first. The agent answers
+// Thawed in any state, so that a host can always Thaw. An agent older than
+// these types ignores them (Unknown), and never answers.
+//
 // Flow control is per session and stream: the receiver names a window
 // (Hello.Window for stdin, Exec.Window for stdout and stderr), the sender
 // spends Credit and the receiver's Inbox returns it with Window messages as
@@ -37,7 +54,8 @@
 // ends the connection (ErrWindowExceeded) instead of being buffered, and
 // every message kind has a bounded host cost (limits.go; FuzzClient plays a
 // hostile agent): one pending Pong however many Pings arrive, rate-limited
-// logs, sessions only the host opens. A peer that breaks the protocol is cut
+// logs, sessions only the host opens, frames of sessions the client does
+// not have dropped. A peer that breaks the protocol is cut
 // off (ErrViolation) for the caller to stop the VM; so is one that stops
 // reading: every host write has a deadline (ClientOptions.WriteTimeout,
 // ErrStalled), and a wait for another Send's write ends with its context

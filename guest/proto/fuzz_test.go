@@ -139,6 +139,14 @@ func FuzzClient(f *testing.F) {
 		seq, _ = AppendFrame(seq, fr)
 	}
 	f.Add(seq)
+	// A snapshot's answers nobody asked for, and another host's sessions.
+	seq = nil
+	for _, m := range []Message{Frozen{Refused: "busy", Holders: []string{"1 init (cwd)"}}, Thawed{Uptime: 1}, Stdout{ID: 9, Data: []byte("old")},
+		Exit{ID: 9}, Started{ID: 1, PID: 2}, Frozen{}, Stdout{ID: 1, Data: []byte("out")}, Thawed{Warnings: []string{"w"}}, Exit{ID: 1}} {
+		fr, _ := Encode(m)
+		seq, _ = AppendFrame(seq, fr)
+	}
+	f.Add(seq)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		const window = 4096
 		var hs []byte

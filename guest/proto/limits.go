@@ -1,6 +1,7 @@
 package proto
 
 import (
+	"context"
 	"log/slog"
 	"sync/atomic"
 )
@@ -17,8 +18,11 @@ import (
 //	ping          one Pong pending; Pings meanwhile go unanswered
 //	events        handed to OnEvent synchronously: nothing else is read
 //	              meanwhile, so the caller's cost per event bounds the rate
-//	unknown, Error{ID 0}
+//	unknown, Error{ID 0}, frames of sessions the client does not have,
+//	Frozen/Thawed nobody waits for
 //	              ignored after a rate-limited log line
+//	held sends    while frozen (Freeze to Thaw) the host's own frames
+//	              queue, bounded by its credit and its callers
 //
 // A frame that breaks the protocol ends the connection (ErrViolation); the
 // host process never grows with what the guest sends.
@@ -48,9 +52,19 @@ func logText(s string) string {
 type logLimit struct{ n atomic.Int64 }
 
 func (l *logLimit) warn(log *slog.Logger, msg string, args ...any) {
+	l.log(log, slog.LevelWarn, msg, args...)
+}
+
+// debug is warn for what a healthy agent does too (the output of a
+// session the host cancelled, still on the wire).
+func (l *logLimit) debug(log *slog.Logger, msg string, args ...any) {
+	l.log(log, slog.LevelDebug, msg, args...)
+}
+
+func (l *logLimit) log(log *slog.Logger, level slog.Level, msg string, args ...any) {
 	n := l.n.Add(1)
 	if n&(n-1) != 0 {
 		return
 	}
-	log.Warn(msg, append(args, "occurrences", n)...)
+	log.Log(context.Background(), level, msg, append(args, "occurrences", n)...)
 }

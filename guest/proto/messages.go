@@ -45,6 +45,10 @@ const (
 	TypeExecEvent  Type = 16 // agent → host: a finished session, for the store
 	TypePing       Type = 17 // either way: liveness
 	TypePong       Type = 18 // the answer to Ping
+	TypeFreeze     Type = 19 // host → agent: quiesce for a snapshot
+	TypeFrozen     Type = 20 // agent → host: quiesced (or refused), the last frame before Thaw
+	TypeThaw       Type = 21 // host → agent: resume after a snapshot (or a restore)
+	TypeThawed     Type = 22 // agent → host: resumed
 )
 
 var typeNames = map[Type]string{
@@ -53,6 +57,7 @@ var typeNames = map[Type]string{
 	TypeSignal: "signal", TypeResize: "resize", TypeStdout: "stdout", TypeStderr: "stderr",
 	TypeExit: "exit", TypeError: "error", TypeWindow: "window", TypeFileEvent: "file-event",
 	TypeExecEvent: "exec-event", TypePing: "ping", TypePong: "pong",
+	TypeFreeze: "freeze", TypeFrozen: "frozen", TypeThaw: "thaw", TypeThawed: "thawed",
 }
 
 func (t Type) String() string {
@@ -256,6 +261,58 @@ type Pong struct {
 	Seq uint64 `json:"seq"`
 }
 
+// Freeze asks the agent to quiesce the guest for a snapshot (QEMU
+// migration). The agent flushes and stops its file watcher, syncs, unmounts
+// the workspace (QEMU refuses to migrate while a 9p export is mounted) and
+// answers Frozen; from then on it holds every frame it would send until
+// Thaw, so that a snapshot never cuts a frame in two and the guest's state
+// holds nothing half-written to a host it will not see again.
+type Freeze struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+// Frozen answers Freeze. Refused empty: the agent is frozen and Frozen is
+// the last frame it writes before Thaw. Refused set: it is not frozen and
+// runs on as before; Refused says why (the workspace is in use) and Holders
+// lists the processes holding the workspace ("1234 bash (cwd)",
+// "99 python3 (fd 3)").
+type Frozen struct {
+	Refused string   `json:"refused,omitempty"`
+	Holders []string `json:"holders,omitempty"`
+}
+
+// Thaw resumes a frozen agent, and may be sent to one that is not frozen
+// (it then only sets the clock and reseeds), so that a host can always
+// Thaw. A snapshot restored, or forked, is a guest whose wall clock stopped
+// when it was saved and whose kernel random generator is a copy of another
+// guest's: Time sets the clock and Seed is mixed into the kernel's entropy
+// pool, which is reseeded. Restored says the stream is a new host's: the
+// sessions of the host the guest was frozen for are killed, and nothing of
+// theirs is sent (their ids mean nothing to the new host, which may reuse
+// them).
+type Thaw struct {
+	Time     int64  `json:"time,omitempty"` // the host's wall clock, Unix nanoseconds
+	Seed     []byte `json:"seed,omitempty"` // host randomness, MinSeed to MaxSeed bytes
+	Restored bool   `json:"restored,omitempty"`
+}
+
+// The size of Thaw.Seed: 32 bytes is a full reseed of the kernel's CRNG;
+// more is allowed, bounded so that one frame stays small.
+const (
+	MinSeed = 32
+	MaxSeed = 512
+)
+
+// Thawed answers Thaw.
+type Thawed struct {
+	Uptime   int64    `json:"uptime_ns,omitempty"` // guest uptime when Thawed was sent
+	Warnings []string `json:"warnings,omitempty"`  // steps that failed without stopping the thaw
+	// Workspace and WSFS are set when this Thaw mounted the workspace
+	// (after a Freeze unmounted it, or a boot that deferred it).
+	Workspace string `json:"workspace,omitempty"`
+	WSFS      string `json:"ws_fs,omitempty"`
+}
+
 // Unknown is a frame of a type this package does not know (from a newer
 // peer). Receivers log and ignore it.
 type Unknown struct {
@@ -280,6 +337,10 @@ func (FileEvent) Type() Type  { return TypeFileEvent }
 func (ExecEvent) Type() Type  { return TypeExecEvent }
 func (Ping) Type() Type       { return TypePing }
 func (Pong) Type() Type       { return TypePong }
+func (Freeze) Type() Type     { return TypeFreeze }
+func (Frozen) Type() Type     { return TypeFrozen }
+func (Thaw) Type() Type       { return TypeThaw }
+func (Thawed) Type() Type     { return TypeThawed }
 func (u Unknown) Type() Type  { return u.Frame.Type }
 
 // The messages of one session whose body is JSON: the session ID is left
@@ -329,7 +390,7 @@ func Encode(m Message) (Frame, error) {
 		return m.Frame, nil
 	case Exec, Started, Signal, Resize, Exit, Error, ExecEvent: // values, not pointers, like every arm
 		return jsonFrame(m.Type(), m.(sessionJSON).sessionID(), m)
-	case Hello, Ready, Shutdown, FileEvent, Ping, Pong:
+	case Hello, Ready, Shutdown, FileEvent, Ping, Pong, Freeze, Frozen, Thaw, Thawed:
 		return jsonFrame(m.Type(), 0, m)
 	case nil:
 		return Frame{}, errors.New("proto: encode nil message")
@@ -402,6 +463,14 @@ func Decode(f Frame) (Message, error) {
 		return decodeJSON[Ping](f)
 	case TypePong:
 		return decodeJSON[Pong](f)
+	case TypeFreeze:
+		return decodeJSON[Freeze](f)
+	case TypeFrozen:
+		return decodeJSON[Frozen](f)
+	case TypeThaw:
+		return decodeJSON[Thaw](f)
+	case TypeThawed:
+		return decodeJSON[Thawed](f)
 	}
 	return Unknown{Frame: f}, nil
 }

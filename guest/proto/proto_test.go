@@ -40,6 +40,11 @@ func sampleMessages() []Message {
 		ExecEvent{ID: 7, Argv: []string{"ls"}, Dir: "/workspace", PID: 42, Start: 1700000000000000000, Duration: 12345, ExitCode: 0},
 		Ping{Seq: 9},
 		Pong{Seq: 9},
+		Freeze{Reason: "snapshot base"},
+		Frozen{},
+		Frozen{Refused: "the workspace /workspace is in use", Holders: []string{"1234 bash (cwd)", "99 python3 (fd 3)"}},
+		Thaw{Time: 1700000000123456789, Seed: bytes.Repeat([]byte{0xa5}, MinSeed), Restored: true},
+		Thawed{Uptime: 2500000000, Warnings: []string{"set clock: operation not permitted"}, Workspace: "/workspace", WSFS: "9p"},
 	}
 }
 
