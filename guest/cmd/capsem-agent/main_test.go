@@ -217,7 +217,7 @@ func TestBootInfoRoundTrip(t *testing.T) {
 	// The pipe PID 1 hands the facts over: what was written, read at close;
 	// nothing written (a failed boot) is an error.
 	r, w, _ := os.Pipe()
-	go func() { w.Write(facts); w.Close() }()
+	go func(w *os.File) { w.Write(facts); w.Close() }(w) // w is reassigned below
 	if out, err := readBootInfoFrom(r); err != nil || out.Ready.Addr != in.Ready.Addr || out.Vsock != 1024 {
 		t.Fatalf("from the pipe: %+v %v", out, err)
 	}
