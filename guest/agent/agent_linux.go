@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -53,7 +54,36 @@ type Config struct {
 	DrainTimeout time.Duration
 	// MaxSessions bounds concurrent sessions (default 256).
 	MaxSessions int
-	Logger      *slog.Logger
+	// Workspace, if set, is the workspace's mount, which Freeze takes down
+	// and Thaw puts back: QEMU refuses to migrate a guest with a 9p export
+	// mounted. nil: Freeze has nothing to unmount.
+	Workspace *Workspace
+	// SetClock sets the wall clock to the host's at Thaw: a restored
+	// guest's clock stopped when it was saved. nil leaves the clock alone
+	// (an agent served outside its guest, as in tests, has no clock of its
+	// own to set).
+	SetClock func(time.Time) error
+	// Reseed mixes the host's randomness into the kernel's entropy pool
+	// and reseeds its generator at Thaw (AddEntropy): a restored or forked
+	// guest's generator is a copy of another guest's. nil: not done.
+	Reseed func(seed []byte) error
+	Logger *slog.Logger
+}
+
+// Workspace is a mounted workspace the agent unmounts for a snapshot and
+// mounts again after it (freeze_linux.go).
+type Workspace struct {
+	// Path is the mount point; the processes holding anything under it
+	// are what keeps Unmount from succeeding (Holders).
+	Path string
+	// Deferred: boot left it unmounted (capsem.wsdefer=1) so that a
+	// snapshot could be taken first; the first Thaw mounts it.
+	Deferred bool
+	// Mount mounts it at Path and returns its filesystem type ("9p").
+	Mount func() (fstype string, err error)
+	// Unmount unmounts it; it fails (EBUSY) while a process holds a
+	// directory or file under Path.
+	Unmount func() error
 }
 
 func (c *Config) defaults() {
@@ -91,11 +121,19 @@ func (c *Config) defaults() {
 
 // server is one connection's state.
 type server struct {
-	cfg     Config
-	conn    *proto.Conn
-	log     *slog.Logger
-	env     []string // base environment
-	watcher *Watcher
+	cfg  Config
+	conn *proto.Conn
+	log  *slog.Logger
+	env  []string // base environment
+	// watcher is replaced as Freeze stops it and Thaw starts it again,
+	// while sessions flush it.
+	watcher atomic.Pointer[Watcher]
+
+	// Owned by the loop goroutine: frozen between Frozen and Thaw (sends
+	// held, Exec refused); wsMounted says the workspace (cfg.Workspace) is
+	// mounted.
+	frozen    bool
+	wsMounted bool
 
 	mu       sync.Mutex
 	sessions map[uint32]*session
@@ -119,6 +157,7 @@ func Serve(ctx context.Context, rw io.ReadWriteCloser, cfg Config) error {
 	defer rw.Close()
 
 	s := &server{cfg: cfg, conn: proto.NewConn(rw), log: cfg.Logger, sessions: map[uint32]*session{}}
+	s.wsMounted = cfg.Workspace != nil && !cfg.Workspace.Deferred
 	defer s.shutdown()
 
 	host, err := s.conn.AgentHandshake(proto.Hello{
@@ -145,14 +184,9 @@ func Serve(ctx context.Context, rw io.ReadWriteCloser, cfg Config) error {
 		return fmt.Errorf("agent: setup: %w", err)
 	}
 	ready.Env = s.env
-	if cfg.WatchDir != "" {
-		s.watcher, err = NewWatcher(cfg.WatchDir, cfg.WatchDelay, func(ev proto.FileEvent) {
-			_ = s.conn.Send(ev)
-		})
-		if err != nil {
-			ready.Warnings = append(ready.Warnings, "no file events: "+err.Error())
-			s.log.Warn("no file events", "err", err)
-		}
+	if err := s.startWatcher(); err != nil {
+		ready.Warnings = append(ready.Warnings, "no file events: "+err.Error())
+		s.log.Warn("no file events", "err", err)
 	}
 	if err := s.conn.Send(ready); err != nil {
 		return err
@@ -213,7 +247,21 @@ func (s *server) loop(ctx context.Context) error {
 				}
 			}
 		case proto.Ping:
-			go func() { _ = s.conn.Send(proto.Pong(m)) }()
+			if s.frozen {
+				// Held: the send cannot block, and the Pong is queued
+				// before a restored Thaw drops what the old host was owed.
+				_ = s.conn.Send(proto.Pong(m))
+			} else {
+				go func() { _ = s.conn.Send(proto.Pong(m)) }()
+			}
+		case proto.Freeze:
+			if err := s.freeze(m); err != nil {
+				return err
+			}
+		case proto.Thaw:
+			if err := s.thaw(m); err != nil {
+				return err
+			}
 		case proto.Shutdown:
 			s.log.Info("shutdown requested", "reason", m.Reason)
 			return ErrShutdown
@@ -237,6 +285,10 @@ func (s *server) exec(ex proto.Exec) {
 		msg := fmt.Sprintf(format, args...)
 		s.log.Info("exec failed", "session", ex.ID, "err", msg)
 		_ = s.conn.Send(proto.Error{ID: ex.ID, Msg: msg, Code: code})
+	}
+	if s.frozen {
+		fail(0, "exec: the sandbox is being snapshotted; run the command again once it resumes")
+		return
 	}
 	s.mu.Lock()
 	switch {
@@ -266,12 +318,14 @@ func (s *server) exec(ex proto.Exec) {
 	s.wg.Add(1)
 	s.mu.Unlock()
 	s.log.Info("exec", "session", ex.ID, "pid", ss.pid, "argv", ss.argv, "tty", ex.TTY)
-	_ = s.conn.Send(proto.Started{ID: ex.ID, PID: ss.pid})
+	_ = ss.send(proto.Started{ID: ex.ID, PID: ss.pid})
 	go func() {
 		defer s.wg.Done()
 		ss.run()
 		s.mu.Lock()
-		delete(s.sessions, ex.ID)
+		if s.sessions[ex.ID] == ss { // not a new host's session of the same id
+			delete(s.sessions, ex.ID)
+		}
 		s.mu.Unlock()
 	}()
 }
@@ -292,7 +346,7 @@ func (s *server) shutdown() {
 	case <-time.After(5 * time.Second):
 		s.log.Warn("sessions still winding down after 5s")
 	}
-	if s.watcher != nil {
-		s.watcher.Close()
+	if w := s.watcher.Swap(nil); w != nil {
+		w.Close()
 	}
 }

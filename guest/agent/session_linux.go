@@ -40,7 +40,40 @@ type session struct {
 
 	exited atomic.Bool
 	killed atomic.Bool
+
+	// orphaned: the session belongs to a host the guest was frozen for
+	// and restored away from (Thaw.Restored); nothing of it is sent any
+	// more. sendMu makes the check and the send one step, so that no frame
+	// of it follows orphan (send holds it shared).
+	sendMu   sync.RWMutex
+	orphaned bool
 }
+
+// send sends m for the session, unless it is orphaned.
+func (ss *session) send(m proto.Message) error {
+	ss.sendMu.RLock()
+	defer ss.sendMu.RUnlock()
+	if ss.orphaned {
+		return errOrphaned
+	}
+	return ss.srv.conn.Send(m)
+}
+
+// orphan stops every later send of the session: its host is gone, and
+// the new one does not know its id (and may reuse it).
+func (ss *session) orphan() {
+	ss.sendMu.Lock()
+	ss.orphaned = true
+	ss.sendMu.Unlock()
+}
+
+func (ss *session) isOrphaned() bool {
+	ss.sendMu.RLock()
+	defer ss.sendMu.RUnlock()
+	return ss.orphaned
+}
+
+var errOrphaned = errors.New("agent: the session belongs to the host before a restore")
 
 // start prepares and starts ex's process. Called with s.mu held.
 func (s *server) start(ex proto.Exec) (*session, error) {
@@ -80,7 +113,7 @@ func (s *server) start(ex proto.Exec) (*session, error) {
 		errCredit: proto.NewCredit(window),
 	}
 	ss.stdin = proto.NewInbox(s.cfg.StdinWindow, func(n uint32) {
-		_ = s.conn.Send(proto.Window{ID: ex.ID, Stream: proto.StreamStdin, N: n})
+		_ = ss.send(proto.Window{ID: ex.ID, Stream: proto.StreamStdin, N: n})
 	})
 	if Getenv(env, "PWD") == "" {
 		env = append(env, "PWD="+dir) // as a shell would set it; programs read it
@@ -145,7 +178,6 @@ func (s *server) start(ex proto.Exec) (*session, error) {
 // run pumps the session's streams until the process has exited and its
 // output is drained, then reports ExecEvent and Exit.
 func (ss *session) run() {
-	conn := ss.srv.conn
 	go ss.pumpStdin()
 	var pumps sync.WaitGroup
 	out := ss.stdoutR
@@ -189,14 +221,14 @@ func (ss *session) run() {
 		}
 	}
 	// File events caused by the command reach the host before its Exit.
-	if w := ss.srv.watcher; w != nil {
+	if w := ss.srv.watcher.Load(); w != nil && !ss.isOrphaned() {
 		w.Flush()
 	}
-	_ = conn.Send(proto.ExecEvent{
+	_ = ss.send(proto.ExecEvent{
 		ID: ss.id, Argv: ss.argv, Dir: ss.dir, TTY: ss.tty, PID: ss.pid,
 		Start: ss.start.UnixNano(), Duration: int64(dur), ExitCode: exit.Code, Signal: exit.Signal,
 	})
-	_ = conn.Send(exit)
+	_ = ss.send(exit)
 	ss.srv.log.Info("exit", "session", ss.id, "code", exit.Code, "signal", exit.Signal, "duration", dur)
 
 	ss.stdin.CloseWithError(errSessionDone)
@@ -213,7 +245,6 @@ func (ss *session) run() {
 // proto.MaxData bytes, never more than the host's credit: without credit it
 // stops reading and the command blocks in write(2).
 func (ss *session) pumpOut(r *os.File, t proto.Type, credit *proto.Credit) {
-	conn := ss.srv.conn
 	buf := make([]byte, proto.MaxData)
 	for {
 		if ss.exited.Load() {
@@ -229,7 +260,7 @@ func (ss *session) pumpOut(r *os.File, t proto.Type, credit *proto.Credit) {
 			if t == proto.TypeStderr {
 				m = proto.Stderr{ID: ss.id, Data: p[:k]}
 			}
-			if conn.Send(m) != nil {
+			if ss.send(m) != nil {
 				return
 			}
 			p = p[k:]
@@ -283,7 +314,7 @@ func (ss *session) pumpStdin() {
 func (ss *session) signal(name string) {
 	sig, err := ParseSignal(name)
 	if err != nil {
-		_ = ss.srv.conn.Send(proto.Error{Msg: fmt.Sprintf("session %d: %v", ss.id, err)})
+		_ = ss.send(proto.Error{Msg: fmt.Sprintf("session %d: %v", ss.id, err)})
 		return
 	}
 	if ss.exited.Load() {

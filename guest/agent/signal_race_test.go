@@ -25,10 +25,20 @@ type rawHost struct {
 
 func newRawHost(t *testing.T) *rawHost {
 	t.Helper()
+	return newRawHostConfig(t, Config{})
+}
+
+// newRawHostConfig is newRawHost serving with cfg.
+func newRawHostConfig(t *testing.T, cfg Config) *rawHost {
+	t.Helper()
 	a, b := net.Pipe()
 	served := make(chan error, 1)
+	cfg.Version = "test"
+	if cfg.DrainTimeout == 0 {
+		cfg.DrainTimeout = 300 * time.Millisecond
+	}
 	go func() {
-		served <- Serve(context.Background(), a, Config{Version: "test", DrainTimeout: 300 * time.Millisecond})
+		served <- Serve(context.Background(), a, cfg)
 	}()
 	c := proto.NewConn(b)
 	if _, err := c.HostHandshake(proto.Hello{Host: "test"}); err != nil {

@@ -26,6 +26,21 @@ type bootInfo struct {
 	Root      string      `json:"root,omitempty"` // where trust stores live ("/" in a guest)
 	CAEnv     []string    `json:"ca_env,omitempty"`
 	Ready     proto.Ready `json:"ready"`
+	// WSMount is the workspace's mount as boot did it, or left it to the
+	// first Thaw (WSDefer, capsem.wsdefer=1): the server unmounts it for a
+	// snapshot and mounts it again the same way.
+	WSMount *mountSpec `json:"ws_mount,omitempty"`
+	WSDefer bool       `json:"ws_defer,omitempty"`
+}
+
+// mountSpec is a mount(2) handed from PID 1 to the server (boot.Mount,
+// which exists only on Linux).
+type mountSpec struct {
+	Source string  `json:"source"`
+	Target string  `json:"target"`
+	FSType string  `json:"fstype"`
+	Flags  uintptr `json:"flags,omitempty"`
+	Data   string  `json:"data,omitempty"`
 }
 
 func readBootInfo(path string) (bootInfo, error) {

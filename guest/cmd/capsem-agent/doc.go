@@ -8,7 +8,9 @@
 // under an overlay (its writable layer a tmpfs, or the sandbox's ext4 disk,
 // grown online to fill its device) and switches into it, mounts /dev/pts, /dev/shm and
 // /tmp, removes /dev/mem, /dev/kmem and /dev/port, names the host, configures the NIC (command line or DHCP) and
-// resolv.conf, mounts the workspace (9p or virtiofs), installs a CA given
+// resolv.conf, mounts the workspace (9p or virtiofs; with capsem.wsdefer=1
+// it only makes its directory, and the server mounts it at the first Thaw,
+// so that a boot snapshot holds no mounted 9p export), installs a CA given
 // on the command line, turns swap off and locks the kernel down
 // (modules_disabled, kptr_restrict, dmesg_restrict, kexec off). Once the
 // root is in place it starts itself again as `capsem-agent serve
@@ -16,7 +18,9 @@
 // done PID 1 writes what it did to /run/capsem/boot.json and to the
 // server's pipe, and the server opens the control channel (the
 // virtio-serial port named capsem.control, or vsock under vz) and runs
-// package agent's Serve. PID 1 itself only reaps: orphans reparent to it, and the server
+// package agent's Serve, with the workspace's mount (Freeze unmounts it for
+// a snapshot, Thaw mounts it again), the clock and the kernel's random
+// generator to set at Thaw. PID 1 itself only reaps: orphans reparent to it, and the server
 // keeps exact exit statuses for the commands it started. When the server
 // ends — the host sent Shutdown, or the channel closed — PID 1 stops every
 // process, syncs and powers the machine off. A boot step that cannot be

@@ -206,13 +206,27 @@ func bootSteps() (bootInfo, *server, *slog.Logger, error) {
 	}
 
 	if m, ok := boot.WorkspaceMount(cfg); ok {
-		if err := boot.Do(m); err != nil {
-			s.warn("workspace: %v", err)
-		} else {
-			s.ready.Workspace, s.ready.WSFS = m.Target, m.FSType
-			bi.Workspace = m.Target
+		spec := &mountSpec{Source: m.Source, Target: m.Target, FSType: m.FSType, Flags: m.Flags, Data: m.Data}
+		switch {
+		case cfg.WSDefer:
+			// The first Thaw mounts it (a boot snapshot is taken before
+			// any 9p export is mounted); the directory exists meanwhile,
+			// the default one of commands.
+			if err := os.MkdirAll(m.Target, m.Mode); err != nil {
+				s.warn("workspace: %v", err)
+			} else {
+				bi.Workspace, bi.WSMount, bi.WSDefer = m.Target, spec, true
+			}
+			s.step("workspace deferred")
+		default:
+			if err := boot.Do(m); err != nil {
+				s.warn("workspace: %v", err)
+			} else {
+				s.ready.Workspace, s.ready.WSFS = m.Target, m.FSType
+				bi.Workspace, bi.WSMount = m.Target, spec
+			}
+			s.step("workspace mounted")
 		}
-		s.step("workspace mounted")
 	}
 
 	if caDone != nil {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -17,6 +18,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/capsem/capsem/guest/agent"
 	"github.com/capsem/capsem/guest/boot"
@@ -195,13 +198,15 @@ func TestSetupInstallsTheHostsCA(t *testing.T) {
 func TestBootInfoRoundTrip(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "boot.json")
 	in := bootInfo{Managed: true, Port: "capsem.control", Vsock: 1024, Workspace: "/workspace", Root: "/",
+		WSMount: &mountSpec{Source: "workspace", Target: "/workspace", FSType: "9p", Flags: 6, Data: boot.NineP}, WSDefer: true,
 		CAEnv: boot.CAEnv(), Ready: proto.Ready{Addr: "198.18.0.2/24", Modules: []string{"virtio_net"}, Lockdown: []string{"kernel.modules_disabled=1"}}}
 	facts, err := writeBootInfo(p, in)
 	if err != nil {
 		t.Fatal(err)
 	}
 	out, err := readBootInfo(p)
-	if err != nil || out.Port != in.Port || out.Vsock != 1024 || !out.Managed || out.Ready.Addr != in.Ready.Addr || len(out.CAEnv) != 4 {
+	if err != nil || out.Port != in.Port || out.Vsock != 1024 || !out.Managed || out.Ready.Addr != in.Ready.Addr || len(out.CAEnv) != 4 ||
+		out.WSMount == nil || *out.WSMount != *in.WSMount || !out.WSDefer {
 		t.Fatalf("%+v %v", out, err)
 	}
 	os.WriteFile(p, []byte("{"), 0o644)
@@ -212,7 +217,7 @@ func TestBootInfoRoundTrip(t *testing.T) {
 	// The pipe PID 1 hands the facts over: what was written, read at close;
 	// nothing written (a failed boot) is an error.
 	r, w, _ := os.Pipe()
-	go func() { w.Write(facts); w.Close() }()
+	go func(w *os.File) { w.Write(facts); w.Close() }(w) // w is reassigned below
 	if out, err := readBootInfoFrom(r); err != nil || out.Ready.Addr != in.Ready.Addr || out.Vsock != 1024 {
 		t.Fatalf("from the pipe: %+v %v", out, err)
 	}
@@ -224,3 +229,133 @@ func TestBootInfoRoundTrip(t *testing.T) {
 }
 
 var _ = agent.DefaultShell
+
+// isMounted says whether path is a mount point in this mount namespace.
+func isMounted(t *testing.T, path string) bool {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && f[4] == path {
+			return true
+		}
+	}
+	return false
+}
+
+// The server takes the workspace PID 1 mounted (or deferred) down for a
+// snapshot and puts it back, with the mount boot used: a tmpfs here,
+// 9p or virtio-fs in a guest.
+func TestServeFreezeThawWorkspace(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting needs root")
+	}
+	for _, c := range []struct {
+		name     string
+		deferred bool
+		why      string
+	}{
+		{"mounted at boot", false, "Freeze unmounts what boot mounted, Thaw mounts it again"},
+		{"deferred", true, "capsem.wsdefer=1: nothing to unmount; the first Thaw mounts it"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ws := filepath.Join(t.TempDir(), "workspace")
+			spec := &mountSpec{Source: "tmpfs", Target: ws, FSType: "tmpfs", Data: "mode=0755"}
+			if err := os.MkdirAll(ws, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if !c.deferred {
+				if err := unix.Mount(spec.Source, ws, spec.FSType, 0, spec.Data); err != nil {
+					t.Skipf("mount a tmpfs: %v", err)
+				}
+			}
+			t.Cleanup(func() {
+				for isMounted(t, ws) {
+					if unix.Unmount(ws, unix.MNT_DETACH) != nil {
+						return
+					}
+				}
+			})
+			bi := bootInfo{Workspace: ws, WSMount: spec, WSDefer: c.deferred}
+			a, b := net.Pipe()
+			go func() { _ = serve(context.Background(), a, bi, slog.New(slog.DiscardHandler)) }()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			cl, err := proto.NewClient(ctx, b, proto.ClientOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			if fr, err := cl.Freeze(ctx, "test"); err != nil {
+				t.Fatalf("freeze: %+v %v (%s)", fr, err, c.why)
+			}
+			if isMounted(t, ws) {
+				t.Fatalf("%s still mounted after Freeze (%s)", ws, c.why)
+			}
+			th, err := cl.Thaw(ctx, proto.Thaw{})
+			if err != nil || th.Workspace != ws || th.WSFS != "tmpfs" {
+				t.Fatalf("thaw: %+v %v (%s)", th, err, c.why)
+			}
+			if !isMounted(t, ws) {
+				t.Fatalf("%s not mounted after Thaw (%s)", ws, c.why)
+			}
+			// Its default directory is the workspace, mounted.
+			s, err := cl.Exec(ctx, proto.Exec{Argv: []string{"sh", "-c", "stat -f -c %T ."}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, _ := io.ReadAll(s.Stdout())
+			if strings.TrimSpace(string(out)) != "tmpfs" {
+				t.Fatalf("a command's directory is on %q, want the workspace's tmpfs", out)
+			}
+		})
+	}
+}
+
+// A real unmount of a busy workspace fails (EBUSY): the freeze is refused,
+// naming the holder, and the workspace stays mounted.
+func TestServeFreezeBusyWorkspace(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting needs root")
+	}
+	ws := filepath.Join(t.TempDir(), "workspace")
+	spec := &mountSpec{Source: "tmpfs", Target: ws, FSType: "tmpfs", Data: "mode=0755"}
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount(spec.Source, ws, spec.FSType, 0, spec.Data); err != nil {
+		t.Skipf("mount a tmpfs: %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(ws, unix.MNT_DETACH) })
+	holder := exec.Command("sleep", "600")
+	holder.Dir = ws
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { holder.Process.Kill(); holder.Wait() }()
+
+	a, b := net.Pipe()
+	go func() {
+		_ = serve(context.Background(), a, bootInfo{Workspace: ws, WSMount: spec}, slog.New(slog.DiscardHandler))
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl, err := proto.NewClient(ctx, b, proto.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	fr, err := cl.Freeze(ctx, "test")
+	want := fmt.Sprintf("%d sleep (cwd)", holder.Process.Pid)
+	if !errors.Is(err, proto.ErrBusy) || !strings.Contains(err.Error(), "busy") || len(fr.Holders) != 1 || fr.Holders[0] != want {
+		t.Fatalf("freeze of a busy workspace: %+v %v, want holder %q", fr, err, want)
+	}
+	if !isMounted(t, ws) {
+		t.Fatal("the workspace was unmounted by a refused freeze")
+	}
+	if _, err := cl.Ping(ctx); err != nil {
+		t.Fatalf("the agent after a refused freeze: %v", err)
+	}
+}

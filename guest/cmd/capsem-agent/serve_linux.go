@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/capsem/capsem/guest/agent"
 	"github.com/capsem/capsem/guest/boot"
 	"github.com/capsem/capsem/guest/bootparam"
@@ -124,8 +126,48 @@ func serve(ctx context.Context, rw io.ReadWriteCloser, bi bootInfo, log *slog.Lo
 		Setup: func(ctx context.Context, host proto.Hello) (proto.Ready, error) {
 			return setup(host, bi, root, log)
 		},
+		Workspace: workspace(bi),
+	}
+	if bi.Managed {
+		// The guest's own clock and generator, which a restored snapshot
+		// has stale; a server PID 1 did not start is not in a guest.
+		cfg.SetClock = func(t time.Time) error {
+			_, err := boot.SetClock(t)
+			return err
+		}
+		cfg.Reseed = agent.AddEntropy
 	}
 	return agent.Serve(ctx, rw, cfg)
+}
+
+// workspace is the workspace's mount for Freeze and Thaw, as PID 1 did it
+// (or deferred it); nil when it mounted none.
+func workspace(bi bootInfo) *agent.Workspace {
+	if bi.WSMount == nil {
+		return nil
+	}
+	m := boot.Mount{Source: bi.WSMount.Source, Target: bi.WSMount.Target, FSType: bi.WSMount.FSType,
+		Flags: bi.WSMount.Flags, Data: bi.WSMount.Data, Mode: 0o755}
+	return &agent.Workspace{
+		Path:     m.Target,
+		Deferred: bi.WSDefer,
+		Mount: func() (string, error) {
+			if err := boot.Do(m); err != nil {
+				return "", err
+			}
+			return m.FSType, nil
+		},
+		Unmount: func() error {
+			err := unix.Unmount(m.Target, 0)
+			if errors.Is(err, unix.EINVAL) {
+				return nil // not mounted (any more): nothing holds QEMU back
+			}
+			if err != nil {
+				return fmt.Errorf("unmount %s: %w", m.Target, err)
+			}
+			return nil
+		},
+	}
 }
 
 // setup does what the host's Hello asks for — set the clock (in a guest
