@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/capsem/capsem/filter"
@@ -19,6 +21,7 @@ import (
 	"github.com/capsem/capsem/mitm/ca"
 	"github.com/capsem/capsem/netstack"
 	"github.com/capsem/capsem/policy"
+	"github.com/capsem/capsem/store"
 )
 
 // Config is what one guest boot needs.
@@ -45,6 +48,24 @@ type Config struct {
 	// Host names the host side to the agent in the handshake ("capsem
 	// v1.2.3").
 	Host string
+	// RAMFile holds the guest's RAM (hypervisor.Config.RAMFile): set, the
+	// sandbox can be saved (Save). "": it cannot.
+	RAMFile string
+	// Restore starts the guest from a save instead of booting it.
+	Restore *Restore
+}
+
+// Restore is a save to start from: the directory Save wrote and what it
+// said.
+type Restore struct {
+	Dir   string
+	Saved Saved
+	// Origin says where the guest comes from, for the session's record
+	// ("snapshot a@t1 of session …").
+	Origin string
+	// Private maps the saved RAM copy-on-write (hypervisor.Restore):
+	// quicker, but the sandbox cannot be saved again.
+	Private bool
 }
 
 // Sandbox is a running guest: its VM, the netstack its NIC ends in, the
@@ -58,6 +79,7 @@ type Sandbox struct {
 	client *proto.Client
 	guest  *guestRecord // the record of what the agent reports and does
 	xfer   *transfer    // the transfer disk's host side, or nil
+	saveMu sync.Mutex   // one Save at a time
 
 	watchCancel context.CancelFunc // stops the agent watchdog
 	watchDone   chan struct{}
@@ -132,6 +154,13 @@ func Start(ctx context.Context, cfg Config) (sb *Sandbox, err error) {
 		BootTimeout:   cfg.BootTimeout,
 		ConsoleLog:    cfg.ConsoleLog,
 		ConsoleLogMax: cfg.ConsoleMax,
+		RAMFile:       cfg.RAMFile,
+	}
+	if r := cfg.Restore; r != nil {
+		vmCfg.Restore = &hypervisor.Restore{
+			State: filepath.Join(r.Dir, StateFile), RAM: filepath.Join(r.Dir, RAMFile),
+			Private: r.Private, Machine: r.Saved.Machine,
+		}
 	}
 	if cfg.TransferDisk != "" {
 		if sb.xfer, err = openTransfer(cfg.TransferDisk); err != nil {
@@ -153,11 +182,12 @@ func Start(ctx context.Context, cfg Config) (sb *Sandbox, err error) {
 
 	hctx, hcancel := context.WithTimeout(ctx, cfg.BootTimeout)
 	defer hcancel()
-	sb.client, err = proto.NewClient(hctx, vm.Control(), proto.ClientOptions{
-		Host:    cfg.Host,
-		OnEvent: sb.record,
-		Logger:  log,
-	})
+	copts := proto.ClientOptions{Host: cfg.Host, OnEvent: sb.record, Logger: log}
+	if r := cfg.Restore; r != nil {
+		sb.client, _, err = proto.Resume(hctx, vm.Control(), copts, r.Saved.Agent, r.Saved.Ready, thawNow(true))
+	} else {
+		sb.client, err = proto.NewClient(hctx, vm.Control(), copts)
+	}
 	if err != nil {
 		return sb, sb.bootError(err)
 	}
@@ -168,6 +198,9 @@ func Start(ctx context.Context, cfg Config) (sb *Sandbox, err error) {
 		// An agent that does not know capsem.rw keeps the writable layer
 		// in a tmpfs: everything written would be lost at stop.
 		return sb, fmt.Errorf("boot the guest: its agent did not put the root's writable layer on the data disk (root: %q); the guest image predates writable disks: remove the sandbox and create it again", sb.client.Ready().Root)
+	}
+	if r := cfg.Restore; r != nil {
+		sb.guest.agent(store.AgentRestored, 1, r.Origin+"; the guest's network flows were reset")
 	}
 	wctx, wcancel := context.WithCancel(ctx)
 	sb.watchCancel, sb.watchDone = wcancel, make(chan struct{})

@@ -265,12 +265,19 @@ const (
 	// AgentCapped: a guest-reported field was longer than the host keeps
 	// and was truncated; Count says how many fields, Detail which.
 	AgentCapped = "capped"
+	// AgentSnapshot: the guest was saved (capsem snapshot, suspend);
+	// Detail names the snapshot and the pause.
+	AgentSnapshot = "snapshot"
+	// AgentRestored: the session's guest was restored from a snapshot
+	// rather than booted (a fork, a resume); Detail names the snapshot and
+	// the session it was taken in.
+	AgentRestored = "restored"
 )
 
 // Agent is the host's record of the guest agent's behaviour (not something
 // the guest reports). It maps to the agent_events table.
 type Agent struct {
-	State  string // state: silent, resumed, protocol-violation, rate-limited, capped
+	State  string // state: silent, resumed, protocol-violation, rate-limited, capped, snapshot, restored
 	Detail string // detail: free text, e.g. the violation
 	// Count is how many occurrences this event stands for (dropped events
 	// for rate-limited, truncated fields for capped); 0 and 1 both mean one.

@@ -144,7 +144,7 @@ func printPlan(w io.Writer, p plan, asJSON bool) error {
 
 // startPlan is capsem start --dry-run's plan.
 func startPlan(c *cli.Context, d home.Dir) error {
-	s, fresh, err := resolveSettings(c, d)
+	s, fresh, err := resolveSettings(c, d, nil)
 	if err != nil {
 		return err
 	}

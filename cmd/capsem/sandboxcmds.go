@@ -21,7 +21,7 @@ import (
 func lsCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "ls",
-		Usage:     "list the sandboxes: name, state (running, stopped, crashed), created, last started, policy, workspace, size",
+		Usage:     "list the sandboxes: name, state (running, stopped, suspended, crashed), created, last started, policy, workspace, size, saved guests' size",
 		UsageText: "capsem ls [--data DIR] [--json]",
 		Flags:     []cli.Flag{dataFlag(), &cli.BoolFlag{Name: "json", Usage: "a JSON array of objects (name, state, created, …; see docs/API.md, Status)"}},
 		Action: func(c *cli.Context) error {
@@ -44,7 +44,7 @@ func lsCommand() *cli.Command {
 				return enc.Encode(list)
 			}
 			tw := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tSTATE\tCREATED\tSTARTED\tCPUS\tMEMORY\tDISK\tSESSION\tWORKSPACE\tPOLICY")
+			fmt.Fprintln(tw, "NAME\tSTATE\tCREATED\tSTARTED\tCPUS\tMEMORY\tDISK\tSAVED\tSESSION\tWORKSPACE\tPOLICY")
 			for _, st := range list {
 				started := "-"
 				if !st.Started.IsZero() {
@@ -54,9 +54,9 @@ func lsCommand() *cli.Command {
 				if st.State == api.StateCrashed {
 					state += " (log: " + st.Log + ")"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d MiB\t%s / %s\t%s\t%s\t%s %.12s\n", st.Name, state,
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d MiB\t%s / %s\t%s\t%s\t%s\t%s %.12s\n", st.Name, state,
 					st.Created.Local().Format("2006-01-02 15:04"), started, st.CPUs, st.MemoryMiB,
-					store.FormatSize(st.DiskUsed), store.FormatSize(st.DiskSize), dash(st.SessionID), st.Workspace, sandbox.PolicyName(st.Policy), st.PolicySHA256)
+					store.FormatSize(st.DiskUsed), store.FormatSize(st.DiskSize), store.FormatSize(st.SnapshotBytes), dash(st.SessionID), st.Workspace, sandbox.PolicyName(st.Policy), st.PolicySHA256)
 			}
 			return tw.Flush()
 		},
@@ -89,6 +89,9 @@ func stopCommand() *cli.Command {
 			switch st.State {
 			case api.StateStopped:
 				fmt.Fprintf(c.App.ErrWriter, "capsem: sandbox %s is not running\n", name)
+				return nil
+			case api.StateSuspended:
+				fmt.Fprintf(c.App.ErrWriter, "capsem: sandbox %s is suspended, not running (capsem start %s resumes it; capsem start --cold %s discards its saved guest)\n", name, name, name)
 				return nil
 			case api.StateCrashed:
 				d.ClearCrash()

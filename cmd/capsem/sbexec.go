@@ -101,6 +101,8 @@ func runningClient(c *cli.Context, name string) (*api.Client, home.Dir, error) {
 		return api.NewClient(d.SocketPath()), d, nil
 	case "crashed":
 		return nil, d, fmt.Errorf("sandbox %s crashed (%s; its log: %s): capsem start %s starts it again", name, st.Crash, st.Log, name)
+	case api.StateSuspended:
+		return nil, d, fmt.Errorf("sandbox %s is suspended: capsem start %s resumes it", name, name)
 	}
 	return nil, d, fmt.Errorf("sandbox %s is stopped: capsem start %s starts it", name, name)
 }

@@ -26,7 +26,8 @@ func startCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "start",
 		Usage: "create a long-lived sandbox, or start a stopped one again with what it kept",
-		UsageText: "capsem start [--dry-run [--json]] [--policy FILE] [--workspace DIR] [--env K=V]… [--secret NAME[@HOST,…]]… [--cpus N] [--memory MiB] [--disk GiB] [--foreground] NAME\n" +
+		UsageText: "capsem start [--dry-run [--json]] [--policy FILE] [--workspace DIR] [--env K=V]… [--secret NAME[@HOST,…]]… [--cpus N] [--memory MiB] [--disk GiB] [--cold] [--foreground] NAME\n" +
+			"   capsem start --from SANDBOX[@TAG] [--policy FILE] [--workspace DIR] [--env K=V]… [--secret NAME[@HOST,…]]… [--disk GiB] [--foreground] NEW\n" +
 			"   NAME: 1 to 63 of a-z, 0-9 and '-', starting with a letter or digit",
 		Description: "The first start creates the sandbox under --data (sandboxes/NAME): its settings, the guest image it\n" +
 			"keeps using until capsem rm, and a disk of --disk GiB that holds everything the guest writes outside\n" +
@@ -35,6 +36,11 @@ func startCommand() *cli.Command {
 			"ones (--disk may only grow it). capsem start returns once the guest's agent answers, leaving a\n" +
 			"supervisor process running the sandbox (its log: sandboxes/NAME/supervisor.log); --foreground runs\n" +
 			"that supervisor in place instead, until capsem stop or SIGTERM (for systemd, containers, schedulers).\n" +
+			"A suspended sandbox (capsem suspend) resumes with its processes; --cold discards its saved guest and boots.\n" +
+			"--from starts NEW from a snapshot (capsem snapshot; the newest without @TAG): the same processes, memory\n" +
+			"and files, its own copy of the disk, its own network and session, a fresh RNG and the clock set to now.\n" +
+			"NEW keeps SANDBOX's settings but for the flags given; the guest holds SANDBOX's secret placeholders,\n" +
+			"and NEW binds them to the real values it finds (--secret, as SANDBOX was started, by default).\n" +
 			"Exit status: 0 running, 1 already running or failed to start, 2 bad flags or name.",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "policy", Usage: "policy `FILE` (default: the AI providers' APIs only)"},
@@ -45,6 +51,8 @@ func startCommand() *cli.Command {
 			&cli.IntFlag{Name: "memory", Value: defaultMemoryMiB, Usage: "guest memory in `MiB`"},
 			&cli.IntFlag{Name: "disk", Value: defaultDiskGiB, Usage: "the writable disk's cap in `GiB` (the host file is sparse: it takes what the guest wrote)"},
 			&cli.BoolFlag{Name: "foreground", Usage: "run the supervisor in this process until the sandbox stops"},
+			&cli.StringFlag{Name: "from", Usage: "start the new sandbox from `SANDBOX[@TAG]`'s snapshot (the newest without @TAG)"},
+			&cli.BoolFlag{Name: "cold", Usage: "boot the guest: a suspended sandbox's saved guest is discarded"},
 			dataFlag(),
 			caDirFlag(),
 			logLevelFlag(),
@@ -64,6 +72,9 @@ func startAction(c *cli.Context) error {
 	data := c.String("data")
 	d := home.New(data, name)
 	if c.Bool("dry-run") {
+		if c.IsSet("from") {
+			return usageError{errors.New("--dry-run does not plan a fork (--from): capsem snapshots SANDBOX lists what a fork starts from")}
+		}
 		return startPlan(c, d)
 	}
 	if c.Bool("json") {
@@ -79,7 +90,11 @@ func startAction(c *cli.Context) error {
 	if err := sandbox.CheckHypervisor(); err != nil {
 		return err
 	}
-	if err := prepareSandbox(c, d); err != nil {
+	if from := c.String("from"); from != "" {
+		if err := forkSandbox(c, d, from); err != nil {
+			return err
+		}
+	} else if err := prepareSandbox(c, d); err != nil {
 		return err
 	}
 	if c.Bool("foreground") {
@@ -96,26 +111,52 @@ func startAction(c *cli.Context) error {
 // prepareSandbox creates the sandbox's directory, settings, image and disk
 // the first time, and applies the flags given to a restart.
 func prepareSandbox(c *cli.Context, d home.Dir) error {
-	s, fresh, err := resolveSettings(c, d)
+	s, fresh, err := resolveSettings(c, d, nil)
 	if err != nil {
 		return err
 	}
 	return supervisor.Prepare(c.Context, d, s, fresh, func() (*image.Guest, error) { return defaultGuest(c.Context, c.App.ErrWriter, false) })
 }
 
+// forkSandbox makes sandbox d from start's --from snapshot, with the
+// source's settings and the flags given.
+func forkSandbox(c *cli.Context, d home.Dir, from string) error {
+	if d.Exists() {
+		return fmt.Errorf("sandbox %s exists: --from makes a new one (capsem rm %s, or another name)", d.Name, d.Name)
+	}
+	src, tag, err := splitFrom(dataOf(c), from)
+	if err != nil {
+		return err
+	}
+	base, err := src.ReadSettings()
+	if err != nil {
+		return err
+	}
+	s, _, err := resolveSettings(c, d, &base)
+	if err != nil {
+		return err
+	}
+	return supervisor.Fork(c.Context, src, tag, d, s)
+}
+
 // resolveSettings is the sandbox's settings as a start with c's flags
 // makes them: the stored ones with the given flags applied, or a new
-// sandbox's. It checks the flags and changes nothing.
-func resolveSettings(c *cli.Context, d home.Dir) (s home.Settings, fresh bool, err error) {
+// sandbox's — from base's when it is a fork. It checks the flags and
+// changes nothing.
+func resolveSettings(c *cli.Context, d home.Dir, base *home.Settings) (s home.Settings, fresh bool, err error) {
 	fresh = !d.Exists()
-	if fresh {
+	switch {
+	case base != nil:
+		s = *base
+		s.Name, s.Created, s.Image = d.Name, time.Now().UTC(), ""
+	case fresh:
 		s = home.Settings{Name: d.Name, Created: time.Now().UTC(), CPUs: defaultCPUs, MemoryMiB: defaultMemoryMiB, DiskGiB: defaultDiskGiB}
-	} else {
+	default:
 		if s, err = d.ReadSettings(); err != nil {
 			return s, fresh, err
 		}
 	}
-	given := func(flag string) bool { return fresh || c.IsSet(flag) }
+	given := func(flag string) bool { return (fresh && base == nil) || c.IsSet(flag) }
 	if given("policy") {
 		p := c.String("policy")
 		if p != "" {
@@ -186,7 +227,7 @@ func resolveSettings(c *cli.Context, d home.Dir) (s home.Settings, fresh bool, e
 		if n < 1 {
 			return s, fresh, usageError{fmt.Errorf("--disk %d: want at least 1 GiB", n)}
 		}
-		if !fresh && n < s.DiskGiB {
+		if (!fresh || base != nil) && n < s.DiskGiB {
 			return s, fresh, usageError{fmt.Errorf("--disk %d: the disk is %d GiB and cannot shrink (capsem rm %s, then start it with --disk %d, makes a new one)", n, s.DiskGiB, d.Name, n)}
 		}
 		s.DiskGiB = n
@@ -202,6 +243,10 @@ func spawnSupervisor(c *cli.Context, d home.Dir) error {
 		return err
 	}
 	args := []string{"supervise", "--data", c.String("data"), "--ca-dir", c.String("ca-dir"), "--log-level", c.String("log-level"),
-		"--max-session-bytes", c.String("max-session-bytes"), "--min-free-disk", c.String("min-free-disk"), d.Name}
+		"--max-session-bytes", c.String("max-session-bytes"), "--min-free-disk", c.String("min-free-disk")}
+	if c.Bool("cold") {
+		args = append(args, "--cold")
+	}
+	args = append(args, d.Name)
 	return supervisor.Spawn(d, exe, args)
 }

@@ -20,7 +20,8 @@ func superviseCommand() *cli.Command {
 		Usage:     "run a sandbox's supervisor (capsem start runs this; use capsem start --foreground)",
 		UsageText: "capsem supervise [--data DIR] NAME",
 		Hidden:    true,
-		Flags:     append([]cli.Flag{dataFlag(), logLevelFlag(), caDirFlag()}, storeFlags()...),
+		Flags: append([]cli.Flag{dataFlag(), logLevelFlag(), caDirFlag(),
+			&cli.BoolFlag{Name: "cold", Usage: "boot, discarding a suspended guest"}}, storeFlags()...),
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
 				return usageError{errors.New("want one sandbox NAME")}
@@ -40,7 +41,7 @@ func logLevelFlag() cli.Flag {
 
 // superviseOptionsFrom is what a supervisor takes from its flags.
 func superviseOptionsFrom(c *cli.Context) (supervisor.Options, error) {
-	o := supervisor.Options{CADir: c.String("ca-dir"), Host: hostName()}
+	o := supervisor.Options{CADir: c.String("ca-dir"), Host: hostName(), Cold: c.Bool("cold")}
 	var err error
 	if o.Store, err = storeOptions(c); err != nil {
 		return o, err

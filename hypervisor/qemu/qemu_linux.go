@@ -234,10 +234,11 @@ func (v *VM) Start(ctx context.Context) error {
 
 	if hostQMP != nil {
 		if err := v.startQMP(ctx, hostQMP); err != nil {
-			// v.mu is held: kill's own locking would deadlock.
+			// v.mu is held: kill's own locking would deadlock. QEMU's
+			// end is not waited for here: the console's socket ends only
+			// once Start has closed its copy of QEMU's end.
 			v.RecordCause(err)
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-v.Done()
 			return err
 		}
 	}

@@ -321,3 +321,34 @@ func (s *ExecSession) Exit() Exit {
 
 // Close ends the connection: the supervisor hangs up on the command.
 func (s *ExecSession) Close() error { return s.conn.Close() }
+
+// TakeSnapshot is POST /v1/snapshots: the guest saved as snapshot tag
+// ("": the time).
+func (c *Client) TakeSnapshot(ctx context.Context, tag string) (Snapshot, error) {
+	b, err := json.Marshal(SnapshotRequest{Tag: tag})
+	if err != nil {
+		return Snapshot{}, err
+	}
+	var snap Snapshot
+	err = c.do(ctx, http.MethodPost, PathSnapshots, nil, bytes.NewReader(b), &snap)
+	return snap, err
+}
+
+// Snapshots is GET /v1/snapshots.
+func (c *Client) Snapshots(ctx context.Context) ([]Snapshot, error) {
+	var all []Snapshot
+	err := c.do(ctx, http.MethodGet, PathSnapshots, nil, nil, &all)
+	return all, err
+}
+
+// RemoveSnapshot is DELETE /v1/snapshots?tag=TAG.
+func (c *Client) RemoveSnapshot(ctx context.Context, tag string) error {
+	return c.do(ctx, http.MethodDelete, PathSnapshots, url.Values{"tag": {tag}}, nil, nil)
+}
+
+// Suspend is POST /v1/suspend: the guest saved, the sandbox stopped.
+func (c *Client) Suspend(ctx context.Context) (Snapshot, error) {
+	var snap Snapshot
+	err := c.do(ctx, http.MethodPost, PathSuspend, nil, nil, &snap)
+	return snap, err
+}

@@ -3,6 +3,8 @@ package api
 import (
 	"fmt"
 	"time"
+
+	"github.com/capsem/capsem/guest/proto"
 )
 
 // The API's paths (docs/API.md).
@@ -17,6 +19,13 @@ const (
 	// PathStoreCopyOld is PathStoreCopy's first name, still answered:
 	// clients from before VM snapshots (PathSnapshots) use it.
 	PathStoreCopyOld = "/v1/snapshot"
+	// PathSnapshots saves the guest (POST SnapshotRequest: Snapshot),
+	// lists its snapshots (GET: []Snapshot) and removes one (DELETE
+	// ?tag=TAG).
+	PathSnapshots = "/v1/snapshots"
+	// PathSuspend saves the guest and stops the sandbox (POST:
+	// Snapshot); the next start resumes it.
+	PathSuspend = "/v1/suspend"
 )
 
 // ExecProtocol is the Upgrade token of a streamed exec.
@@ -27,6 +36,9 @@ const (
 	StateRunning = "running" // its supervisor holds the lock and its guest answers
 	StateStopped = "stopped" // no supervisor; the disk and settings are kept
 	StateCrashed = "crashed" // its supervisor or guest died without a stop
+	// StateSuspended: no supervisor; the guest's memory and devices are
+	// saved, and the next start resumes its processes.
+	StateSuspended = "suspended"
 )
 
 // Status is a sandbox as GET /v1/sandbox and `capsem ls --json` show it.
@@ -48,6 +60,48 @@ type Status struct {
 	Log          string    `json:"log"`           // the supervisor's log
 	Socket       string    `json:"socket"`        // the API's unix socket (while running)
 	Crash        string    `json:"crash,omitempty"`
+	// SnapshotBytes is what its snapshots and suspended state take on
+	// the host, beside DiskUsed.
+	SnapshotBytes int64 `json:"snapshot_bytes,omitempty"`
+}
+
+// SnapshotRequest is POST /v1/snapshots' body.
+type SnapshotRequest struct {
+	Tag string `json:"tag,omitempty"` // default: the time, 20261127-195700
+}
+
+// Snapshot is one saved guest: its record (meta.json in its directory),
+// GET /v1/snapshots' items. Stability: read back by every later capsem
+// that restores it; fields are added, never renamed.
+type Snapshot struct {
+	Tag       string    `json:"tag"`
+	Sandbox   string    `json:"sandbox"`    // the sandbox it was taken of
+	SessionID string    `json:"session_id"` // the session it was taken in
+	Created   time.Time `json:"created"`
+	Bytes     int64     `json:"bytes"`     // what its files take on the host
+	PausedMS  float64   `json:"paused_ms"` // how long the guest's vCPUs were stopped for it
+	// Disk says the snapshot holds the data disk as it was (a snapshot);
+	// false: it restores onto the sandbox's own (a suspend).
+	Disk bool `json:"disk"`
+	// What a restore must match: the guest image, the capsem that saved
+	// it, and the VM (the hypervisor's machine: version, accelerator,
+	// CPUs, memory, devices).
+	Image     string `json:"image"`
+	Capsem    string `json:"capsem"`
+	Machine   string `json:"machine"`
+	CPUs      int    `json:"cpus"`
+	MemoryMiB int    `json:"memory_mib"`
+	// Placeholders are the secrets' placeholders the guest's memory
+	// holds (name → placeholder, never a real value): a restore binds
+	// the same ones.
+	Placeholders map[string]string `json:"placeholders,omitempty"`
+	// Origin is, for a fork's pending restore, "snapshot SANDBOX@TAG of
+	// session ID".
+	Origin string `json:"origin,omitempty"`
+	// The agent's handshake at boot, which a restored guest does not
+	// repeat.
+	Agent proto.Hello `json:"agent"`
+	Ready proto.Ready `json:"ready"`
 }
 
 // ExecRequest starts a command (POST /v1/exec). Argv empty starts the

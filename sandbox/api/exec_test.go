@@ -61,6 +61,14 @@ func (b *silentBackend) Stop()                                        {}
 func (b *silentBackend) Events(uint64, func(store.Event) error) error { return nil }
 func (b *silentBackend) Done() <-chan struct{}                        { return nil }
 func (b *silentBackend) StoreCopy() (StoreCopy, error)                { return StoreCopy{}, nil }
+func (b *silentBackend) TakeSnapshot(context.Context, string) (Snapshot, error) {
+	return Snapshot{}, errors.New("not here")
+}
+func (b *silentBackend) Snapshots() ([]Snapshot, error) { return nil, nil }
+func (b *silentBackend) RemoveSnapshot(string) error    { return nil }
+func (b *silentBackend) Suspend(context.Context) (Snapshot, error) {
+	return Snapshot{}, errors.New("not here")
+}
 func (b *silentBackend) PutFile(context.Context, string, string, int64, io.Reader) (int64, error) {
 	return 0, nil
 }

@@ -35,6 +35,17 @@ type Backend interface {
 	Done() <-chan struct{}
 	// StoreCopy writes a read-only copy of the event store.
 	StoreCopy() (StoreCopy, error)
+	// TakeSnapshot saves the guest as snapshot tag ("": the time) and
+	// lets it go on.
+	TakeSnapshot(ctx context.Context, tag string) (Snapshot, error)
+	// Snapshots lists the sandbox's snapshots, oldest first.
+	Snapshots() ([]Snapshot, error)
+	// RemoveSnapshot removes snapshot tag (fs.ErrNotExist wrapped when
+	// there is none).
+	RemoveSnapshot(tag string) error
+	// Suspend saves the guest and stops the sandbox; the next start
+	// resumes it.
+	Suspend(ctx context.Context) (Snapshot, error)
 	// PutFile writes body (size bytes, -1 when unknown) to path in the
 	// guest, mode "" keeping the default; it returns the bytes taken.
 	PutFile(ctx context.Context, path, mode string, size int64, body io.Reader) (int64, error)
@@ -80,12 +91,13 @@ func Handler(b Backend) http.Handler {
 	}
 	mux.HandleFunc("POST "+PathStoreCopy, storeCopy)
 	mux.HandleFunc("POST "+PathStoreCopyOld, storeCopy)
+	serveSnapshots(mux, b)
 	mux.HandleFunc("GET "+PathEvents, func(w http.ResponseWriter, r *http.Request) { serveEvents(b, w, r) })
 	mux.HandleFunc("PUT "+PathFiles, func(w http.ResponseWriter, r *http.Request) { servePut(b, w, r) })
 	mux.HandleFunc("GET "+PathFiles, func(w http.ResponseWriter, r *http.Request) { serveGet(b, w, r) })
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		WriteError(w, http.StatusNotFound, fmt.Sprintf("no %s %s in this API: see docs/API.md (GET %s, POST %s, POST %s, POST %s, GET %s, PUT/GET %s, POST %s)",
-			r.Method, r.URL.Path, PathSandbox, PathExec, PathPolicyReload, PathStop, PathEvents, PathFiles, PathStoreCopy))
+		WriteError(w, http.StatusNotFound, fmt.Sprintf("no %s %s in this API: see docs/API.md (GET %s, POST %s, POST %s, POST %s, GET %s, PUT/GET %s, POST %s, POST/GET/DELETE %s, POST %s)",
+			r.Method, r.URL.Path, PathSandbox, PathExec, PathPolicyReload, PathStop, PathEvents, PathFiles, PathStoreCopy, PathSnapshots, PathSuspend))
 	})
 	return mux
 }

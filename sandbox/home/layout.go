@@ -24,6 +24,8 @@ import (
 //	  crash           why it crashed, when the supervisor saw it happen
 //	  api.sock        the API's unix socket (SocketPathIn)
 //	  store-copies/   copies of the running session's store for readers (POST /v1/store/copy)
+//	  snapshots/TAG/  saved guests (snapshots.go)
+//	  suspended/      the saved guest the next start resumes (snapshots.go)
 //
 // The names are a contract: clients in other languages find the socket
 // by them (sdk/python). The CLI reads these files; only the supervisor

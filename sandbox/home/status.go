@@ -33,7 +33,11 @@ func (d Dir) Status(policySHA func(path string) string) (api.Status, error) {
 		st.Crash = "its supervisor died without stopping it"
 	default:
 		st.State = api.StateStopped
+		if _, ok := d.Suspended(); ok {
+			st.State = api.StateSuspended
+		}
 	}
+	st.SnapshotBytes = d.SnapshotBytes()
 	if b, err := os.ReadFile(d.CrashPath()); err == nil && len(b) > 0 {
 		st.State, st.Crash = api.StateCrashed, string(b)
 	}

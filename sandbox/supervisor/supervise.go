@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -27,16 +28,21 @@ type Options struct {
 	Log   *slog.Logger  // its log (nil: none)
 	CADir string        // the interception CA's directory ("": ca.DefaultDir())
 	Host  string        // how capsem names itself to the guest's agent (sandbox.Config.Host)
+	// Cold boots the guest even when a suspended one is saved (which is
+	// then discarded).
+	Cold bool
 }
 
 // supervisor is a running sandbox: the api.Backend its API serves.
 type supervisor struct {
-	dir      home.Dir
-	settings home.Settings
-	sb       *sandbox.Sandbox
-	rs       *sessionstore.Store
-	log      *slog.Logger
-	started  time.Time
+	dir       home.Dir
+	settings  home.Settings
+	sb        *sandbox.Sandbox
+	rs        *sessionstore.Store
+	log       *slog.Logger
+	started   time.Time
+	host      string      // Options.Host: the capsem a snapshot records
+	suspended atomic.Bool // the guest was saved by Suspend: it is discarded, not shut down
 
 	stopOnce sync.Once
 	stopping chan struct{} // closed when a stop is asked for
@@ -85,8 +91,19 @@ func Run(ctx context.Context, data, name string, o Options, report func(Ready)) 
 	_ = os.RemoveAll(d.StoreCopiesDir()) // readers that died left theirs
 	log := o.Log.With("sandbox", name)
 
-	pol, err := sandbox.LoadBoundPolicy(settings.Policy, settings.Secrets, nil)
+	restore, err := pendingRestore(d, settings, o)
 	if err != nil {
+		return err
+	}
+	var keep map[string]string
+	if restore != nil {
+		keep = restore.meta.Placeholders
+	}
+	pol, err := sandbox.LoadBoundPolicy(settings.Policy, settings.Secrets, keep)
+	if err != nil {
+		return err
+	}
+	if err := checkPlaceholders(pol, keep); err != nil {
 		return err
 	}
 	authority, err := sandbox.LoadAuthority(o.CADir)
@@ -98,7 +115,7 @@ func Run(ctx context.Context, data, name string, o Options, report func(Ready)) 
 	if err != nil {
 		return err
 	}
-	sup := &supervisor{dir: d, settings: settings, rs: rs, log: log, stopping: make(chan struct{})}
+	sup := &supervisor{dir: d, settings: settings, rs: rs, log: log, host: o.Host, stopping: make(chan struct{})}
 
 	// SIGTERM and SIGINT stop the sandbox, also while it boots; SIGHUP
 	// reloads the policy (a hangup of the terminal that started a
@@ -142,6 +159,8 @@ func Run(ctx context.Context, data, name string, o Options, report func(Ready)) 
 		BootTimeout:  hypervisor.DefaultBootTimeout,
 		Logger:       log,
 		Host:         o.Host,
+		RAMFile:      ramFile(name),
+		Restore:      restore.config(),
 	})
 	if err != nil {
 		_ = rs.End(nil)
@@ -149,6 +168,10 @@ func Run(ctx context.Context, data, name string, o Options, report func(Ready)) 
 		return err
 	}
 	sup.sb, sup.started = sb, time.Now()
+	if restore != nil {
+		// Resumed: the saved guest is running again and is not resumed twice.
+		_ = os.RemoveAll(d.SuspendDir())
+	}
 
 	sock := d.SocketPath()
 	ln, err := home.ListenUnix(sock)
@@ -189,7 +212,11 @@ func Run(ctx context.Context, data, name string, o Options, report func(Ready)) 
 		log.Error(why)
 		_ = os.WriteFile(d.CrashPath(), []byte(why), 0o600)
 	}
-	sb.Shutdown("capsem stop " + name)
+	if sup.suspended.Load() {
+		sb.Discard()
+	} else {
+		sb.Shutdown("capsem stop " + name)
+	}
 	code := 0
 	if crashed {
 		code = -1

@@ -72,7 +72,7 @@ def _cli(capsem, args, data=None):
 
 def ls(data=None, capsem=None):
     """Every sandbox, as `capsem ls --json` gives it: dicts with name, state
-    (running, stopped, crashed), created, started, policy, workspace, cpus,
+    (running, stopped, suspended, crashed), created, started, policy, workspace, cpus,
     memory_mib, disk_used, disk_size, session_id, socket, …"""
     return json.loads(_cli(_capsem_bin(capsem), ["ls", "--json"], _data_dir(data)))
 
@@ -319,6 +319,51 @@ class Sandbox:
         except CLIError as e:
             self._typed(e)
             raise
+        finally:
+            self._sock = None
+
+    def snapshot(self, tag=None):
+        """Saves the running guest — memory, processes, devices and disk at one
+        instant — as snapshot tag (default: the time) and lets it go on;
+        returns its record (dict: tag, created, bytes, paused_ms,
+        session_id, …). A guest process holding /workspace makes it fail
+        with APIError 409, naming the process."""
+        body = json.dumps({"tag": tag} if tag else {})
+        return self._api("POST", "/v1/snapshots", body=body, headers={"Content-Type": "application/json"})
+
+    def snapshots(self):
+        """The sandbox's snapshots, oldest first (running or not), as
+        `capsem snapshots --json` gives them."""
+        return json.loads(_cli(self.capsem, ["snapshots", "--json", self.name], self.data))
+
+    def remove_snapshot(self, tag):
+        """Removes snapshot tag."""
+        _cli(self.capsem, ["snapshot", "rm", self.name, tag], self.data)
+
+    def fork(self, new_name, tag=None, policy=None, workspace=None, env=None, secrets=None, disk=None, ca_dir=None):
+        """Starts sandbox new_name from this sandbox's snapshot tag (the
+        newest when None): the same processes, files and memory, its own
+        disk, network and session, fresh randomness, the clock set to now.
+        It keeps this sandbox's settings but for the arguments given;
+        secrets are --secret flags ("NAME@HOST,…"), their real values from
+        this process's environment (default: as this sandbox was started).
+        Returns the new Sandbox."""
+        args = ["start", "--from", self.name + ("@" + tag if tag else "")]
+        for flag, value in (("--policy", policy), ("--workspace", workspace), ("--disk", disk), ("--ca-dir", ca_dir)):
+            if value is not None:
+                args += [flag, str(value)]
+        for kv in _env_list(env):
+            args += ["--env", kv]
+        for sec in secrets or ():
+            args += ["--secret", sec]
+        _cli(self.capsem, args + [new_name], self.data)
+        return Sandbox(new_name, data=self.data, capsem=self.capsem)
+
+    def suspend(self):
+        """Saves the guest and stops the sandbox (state suspended);
+        Sandbox.start(name) resumes it with its processes."""
+        try:
+            _cli(self.capsem, ["suspend", self.name], self.data)
         finally:
             self._sock = None
 

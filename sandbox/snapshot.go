@@ -1,0 +1,179 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/capsem/capsem/guest/proto"
+	"github.com/capsem/capsem/hypervisor"
+	"github.com/capsem/capsem/store"
+)
+
+// The files of a saved guest in its directory (SaveOptions.Dir). What
+// else a snapshot holds (its record, meta.json) is sandbox/home's.
+const (
+	// StateFile is the VM's device state (the migration stream, no RAM).
+	StateFile = "state"
+	// RAMFile is the guest's RAM, sparse: the pages it touched.
+	RAMFile = "ram"
+	// DiskFile is the data disk as it was at the save (SaveOptions.Disk).
+	DiskFile = "disk.ext4"
+)
+
+// vmSaver is what a save needs of the VM: the qemu backend has it, vz
+// does not yet.
+type vmSaver interface {
+	Machine() string
+	Pause(ctx context.Context) error
+	Resume(ctx context.Context) error
+	SaveState(ctx context.Context, f *os.File) error
+	SaveRAM(dst string) (int64, error)
+}
+
+// SaveOptions say where a save goes and what follows it.
+type SaveOptions struct {
+	// Dir receives StateFile, RAMFile and DiskFile (created 0700 when
+	// missing; the files are 0600).
+	Dir string
+	// Disk copies the data disk into Dir (a reflink where the filesystem
+	// can, else sparse). False: the snapshot restores onto the sandbox's
+	// own disk, which must not change before (a suspend: the guest does
+	// not go on).
+	Disk bool
+	// Stop leaves the guest frozen and paused: the caller ends the VM
+	// with Discard. False: it goes on once the files are written.
+	Stop bool
+	// Reason is told to the agent ("capsem snapshot NAME").
+	Reason string
+}
+
+// Saved describes a save: what a restore needs to speak to the guest
+// again and to refuse another machine, and what it cost.
+type Saved struct {
+	Machine string
+	Agent   proto.Hello
+	Ready   proto.Ready
+	// Paused is how long the guest's vCPUs were stopped; Frozen how long
+	// the agent held everything (the pause, the freeze and the thaw).
+	Paused, Frozen time.Duration
+}
+
+// ErrNoSnapshots is returned by Save for a VM that cannot be saved.
+var ErrNoSnapshots = errors.New("sandbox: this sandbox's VM cannot be snapshotted")
+
+// Save snapshots the running guest: the agent flushes and unmounts the
+// workspace and holds its output (proto Freeze), the VM is paused, its
+// device state, RAM and (Disk) data disk are written at that one instant,
+// then the guest goes on (or, Stop, stays paused for Discard). Commands
+// running keep running in the guest, their output held meanwhile. A
+// workspace some guest process holds open cannot be unmounted: the error
+// names the processes and nothing was saved.
+func (sb *Sandbox) Save(ctx context.Context, o SaveOptions) (sv Saved, err error) {
+	vm, ok := sb.vm.(vmSaver)
+	if !ok || vm.Machine() == "" {
+		return sv, fmt.Errorf("%w: it was started without its RAM in a file (this backend, or a copy-on-write restore)", ErrNoSnapshots)
+	}
+	sb.saveMu.Lock()
+	defer sb.saveMu.Unlock()
+	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
+		return sv, err
+	}
+	if sb.xfer != nil {
+		// The transfer disk is not in the snapshot: no transfer may be
+		// half-way through it.
+		if err := sb.xfer.take(ctx); err != nil {
+			return sv, err
+		}
+		defer sb.xfer.give()
+	}
+	t0 := time.Now()
+	if _, err := sb.client.Freeze(ctx, o.Reason); err != nil {
+		return sv, err
+	}
+	thawed := false
+	thaw := func() error {
+		thawed = true
+		_, err := sb.client.Thaw(ctx, thawNow(false))
+		return err
+	}
+	defer func() {
+		if !thawed && (err != nil || !o.Stop) {
+			err = errors.Join(err, thaw())
+		}
+	}()
+	if err := vm.Pause(ctx); err != nil {
+		return sv, err
+	}
+	tp := time.Now()
+	resumed := false
+	defer func() {
+		if !resumed && (err != nil || !o.Stop) {
+			err = errors.Join(err, vm.Resume(context.WithoutCancel(ctx)))
+		}
+	}()
+	if err := saveFiles(ctx, vm, o, sb.cfg.DataDisk); err != nil {
+		return sv, err
+	}
+	sv = Saved{Machine: vm.Machine(), Agent: sb.client.Hello(), Ready: sb.client.Ready()}
+	if !o.Stop {
+		if err := vm.Resume(ctx); err != nil {
+			resumed = true
+			return sv, err
+		}
+		resumed = true
+		sv.Paused = time.Since(tp)
+		if err := thaw(); err != nil {
+			return sv, err
+		}
+	} else {
+		sv.Paused = time.Since(tp)
+	}
+	sv.Frozen = time.Since(t0)
+	sb.guest.agent(store.AgentSnapshot, 1, fmt.Sprintf("%s: the guest paused %s", o.Reason, sv.Paused.Round(time.Millisecond)))
+	return sv, nil
+}
+
+// saveFiles writes the paused VM's files into o.Dir.
+func saveFiles(ctx context.Context, vm vmSaver, o SaveOptions, disk string) error {
+	f, err := os.OpenFile(filepath.Join(o.Dir, StateFile), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	err = vm.SaveState(ctx, f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("save the guest: %w", err)
+	}
+	if _, err := vm.SaveRAM(filepath.Join(o.Dir, RAMFile)); err != nil {
+		return fmt.Errorf("save the guest's memory: %w", err)
+	}
+	if o.Disk && disk != "" {
+		if _, err := hypervisor.CopySparse(filepath.Join(o.Dir, DiskFile), disk, 0o600); err != nil {
+			return fmt.Errorf("save the guest's disk: %w", err)
+		}
+	}
+	return nil
+}
+
+// thawNow is the Thaw a guest gets when it goes on: the host's clock, and
+// fresh randomness for its kernel's pool (every fork of one snapshot
+// starts from the same pool otherwise).
+func thawNow(restored bool) proto.Thaw {
+	seed := make([]byte, 64)
+	_, _ = rand.Read(seed)
+	return proto.Thaw{Time: time.Now().UnixNano(), Seed: seed, Restored: restored}
+}
+
+// Discard ends a sandbox whose guest cannot be spoken to any more (saved
+// with SaveOptions.Stop): the VM is stopped at once, then everything else.
+func (sb *Sandbox) Discard() {
+	sb.guest.setSilent(true, "the guest was saved and stopped")
+	sb.teardown()
+}

@@ -1,0 +1,55 @@
+package supervisor
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// shmRoot is where guests' RAM files live: tmpfs, so that RAM in a file
+// costs what anonymous RAM costs, and a snapshot's copy of it reads memory.
+const shmRoot = "/dev/shm"
+
+// ramFile is the path of this supervisor's guest RAM file, in a directory
+// of the user's own, or "" when there is no tmpfs to put it on (the
+// sandbox then runs, but cannot be snapshotted). Files left by dead
+// supervisors are removed.
+func ramFile(name string) string {
+	var st syscall.Statfs_t
+	const tmpfsMagic = 0x01021994
+	if err := syscall.Statfs(shmRoot, &st); err != nil || st.Type != tmpfsMagic {
+		return ""
+	}
+	dir := filepath.Join(shmRoot, fmt.Sprintf("capsem-%d", os.Getuid()))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return ""
+	}
+	if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 || fi.Sys().(*syscall.Stat_t).Uid != uint32(os.Getuid()) {
+		return "" // not ours: another user's guest memory is not a place for ours
+	}
+	removeStaleRAM(dir)
+	return filepath.Join(dir, fmt.Sprintf("%s-%d.ram", name, os.Getpid()))
+}
+
+// removeStaleRAM removes RAM files whose supervisor is gone (a crash
+// leaves them; each is up to a guest's memory).
+func removeStaleRAM(dir string) {
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		base, ok := strings.CutSuffix(e.Name(), ".ram")
+		if !ok {
+			continue
+		}
+		i := strings.LastIndexByte(base, '-')
+		pid, err := strconv.Atoi(base[i+1:])
+		if i < 0 || err != nil {
+			continue
+		}
+		if syscall.Kill(pid, 0) == syscall.ESRCH {
+			_ = os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
+}
