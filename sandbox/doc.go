@@ -14,6 +14,18 @@
 // channel is cut off and stopped, and Responsive and Shutdown never wait
 // on an agent that does not answer a ping within probeTimeout.
 //
+// A guest can be saved and started again from what was saved
+// (snapshot.go): Save freezes the agent (the workspace unmounted, its
+// output held), pauses the VM and writes its device state, the RAM it
+// touched and its data disk; Config.Restore starts a guest from such a
+// directory, speaking to its agent without a handshake (it reseeds its
+// kernel's generator and sets its clock). A boot snapshot (bootsnap.go) is
+// a guest saved right after boot, before any workspace was mounted or
+// command ran: run, doctor and a new sandbox restore it instead of booting
+// the kernel. A save never holds a real secret value (the guest has none),
+// and a restore is refused, before the VM reads a byte, into another
+// machine than the one that saved it.
+//
 // The policy a guest runs under is loaded here for every caller
 // (policyfile.go): the default policy for none, the secrets of --secret
 // flags bound to their real values, and the NAME=placeholder entries a

@@ -53,6 +53,10 @@ type Config struct {
 	RAMFile string
 	// Restore starts the guest from a save instead of booting it.
 	Restore *Restore
+	// DeferWorkspace boots with the workspace device attached but not
+	// mounted (bootparam WSDefer): the first Thaw mounts it. A boot
+	// snapshot is taken so, before any workspace is mounted.
+	DeferWorkspace bool
 }
 
 // Restore is a save to start from: the directory Save wrote and what it
@@ -61,7 +65,8 @@ type Restore struct {
 	Dir   string
 	Saved Saved
 	// Origin says where the guest comes from, for the session's record
-	// ("snapshot a@t1 of session …").
+	// ("snapshot a@t1 of session …"); "" records nothing (a boot
+	// snapshot's guest is a booted guest).
 	Origin string
 	// Private maps the saved RAM copy-on-write (hypervisor.Restore):
 	// quicker, but the sandbox cannot be saved again.
@@ -156,6 +161,7 @@ func Start(ctx context.Context, cfg Config) (sb *Sandbox, err error) {
 		ConsoleLogMax: cfg.ConsoleMax,
 		RAMFile:       cfg.RAMFile,
 	}
+	vmCfg.Boot.WSDefer = cfg.DeferWorkspace
 	if r := cfg.Restore; r != nil {
 		vmCfg.Restore = &hypervisor.Restore{
 			State: filepath.Join(r.Dir, StateFile), RAM: filepath.Join(r.Dir, RAMFile),
@@ -199,7 +205,7 @@ func Start(ctx context.Context, cfg Config) (sb *Sandbox, err error) {
 		// in a tmpfs: everything written would be lost at stop.
 		return sb, fmt.Errorf("boot the guest: its agent did not put the root's writable layer on the data disk (root: %q); the guest image predates writable disks: remove the sandbox and create it again", sb.client.Ready().Root)
 	}
-	if r := cfg.Restore; r != nil {
+	if r := cfg.Restore; r != nil && r.Origin != "" {
 		sb.guest.agent(store.AgentRestored, 1, r.Origin+"; the guest's network flows were reset")
 	}
 	wctx, wcancel := context.WithCancel(ctx)

@@ -174,6 +174,5 @@ func thawNow(restored bool) proto.Thaw {
 // Discard ends a sandbox whose guest cannot be spoken to any more (saved
 // with SaveOptions.Stop): the VM is stopped at once, then everything else.
 func (sb *Sandbox) Discard() {
-	sb.guest.setSilent(true, "the guest was saved and stopped")
 	sb.teardown()
 }

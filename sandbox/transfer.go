@@ -92,6 +92,17 @@ type transfer struct {
 	file *os.File
 }
 
+// MakeTransferDisk makes path a sparse file of TransferDiskSize: a
+// transfer disk holds nothing between transfers.
+func MakeTransferDisk(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("transfer disk: %w", err)
+	}
+	err = f.Truncate(TransferDiskSize)
+	return errors.Join(err, f.Close())
+}
+
 func openTransfer(path string) (*transfer, error) {
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {

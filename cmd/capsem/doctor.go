@@ -81,6 +81,7 @@ func doctorCommand() *cli.Command {
 			dataFlag(),
 			&cli.StringFlag{Name: "ca-dir", Usage: "interception CA `DIR` (default: capsem ca path)"},
 			&cli.StringFlag{Name: "log-level", Value: "warn", Usage: "capsem's own log: debug, info, warn, error"},
+			coldFlag(),
 			// For the doctor's own tests: a policy broken on purpose must
 			// make the matching diagnostic fail.
 			&cli.StringSliceFlag{Name: "also-allow", Hidden: true, Usage: "add `NAME[:PORT]` to the doctor policy's allow list"},
@@ -184,6 +185,7 @@ func doctorAction(c *cli.Context) error {
 		log:       log,
 		noStdin:   true,
 		onEvent:   up.recordEvent,
+		cold:      c.Bool("cold"),
 	}
 	return runRecorded(c, o)
 }

@@ -13,11 +13,31 @@ import (
 	"github.com/capsem/capsem/sandbox"
 )
 
+// version is capsem's module version; a build from a checkout (devel)
+// adds the commit it was built from, and "+dirty" for uncommitted changes:
+// a snapshot records it, and a restore by another build is refused.
 func version() string {
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		return bi.Main.Version
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
 	}
-	return "unknown"
+	v := bi.Main.Version
+	if v != "(devel)" && v != "" {
+		return v
+	}
+	var rev, dirty string
+	for _, s := range bi.Settings {
+		switch {
+		case s.Key == "vcs.revision" && len(s.Value) >= 12:
+			rev = s.Value[:12]
+		case s.Key == "vcs.modified" && s.Value == "true":
+			dirty = "+dirty"
+		}
+	}
+	if rev == "" {
+		return v
+	}
+	return v + " " + rev + dirty
 }
 
 // exitUsage is the exit status for bad flags.

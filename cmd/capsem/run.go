@@ -17,6 +17,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/capsem/capsem/cmd/internal/loglevel"
+	"github.com/capsem/capsem/guest/image"
 	"github.com/capsem/capsem/guest/proto"
 	"github.com/capsem/capsem/hypervisor"
 	"github.com/capsem/capsem/netstack"
@@ -68,6 +69,7 @@ func runCommand() *cli.Command {
 			caDirFlag(),
 			&cli.StringFlag{Name: "log-level", Value: "warn", Usage: "capsem's own log: debug, info, warn, error"},
 			consoleLogMaxFlag(),
+			coldFlag(),
 		}, append(storeFlags(), dryRunFlags()...)...),
 		Action: runAction,
 	}
@@ -86,6 +88,7 @@ type runOptions struct {
 	caDir     string
 	log       *slog.Logger
 
+	cold       bool              // boot the kernel, not the boot snapshot
 	consoleMax int64             // the console log's cap in bytes (0: the default)
 	storeOpts  store.Options     // the session store's limits (zero: the defaults)
 	noStdin    bool              // the command gets no input (doctor)
@@ -93,7 +96,7 @@ type runOptions struct {
 }
 
 func parseRunOptions(c *cli.Context) (*runOptions, error) {
-	o := &runOptions{argv: c.Args().Slice(), cpus: c.Int("cpus"), mem: c.Int("memory"), timeout: c.Duration("timeout"), data: c.String("data"), caDir: c.String("ca-dir"), consoleMax: c.Int64("console-log-max")}
+	o := &runOptions{argv: c.Args().Slice(), cpus: c.Int("cpus"), mem: c.Int("memory"), timeout: c.Duration("timeout"), data: c.String("data"), caDir: c.String("ca-dir"), consoleMax: c.Int64("console-log-max"), cold: c.Bool("cold")}
 	if o.consoleMax < 0 {
 		return nil, usageError{fmt.Errorf("--console-log-max %d: must not be negative", o.consoleMax)}
 	}
@@ -307,7 +310,13 @@ func runInSandbox(ctx context.Context, o *runOptions, cfg sandbox.Config, stdin 
 	}
 	ready := make(chan started, 1)
 	go func() {
-		sb, err := sandbox.Start(ctx, cfg)
+		var sb *sandbox.Sandbox
+		var err error
+		if o.cold {
+			sb, err = sandbox.Start(ctx, cfg)
+		} else {
+			sb, err = sandbox.StartFromBoot(ctx, bootSnapshotRoot(), cfg)
+		}
 		ready <- started{sb, err}
 	}()
 	var sb *sandbox.Sandbox
@@ -350,3 +359,17 @@ func (o *runOptions) execOptions() execOptions {
 
 // hostName is how capsem names itself to the guest's agent.
 func hostName() string { return "capsem " + version() }
+
+func coldFlag() cli.Flag {
+	return &cli.BoolFlag{Name: "cold", Usage: "boot the guest's kernel instead of restoring the boot snapshot (made once per image, size and CPU count)"}
+}
+
+// bootSnapshotRoot is where boot snapshots are kept: beside the images, in
+// the cache.
+func bootSnapshotRoot() string {
+	root, err := image.DefaultCacheRoot()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(root, "bootsnap")
+}

@@ -90,6 +90,7 @@ func startAction(c *cli.Context) error {
 	if err := sandbox.CheckHypervisor(); err != nil {
 		return err
 	}
+	fresh := !d.Exists()
 	if from := c.String("from"); from != "" {
 		if err := forkSandbox(c, d, from); err != nil {
 			return err
@@ -97,15 +98,38 @@ func startAction(c *cli.Context) error {
 	} else if err := prepareSandbox(c, d); err != nil {
 		return err
 	}
+	opts, _ := superviseOptionsFrom(c)
+	bootSnap := ""
+	if fresh && c.String("from") == "" && !opts.Cold {
+		// A new sandbox's guest is the boot snapshot's, restored: it
+		// answers in a fraction of a boot.
+		var err error
+		if bootSnap, err = supervisor.FromBoot(c.Context, d, bootSnapshotRoot(), opts); err != nil {
+			fmt.Fprintf(c.App.ErrWriter, "capsem: warning: the boot snapshot could not be used (%v); booting the kernel\n", err)
+		}
+	}
+	err := launchSupervisor(c, d, opts)
+	var ar home.AlreadyRunningError
+	if err != nil && bootSnap != "" && !errors.As(err, &ar) && c.Context.Err() == nil {
+		fmt.Fprintf(c.App.ErrWriter, "capsem: warning: the boot snapshot could not be restored (%v); booting the kernel\n", err)
+		_ = os.RemoveAll(bootSnap) // made again next time
+		opts.Cold = true
+		err = launchSupervisor(c, d, opts)
+	}
+	return err
+}
+
+// launchSupervisor runs the sandbox's supervisor: in place with
+// --foreground, else detached (spawnSupervisor).
+func launchSupervisor(c *cli.Context, d home.Dir, opts supervisor.Options) error {
 	if c.Bool("foreground") {
-		opts, _ := superviseOptionsFrom(c)
-		return supervisor.Run(c.Context, data, name, opts, func(m supervisor.Ready) {
+		return supervisor.Run(c.Context, c.String("data"), d.Name, opts, func(m supervisor.Ready) {
 			if m.OK {
-				fmt.Fprintf(c.App.ErrWriter, "capsem: sandbox %s is running; capsem stop %s (or SIGTERM) stops it\n", name, name)
+				fmt.Fprintf(c.App.ErrWriter, "capsem: sandbox %s is running; capsem stop %s (or SIGTERM) stops it\n", d.Name, d.Name)
 			}
 		})
 	}
-	return spawnSupervisor(c, d)
+	return spawnSupervisor(c, d, opts.Cold)
 }
 
 // prepareSandbox creates the sandbox's directory, settings, image and disk
@@ -237,14 +261,14 @@ func resolveSettings(c *cli.Context, d home.Dir, base *home.Settings) (s home.Se
 
 // spawnSupervisor starts the sandbox's supervisor detached, as capsem
 // supervise with this start's flags, and waits for it to report.
-func spawnSupervisor(c *cli.Context, d home.Dir) error {
+func spawnSupervisor(c *cli.Context, d home.Dir, cold bool) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return err
 	}
 	args := []string{"supervise", "--data", c.String("data"), "--ca-dir", c.String("ca-dir"), "--log-level", c.String("log-level"),
 		"--max-session-bytes", c.String("max-session-bytes"), "--min-free-disk", c.String("min-free-disk")}
-	if c.Bool("cold") {
+	if cold {
 		args = append(args, "--cold")
 	}
 	args = append(args, d.Name)

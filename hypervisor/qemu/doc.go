@@ -26,6 +26,17 @@
 // The workspace must be on a filesystem with user extended attributes
 // (ext4, xfs, btrfs, tmpfs): Start checks.
 //
+// # Snapshots
+//
+// A VM whose RAM is a file (hypervisor.Config.RAMFile, on tmpfs) talks QMP
+// on one more inherited socket and can be paused, its device state
+// migrated to a descriptor (x-ignore-shared: the RAM stays out of the
+// stream) and its RAM file copied sparse beside it (snapshot_linux.go). A
+// restore starts QEMU with -incoming defer and loads the state over QMP,
+// its RAM copied into a new file or mapped copy-on-write from the saved
+// one; a state saved on another machine (machine.go: QEMU version,
+// accelerator, CPU model, vCPUs, memory, devices) is refused first.
+//
 // It must never give the guest a network path of its own: no -netdev user,
 // no TAP, no forwarded ports; never a NIC socket given by path (QEMU 7.2
 // does not fail when nothing listens there, the link is silently dead); and

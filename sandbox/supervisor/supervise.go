@@ -3,7 +3,6 @@ package supervisor
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
@@ -141,7 +140,7 @@ func Run(ctx context.Context, data, name string, o Options, report func(Ready)) 
 
 	// The transfer disk: made anew at each start, its contents nothing.
 	xferPath := d.TransferDisk()
-	if err := makeTransferDisk(xferPath); err != nil {
+	if err := sandbox.MakeTransferDisk(xferPath); err != nil {
 		_ = rs.End(nil)
 		return err
 	}
@@ -159,7 +158,7 @@ func Run(ctx context.Context, data, name string, o Options, report func(Ready)) 
 		BootTimeout:  hypervisor.DefaultBootTimeout,
 		Logger:       log,
 		Host:         o.Host,
-		RAMFile:      ramFile(name),
+		RAMFile:      sandbox.RAMFilePath(name),
 		Restore:      restore.config(),
 	})
 	if err != nil {
@@ -232,14 +231,4 @@ func Run(ctx context.Context, data, name string, o Options, report func(Ready)) 
 		return errors.New("the guest stopped on its own")
 	}
 	return endErr
-}
-
-// makeTransferDisk makes path a sparse file of sandbox.TransferDiskSize.
-func makeTransferDisk(path string) error {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return fmt.Errorf("transfer disk: %w", err)
-	}
-	err = f.Truncate(sandbox.TransferDiskSize)
-	return errors.Join(err, f.Close())
 }

@@ -1,4 +1,4 @@
-package supervisor
+package sandbox
 
 import (
 	"fmt"
@@ -13,11 +13,11 @@ import (
 // costs what anonymous RAM costs, and a snapshot's copy of it reads memory.
 const shmRoot = "/dev/shm"
 
-// ramFile is the path of this supervisor's guest RAM file, in a directory
-// of the user's own, or "" when there is no tmpfs to put it on (the
-// sandbox then runs, but cannot be snapshotted). Files left by dead
-// supervisors are removed.
-func ramFile(name string) string {
+// RAMFilePath is the path of the RAM file of this process's guest name
+// (Config.RAMFile), in a directory of the user's own on tmpfs, or "" when
+// there is none (the guest then runs, but cannot be saved). Files left by
+// dead processes are removed.
+func RAMFilePath(name string) string {
 	var st syscall.Statfs_t
 	const tmpfsMagic = 0x01021994
 	if err := syscall.Statfs(shmRoot, &st); err != nil || st.Type != tmpfsMagic {
