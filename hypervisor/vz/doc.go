@@ -20,7 +20,15 @@
 // entitlement (vz.entitlements in this directory), or every VM
 // configuration fails validation. Without the tag (any other OS, or a plain
 // CGO_ENABLED=0 build on a Mac) the package still builds: New returns
-// ErrNotBuilt, and DatagramPair, Options and the VM type stay available.
+// ErrNotBuilt, and DatagramPair, Options and the VM type stay available
+// (its snapshot methods return ErrNotBuilt).
+//
+// Linux CI cannot build the tagged files (no macOS SDK, no cgo for
+// darwin): the lint task type-checks them instead, for darwin/arm64 and
+// darwin/amd64, with tools/darwintypecheck — every Go expression in this
+// package, against the framework binding's Go API; not the binding's C,
+// nor anything only the linker or the SDK would see. Only a Mac build is
+// the final word.
 //
 // # The guest
 //
@@ -47,6 +55,54 @@
 // 4-byte length prefixes the qemu backend uses: make the pair with
 // DatagramPair, give vm to Config.NIC and wrap host with
 // netstack.NewDatagramConn.
+//
+// # Snapshots
+//
+// VM has what sandbox.Save needs: Machine, Pause, Resume, SaveState and
+// SaveRAM (snapshot.go); hypervisor.Config.Restore starts a VM from a
+// saved state. They use the framework's own save and restore
+// (VZVirtualMachine saveMachineStateToURL and restoreMachineStateFromURL,
+// through the binding's SaveMachineStateToPath and
+// RestoreMachineStateFromURL), which need macOS 14 or later, and which
+// the binding, github.com/Code-Hex/vz/v3 v3.7.1, has only on arm64: on an
+// older macOS or an Intel Mac, Pause and a restore refuse with an error
+// that says so (and to start the sandbox cold); Pause refuses so that a
+// save fails before the guest is stopped.
+//
+// The framework saves the whole machine into one file: the devices'
+// state and all of the guest's RAM (the file's format is Apple's and not
+// documented; capsem treats it as opaque). SaveState saves it to
+// f.Name() — the framework takes a path, not a descriptor — by way of a
+// new private directory beside it, then makes it 0600 and renames it over
+// f.Name(). There is no RAM file: SaveRAM writes an empty 0600 file and
+// returns 0, and a restore reads neither hypervisor.Restore.RAM nor
+// Config.RAMFile, so Restore.Private (a copy-on-write mapping of the RAM
+// file under qemu) means nothing here. The disks are not in the state:
+// the caller keeps the data disk as it was at the save, as under qemu.
+// The framework's calls cannot be cancelled: Pause, Resume and SaveState
+// look at their context before they call it only.
+//
+// A restore builds the VM exactly as a boot would, loads the state into
+// it (the framework leaves it paused) and resumes it; the kernel is not
+// booted. The framework refuses a state saved by another configuration;
+// capsem refuses first, before anything is built: Machine names the
+// macOS version (major.minor), the architecture, the vCPUs, the memory
+// and the devices in the order they are configured (with the NIC's MTU
+// and a read-only workspace), and a restore whose Machine
+// (hypervisor.Restore) differs fails with an error that says to start the
+// sandbox cold. Saved states are reported to restore only on the Mac that
+// saved them; Machine does not name the Mac, so that refusal is the
+// framework's.
+//
+// None of this has run here: Linux CI has no framework. The unit tests
+// run the logic above against a fake machine, and tools/darwintypecheck
+// type-checks the calls into the binding; a save and a restore on a Mac
+// running macOS 14 or later are still to be done. In particular the
+// control channel after a restore is unproven: vsock connections do not
+// survive a save and restore (the new VM has a new host side), and the
+// guest agent accepts one vsock connection at boot only, so a restored
+// guest needs an agent that listens again after Freeze before the host's
+// new connection can reach it.
 //
 // What this package must never do: give the guest a network path that does
 // not go through netstack. No NAT attachment, no bridged attachment, no

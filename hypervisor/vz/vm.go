@@ -35,6 +35,17 @@ type machine interface {
 	// release closes what the VM used (file descriptors), after it stopped
 	// or when start failed.
 	release()
+
+	// pause stops a running VM's vCPUs; resume lets a paused one go on
+	// (also one restoreState left paused).
+	pause() error
+	resume() error
+	// saveState writes the paused VM's whole state (devices and RAM) to
+	// a new file at path.
+	saveState(path string) error
+	// restoreState loads a state saveState wrote into the VM, which has
+	// never been started; it is left paused.
+	restoreState(path string) error
 }
 
 var _ hypervisor.VM = (*VM)(nil)
@@ -81,8 +92,9 @@ func (v *VM) Cmdline() string { return v.cmdline }
 // Console is the serial console log's path.
 func (v *VM) Console() string { return v.cfg.ConsoleLog }
 
-// Start boots the VM. ctx bounds the VM's whole life: when it is done, the
-// VM is stopped by force.
+// Start boots the VM, or with Config.Restore restores the snapshot and
+// lets it go on (snapshot.go). ctx bounds the VM's whole life: when it is
+// done, the VM is stopped by force.
 func (v *VM) Start(ctx context.Context) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -92,14 +104,23 @@ func (v *VM) Start(ctx context.Context) error {
 	if v.build == nil {
 		return ErrNotBuilt
 	}
+	if r := v.cfg.Restore; r != nil {
+		if err := v.checkRestore(r); err != nil {
+			return err
+		}
+	}
 	m, err := v.build()
 	if err != nil {
 		return err
 	}
-	v.log.Debug("vz: starting", "kernel", v.cfg.Kernel, "cmdline", v.cmdline)
-	if err := m.start(); err != nil {
+	if r := v.cfg.Restore; r != nil {
+		v.log.Debug("vz: restoring", "state", r.State)
+	} else {
+		v.log.Debug("vz: starting", "kernel", v.cfg.Kernel, "cmdline", v.cmdline)
+	}
+	if err := v.boot(m); err != nil {
 		m.release()
-		return fmt.Errorf("vz: start the VM: %w%s", err, v.cfg.ConsoleHint())
+		return err
 	}
 	v.m = m
 	// Control is the vsock connection to the guest agent, made in the

@@ -37,6 +37,13 @@ type fakeMachine struct {
 	exitErr  error
 
 	dials, requested, forced, released atomic.Int32
+
+	// The snapshot side (snapshot_test.go): what was called, in order,
+	// and what the calls return.
+	smu                  sync.Mutex
+	calls                []string
+	pauseErr, restoreErr error
+	saved                []byte // what saveState writes
 }
 
 func newFake() *fakeMachine {
@@ -51,8 +58,32 @@ func (f *fakeMachine) powerOff(err error) {
 	f.stopOnce.Do(func() { f.exitErr = err; close(f.stopped) })
 }
 
-func (f *fakeMachine) start() error { return nil }
-func (f *fakeMachine) wait() error  { <-f.stopped; return f.exitErr }
+func (f *fakeMachine) start() error { f.call("start"); return nil }
+
+func (f *fakeMachine) call(what string) {
+	f.smu.Lock()
+	f.calls = append(f.calls, what)
+	f.smu.Unlock()
+}
+
+func (f *fakeMachine) called() []string {
+	f.smu.Lock()
+	defer f.smu.Unlock()
+	return append([]string(nil), f.calls...)
+}
+
+func (f *fakeMachine) pause() error  { f.call("pause"); return f.pauseErr }
+func (f *fakeMachine) resume() error { f.call("resume"); return nil }
+func (f *fakeMachine) saveState(path string) error {
+	f.call("save")
+	// Like the framework: a new file, mode from the umask.
+	return os.WriteFile(path, f.saved, 0o644)
+}
+func (f *fakeMachine) restoreState(path string) error {
+	f.call("restore " + filepath.Base(path))
+	return f.restoreErr
+}
+func (f *fakeMachine) wait() error { <-f.stopped; return f.exitErr }
 func (f *fakeMachine) requestStop() error {
 	f.requested.Add(1)
 	if f.honorRequest {

@@ -257,6 +257,29 @@ func dupFile(f *os.File, name string) (*os.File, error) {
 
 func (m *vzMachine) start() error { return m.vm.Start() }
 
+func (m *vzMachine) pause() error {
+	if !m.vm.CanPause() {
+		return fmt.Errorf("the VM cannot be paused in state %v", m.vm.State())
+	}
+	return m.vm.Pause()
+}
+
+func (m *vzMachine) resume() error {
+	if !m.vm.CanResume() {
+		return fmt.Errorf("the VM cannot be resumed in state %v", m.vm.State())
+	}
+	return m.vm.Resume()
+}
+
+// macOSVersion is the running macOS's product version ("14.4.1").
+func macOSVersion() (string, error) {
+	v, err := syscall.Sysctl("kern.osproductversion")
+	if err != nil {
+		return "", fmt.Errorf("sysctl kern.osproductversion: %w", err)
+	}
+	return v, nil
+}
+
 func (m *vzMachine) wait() error {
 	// The notifications are buffered from NewVirtualMachine on (Starting,
 	// Running, …); there is none for the initial Stopped state.

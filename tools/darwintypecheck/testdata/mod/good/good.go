@@ -1,0 +1,5 @@
+package good
+
+import "example.com/m/cgolib"
+
+var N = len(cgolib.Name())

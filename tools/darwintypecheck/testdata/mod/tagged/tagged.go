@@ -1,0 +1,3 @@
+package tagged
+
+var N = 1
