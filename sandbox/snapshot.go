@@ -25,8 +25,8 @@ const (
 	DiskFile = "disk.ext4"
 )
 
-// vmSaver is what a save needs of the VM: the qemu backend has it, vz
-// does not yet.
+// vmSaver is what a save needs of the VM: both backends have it (vz's
+// state file holds the RAM too, and its SaveRAM writes an empty file).
 type vmSaver interface {
 	Machine() string
 	Pause(ctx context.Context) error

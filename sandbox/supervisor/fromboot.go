@@ -45,7 +45,7 @@ func FromBoot(ctx context.Context, d home.Dir, root string, o Options) (string, 
 	cfg := sandbox.Config{
 		Guest: d.Guest(s), Policy: pol, Authority: authority, Host: o.Host,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: level})),
-		CPUs: s.CPUs, MemoryMiB: s.MemoryMiB, Workspace: s.Workspace,
+		CPUs:   s.CPUs, MemoryMiB: s.MemoryMiB, Workspace: s.Workspace,
 		DataDisk: d.Disk(), TransferDisk: d.TransferDisk(), BootTimeout: hypervisor.DefaultBootTimeout,
 	}
 	r, err := sandbox.BootSnapshot(ctx, root, cfg)
