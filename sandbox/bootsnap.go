@@ -46,8 +46,13 @@ type bootRecord struct {
 const bootRecordFile = "boot.json"
 
 // bootSnapshotsKept bounds the boot snapshots kept under a root: each is
-// the ~150 MiB a booted guest touched; the least recently made go first.
-const bootSnapshotsKept = 4
+// the ~125 MiB a booted guest touched; the least recently made go first,
+// but none made within bootSnapshotGrace, which a start may be restoring
+// (a restore reads its files while QEMU starts).
+const (
+	bootSnapshotsKept = 4
+	bootSnapshotGrace = time.Hour
+)
 
 // BootKey names the boot snapshot cfg's guest can be restored from: what
 // its machine and its booted memory depend on.
@@ -188,7 +193,8 @@ func makeBootSnapshot(ctx context.Context, dir, key string, cfg Config) error {
 }
 
 // pruneBootSnapshots keeps the bootSnapshotsKept newest boot snapshots
-// under root (keep among them), and removes partial ones of dead makers.
+// under root (keep among them) and those younger than bootSnapshotGrace,
+// and removes partial ones of dead makers.
 func pruneBootSnapshots(root, keep string) {
 	entries, err := os.ReadDir(root)
 	if err != nil {
@@ -214,7 +220,7 @@ func pruneBootSnapshots(root, keep string) {
 	}
 	slices.SortFunc(all, func(a, b snap) int { return b.mod.Compare(a.mod) })
 	for i, s := range all {
-		if i >= bootSnapshotsKept-1 {
+		if i >= bootSnapshotsKept-1 && time.Since(s.mod) > bootSnapshotGrace {
 			_ = os.RemoveAll(filepath.Join(root, s.name))
 		}
 	}

@@ -19,7 +19,7 @@ func runDoctor(t *testing.T, args ...string) (string, int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	data := t.TempDir()
-	cmd := exec.CommandContext(ctx, capsemBin, append([]string{"doctor", "--data", data, "--ca-dir", t.TempDir()}, args...)...)
+	cmd := exec.CommandContext(ctx, capsemBin, append([]string{"doctor", "--data", data, "--ca-dir", sharedCADir}, args...)...)
 	out, err := cmd.CombinedOutput()
 	if ctx.Err() != nil {
 		t.Fatalf("capsem doctor %q did not finish: %s", args, out)

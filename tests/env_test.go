@@ -26,6 +26,11 @@ import (
 // TestMain.
 var capsemNetBin, capsemBin string
 
+// sharedCADir is the interception CA the capsem run, doctor and sandbox
+// tests share unless they need their own: an installation has one CA, and
+// the boot snapshot a run restores is made once per CA (sandbox.BootKey).
+var sharedCADir string
+
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "capsem-tests")
 	if err != nil {
@@ -34,6 +39,7 @@ func TestMain(m *testing.M) {
 	}
 	capsemNetBin = filepath.Join(dir, "capsem-net")
 	capsemBin = filepath.Join(dir, "capsem")
+	sharedCADir = filepath.Join(dir, "ca")
 	args := []string{"build", "-o", dir}
 	if os.Getenv("CAPSEM_TEST_RACE") != "" {
 		args = append(args, "-race") // run the binaries under the race detector

@@ -95,7 +95,7 @@ func capsemRun(t *testing.T, o runOpts, flags []string, argv ...string) runResul
 		o.workspace = t.TempDir()
 	}
 	if o.caDir == "" {
-		o.caDir = t.TempDir()
+		o.caDir = sharedCADir
 	}
 	if o.timeout == 0 {
 		o.timeout = 5 * time.Minute

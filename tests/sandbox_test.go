@@ -35,7 +35,7 @@ type sbEnv struct {
 func newSBEnv(t *testing.T) *sbEnv {
 	t.Helper()
 	needGuest(t)
-	e := &sbEnv{t: t, data: t.TempDir(), caDir: t.TempDir(), ws: t.TempDir(), bin: capsemBin}
+	e := &sbEnv{t: t, data: t.TempDir(), caDir: sharedCADir, ws: t.TempDir(), bin: capsemBin}
 	t.Cleanup(e.removeAll)
 	return e
 }
@@ -421,7 +421,7 @@ func TestSandboxCtrlC(t *testing.T) {
 // A dry run prints the plan and creates nothing; it never prints an
 // --env value. A bad name is refused with the rule.
 func TestSandboxDryRunAndNames(t *testing.T) {
-	e := &sbEnv{t: t, data: t.TempDir(), caDir: t.TempDir(), ws: t.TempDir(), bin: capsemBin}
+	e := &sbEnv{t: t, data: t.TempDir(), caDir: sharedCADir, ws: t.TempDir(), bin: capsemBin}
 	pol := filepath.Join(t.TempDir(), "p.toml")
 	if err := os.WriteFile(pol, []byte("[network]\nallow = [\"a.test\", \"b.test:8443\"]\n[[http]]\nhost = \"a.test\"\nmethods = [\"POST\"]\naction = \"deny\"\n"), 0o600); err != nil {
 		t.Fatal(err)

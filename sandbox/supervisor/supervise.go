@@ -185,7 +185,11 @@ func Run(ctx context.Context, data, name string, o Options, report func(Ready)) 
 	if err := sup.writeLaunch(); err != nil {
 		log.Warn("run.json not written: capsem ls shows less", "err", err)
 	}
-	log.Info("sandbox running", "session", rs.ID(), "socket", sock, "boot", time.Duration(sb.Ready().Uptime).Round(time.Millisecond))
+	if restore != nil {
+		log.Info("sandbox running, its saved guest resumed", "session", rs.ID(), "socket", sock, "saved", restore.meta.Created.Format(time.RFC3339))
+	} else {
+		log.Info("sandbox running", "session", rs.ID(), "socket", sock, "boot", time.Duration(sb.Ready().Uptime).Round(time.Millisecond))
+	}
 	reported = true
 	report(Ready{OK: true})
 
