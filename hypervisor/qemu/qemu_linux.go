@@ -116,10 +116,17 @@ func (v *VM) Start(ctx context.Context) error {
 		return fmt.Errorf("qemu: control channel: %w", err)
 	}
 	defer vmCtl.Close()
+	// undo is what an error before QEMU runs releases, last made first.
+	undo := []func(){func() { hostCtl.Close() }}
+	fail := func(err error) error {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+		return err
+	}
 	uc, ok := hostCtl.(*net.UnixConn)
 	if !ok {
-		hostCtl.Close()
-		return fmt.Errorf("qemu: control channel is a %T, not a unix socket", hostCtl)
+		return fail(fmt.Errorf("qemu: control channel is a %T, not a unix socket", hostCtl))
 	}
 
 	fds := cfgLayout(&v.cfg)
@@ -131,13 +138,11 @@ func (v *VM) Start(ctx context.Context) error {
 
 	if v.cfg.Workspace != "" && !v.cfg.WorkspaceReadOnly {
 		if err := checkWorkspaceXattrs(v.cfg.Workspace); err != nil {
-			hostCtl.Close()
-			return err
+			return fail(err)
 		}
 	}
 	if v.facts.runAs, err = workspaceRunAs(v.cfg.Workspace); err != nil {
-		hostCtl.Close()
-		return err
+		return fail(err)
 	}
 
 	var hostCon net.Conn
@@ -145,15 +150,14 @@ func (v *VM) Start(ctx context.Context) error {
 	if v.cfg.ConsoleLog != "" {
 		// Each boot gets a fresh log, capped.
 		if console, err = hypervisor.CreateConsoleLog(v.cfg.ConsoleLog, v.cfg.ConsoleLogMax); err != nil {
-			hostCtl.Close()
-			return fmt.Errorf("qemu: %w", err)
+			return fail(fmt.Errorf("qemu: %w", err))
 		}
+		undo = append(undo, func() { console.Close() })
 		var vmCon *os.File
 		if hostCon, vmCon, err = hypervisor.SocketPair(); err != nil {
-			hostCtl.Close()
-			console.Close()
-			return fmt.Errorf("qemu: console: %w", err)
+			return fail(fmt.Errorf("qemu: console: %w", err))
 		}
+		undo = append(undo, func() { hostCon.Close() })
 		defer vmCon.Close()
 		extra = append(extra, vmCon)
 	}
@@ -161,22 +165,15 @@ func (v *VM) Start(ctx context.Context) error {
 	var hostQMP net.Conn
 	if snapshots(&v.cfg) {
 		var vmQMP *os.File
-		if hostQMP, vmQMP, err = hypervisor.SocketPair(); err == nil {
-			err = v.prepareRAM()
+		if hostQMP, vmQMP, err = hypervisor.SocketPair(); err != nil {
+			return fail(fmt.Errorf("qemu: QMP: %w", err))
 		}
-		if err != nil {
-			hostCtl.Close()
-			if hostCon != nil {
-				hostCon.Close()
-				console.Close()
-			}
-			if hostQMP != nil {
-				hostQMP.Close()
-				vmQMP.Close()
-			}
-			return fmt.Errorf("qemu: %w", err)
-		}
+		undo = append(undo, func() { hostQMP.Close() })
 		defer vmQMP.Close()
+		if err := v.prepareRAM(); err != nil {
+			return fail(fmt.Errorf("qemu: %w", err))
+		}
+		undo = append(undo, v.removeRAM)
 		extra = append(extra, vmQMP)
 	}
 
@@ -195,16 +192,7 @@ func (v *VM) Start(ctx context.Context) error {
 	}
 	v.log.Debug("qemu: starting", "bin", v.bin, "args", strings.Join(args, " "))
 	if err := cmd.Start(); err != nil {
-		hostCtl.Close()
-		if hostCon != nil {
-			hostCon.Close()
-			console.Close()
-		}
-		if hostQMP != nil {
-			hostQMP.Close()
-		}
-		v.removeRAM()
-		return fmt.Errorf("qemu: start %s: %w", v.bin, err)
+		return fail(fmt.Errorf("qemu: start %s: %w", v.bin, err))
 	}
 	consoleDone := make(chan struct{})
 	if hostCon != nil {
