@@ -200,3 +200,40 @@ func TestHostTSCKHz(t *testing.T) {
 		}
 	}
 }
+
+// A snapshottable VM has its RAM in a shared file and QMP; a restore waits for its state (-incoming defer),
+// and a private one maps the saved RAM copy-on-write.
+func TestBuildArgsSnapshots(t *testing.T) {
+	base := hypervisor.Config{Kernel: "/k/vmlinux", CPUs: 2, MemoryMiB: 2048, MAC: hypervisor.DefaultMAC, RAMFile: "/dev/shm/capsem-0/a,b-1.ram"}
+	for _, c := range []struct {
+		name     string
+		restore  *hypervisor.Restore
+		want     []string
+		wantNone []string
+		why      string
+	}{
+		{"saveable", nil,
+			[]string{"memory-backend-file,id=ram0,size=2048M,mem-path=/dev/shm/capsem-0/a,,b-1.ram,share=on", "memory-backend=ram0", "socket,id=qmp,fd=4", "chardev=qmp,mode=control"},
+			[]string{"-incoming"}, "RAM shared in a file the snapshot copies"},
+		{"restored", &hypervisor.Restore{State: "/s/state", RAM: "/s/ram"},
+			[]string{"mem-path=/dev/shm/capsem-0/a,,b-1.ram,share=on", "-incoming", "defer"},
+			nil, "RAM copied into its own file: it can be saved again"},
+		{"private", &hypervisor.Restore{State: "/s/state", RAM: "/s/ram", Private: true},
+			[]string{"memory-backend-file,id=ram0,size=2048M,mem-path=/s/ram,share=off", "-incoming", "defer"},
+			[]string{"share=on"}, "the saved RAM mapped copy-on-write, shared by every restore"},
+	} {
+		cfg := base
+		cfg.Restore = c.restore
+		got := strings.Join(buildArgs(&cfg, Accel{Name: "tcg"}, 0, cfgLayout(&cfg), startFacts{}), " ")
+		for _, w := range c.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s: args lack %q (%s):\n%s", c.name, w, c.why, got)
+			}
+		}
+		for _, w := range c.wantNone {
+			if strings.Contains(got, w) {
+				t.Errorf("%s: args have %q (%s):\n%s", c.name, w, c.why, got)
+			}
+		}
+	}
+}
