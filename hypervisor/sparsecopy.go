@@ -49,6 +49,25 @@ func CopySparse(dst, src string, perm os.FileMode) (int64, error) {
 	return n, nil
 }
 
+// CopySparseInto copies src into out (an open, writable file, whose
+// length becomes src's) as CopySparse does; out stays open.
+func CopySparseInto(out *os.File, src string) (int64, error) {
+	in, err := os.Open(src)
+	if err != nil {
+		return 0, err
+	}
+	defer in.Close()
+	st, err := in.Stat()
+	if err != nil {
+		return 0, err
+	}
+	n, err := copySparse(out, in, st.Size())
+	if err != nil {
+		return n, fmt.Errorf("hypervisor: copy %s into %s: %w", src, out.Name(), err)
+	}
+	return n, nil
+}
+
 func copySparse(out, in *os.File, size int64) (int64, error) {
 	if reflink(out, in) == nil {
 		return 0, nil

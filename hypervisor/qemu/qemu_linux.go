@@ -37,6 +37,9 @@ type VM struct {
 	facts  startFacts
 	stderr tailBuffer
 	qmp    *qmp.Conn // when snapshots(&cfg): see snapshot_linux.go
+
+	ramCopied chan struct{} // closed once RAMFile holds what it must (prepareRAM)
+	ramErr    error         // why it does not, set before ramCopied is closed
 }
 
 // FindBinary returns the path of qemu-system-x86_64, or an error that says
