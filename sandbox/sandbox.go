@@ -190,7 +190,11 @@ func Start(ctx context.Context, cfg Config) (sb *Sandbox, err error) {
 	defer hcancel()
 	copts := proto.ClientOptions{Host: cfg.Host, OnEvent: sb.record, Logger: log}
 	if r := cfg.Restore; r != nil {
-		sb.client, _, err = proto.Resume(hctx, vm.Control(), copts, r.Saved.Agent, r.Saved.Ready, thawNow(true))
+		var th proto.Thawed
+		sb.client, th, err = proto.Resume(hctx, vm.Control(), copts, r.Saved.Agent, r.Saved.Ready, thawNow(true))
+		for _, w := range th.Warnings {
+			log.Warn("guest: " + w)
+		}
 	} else {
 		sb.client, err = proto.NewClient(hctx, vm.Control(), copts)
 	}

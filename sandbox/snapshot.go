@@ -98,7 +98,10 @@ func (sb *Sandbox) Save(ctx context.Context, o SaveOptions) (sv Saved, err error
 	thawed := false
 	thaw := func() error {
 		thawed = true
-		_, err := sb.client.Thaw(ctx, thawNow(false))
+		th, err := sb.client.Thaw(ctx, thawNow(false))
+		for _, w := range th.Warnings {
+			sb.log.Warn("guest: " + w)
+		}
 		return err
 	}
 	defer func() {
