@@ -1,6 +1,7 @@
-// Command runbench measures `capsem run -- true` wall time against a bare
-// QEMU boot of the same kernel and initramfs, in the same run, alternating
-// the two so that machine noise hits both alike.
+// Command runbench measures `capsem run --cold -- true` wall time against a
+// bare QEMU boot of the same kernel and initramfs, in the same run,
+// alternating the two so that machine noise hits both alike. --cold: both
+// boot the kernel; a run from the boot snapshot is bench/snapbench's.
 //
 // The bare boot is the qemu backend started with only the kernel and the
 // initramfs (no root image, no NIC, no workspace): from exec until the
