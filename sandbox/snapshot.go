@@ -92,17 +92,25 @@ func (sb *Sandbox) Save(ctx context.Context, o SaveOptions) (sv Saved, err error
 		defer sb.xfer.give()
 	}
 	t0 := time.Now()
-	if _, err := sb.client.Freeze(ctx, o.Reason); err != nil {
-		return sv, err
-	}
 	thawed := false
 	thaw := func() error {
 		thawed = true
-		th, err := sb.client.Thaw(ctx, thawNow(false))
+		// Whatever became of ctx: a guest left frozen takes no command.
+		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), thawTimeout)
+		defer cancel()
+		th, err := sb.client.Thaw(tctx, thawNow(false))
 		for _, w := range th.Warnings {
 			sb.log.Warn("guest: " + w)
 		}
 		return err
+	}
+	if _, err := sb.client.Freeze(ctx, o.Reason); err != nil {
+		if errors.Is(err, proto.ErrBusy) {
+			return sv, err // refused: the agent runs on, nothing held
+		}
+		// No answer: the agent may be frozen, and the client holds what
+		// it would send until a Thaw.
+		return sv, errors.Join(err, thaw())
 	}
 	defer func() {
 		if !thawed && (err != nil || !o.Stop) {
@@ -140,6 +148,10 @@ func (sb *Sandbox) Save(ctx context.Context, o SaveOptions) (sv Saved, err error
 	sb.guest.agent(store.AgentSnapshot, 1, fmt.Sprintf("%s: the guest paused %s", o.Reason, sv.Paused.Round(time.Millisecond)))
 	return sv, nil
 }
+
+// thawTimeout bounds the Thaw that ends a save: the agent remounts the
+// workspace and restarts its watcher (~0.2 s under TCG).
+const thawTimeout = 30 * time.Second
 
 // saveFiles writes the paused VM's files into o.Dir.
 func saveFiles(ctx context.Context, vm vmSaver, o SaveOptions, disk string) error {
