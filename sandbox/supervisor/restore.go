@@ -22,6 +22,7 @@ type pending struct {
 // this start would run; nil when there is none or o.Cold (which discards
 // it).
 func pendingRestore(d home.Dir, s home.Settings, o Options) (*pending, error) {
+	_ = os.RemoveAll(home.PartialDir(d.SuspendDir())) // a suspend or fork that did not finish
 	m, ok := d.Suspended()
 	if !ok {
 		_ = os.RemoveAll(d.SuspendDir()) // an interrupted suspend saved nothing whole
