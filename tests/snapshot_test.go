@@ -72,6 +72,7 @@ func TestSnapshotFork(t *testing.T) {
 	e.start("src", "--policy", pol, "--secret", "MY_TOKEN@secret.test")
 	e.env = nil
 	e.sh("src", counterScript)
+	counter := strings.TrimSpace(e.sh("src", "pgrep -f 'i=0[;] while'"))
 	e.sh("src", `echo before > /root/before; printenv MY_TOKEN > /root/ph`)
 	ph := strings.TrimSpace(e.sh("src", "cat /root/ph"))
 	if !strings.HasPrefix(ph, "capsem-secret-") {
@@ -111,6 +112,13 @@ func TestSnapshotFork(t *testing.T) {
 	for _, f := range []string{"f1", "f2"} {
 		r := e.must(0, nil, "start", "--ca-dir", e.caDir, "--from", "src@t1", f)
 		t.Logf("capsem start --from src@t1 %s: %v", f, r.took.Round(time.Millisecond))
+		// The clock first: the guest's is set when it is restored, and
+		// under TCG its tick-based clocksource (refined-jiffies) loses
+		// time while the host is loaded, so later it may lag.
+		guest, _ := strconv.ParseInt(strings.TrimSpace(e.sh(f, "date +%s")), 10, 64)
+		if d := time.Now().Unix() - guest; d > 3 || d < -3 {
+			t.Errorf("%s's clock is %d s off the host's right after its start", f, d)
+		}
 	}
 	e.env = nil
 	rand := map[string]string{}
@@ -118,9 +126,14 @@ func TestSnapshotFork(t *testing.T) {
 		if st := e.state(f); st != "running" {
 			t.Fatalf("%s is %s", f, st)
 		}
+		// The counting process is the source's, restored: the same pid,
+		// counting on from where it was.
+		if pid := strings.TrimSpace(e.sh(f, "pgrep -f 'i=0[;] while'")); pid != counter {
+			t.Errorf("%s's counter has pid %q, the source's %q: not the restored process", f, pid, counter)
+		}
 		n1 := e.count(f)
-		if n1 < atSnap || n1 > atSnap+20 {
-			t.Errorf("%s's counter is at %d; the snapshot's was at %d: the counting process is not the restored one", f, n1, atSnap)
+		if n1 < atSnap {
+			t.Errorf("%s's counter is at %d, below the snapshot's %d", f, n1, atSnap)
 		}
 		time.Sleep(time.Second)
 		if n2 := e.count(f); n2 <= n1 {
@@ -130,18 +143,22 @@ func TestSnapshotFork(t *testing.T) {
 			t.Errorf("%s: the file written before the snapshot must be there and the one after not: %q", f, out)
 		}
 		rand[f] = e.sh(f, "head -c 32 /dev/urandom | od -An -tx1")
-		if out := strings.TrimSpace(e.sh(f, "date +%s")); out != "" {
-			guest, _ := strconv.ParseInt(out, 10, 64)
-			if d := time.Now().Unix() - guest; d > 5 || d < -5 {
-				t.Errorf("%s's clock is %d s off the host's", f, d)
-			}
-		}
 		mark := "fork-" + f
 		e.sh(f, `curl -sS -o /dev/null -H "X-Key: $(cat /root/ph)" https://secret.test/rec?m=`+mark)
 		got := rec.with(mark)
 		if len(got) != 1 || got[0].header.Get("X-Key") != real2 {
 			t.Errorf("%s: the bound host saw %v, want X-Key = the fork's real value", f, got)
 		}
+	}
+	// Each counts on its own: stopped in f1, it goes on in f2.
+	e.sh("f1", "pkill -f 'i=0[;] while'; sleep 0.3")
+	stopped, before := e.count("f1"), e.count("f2")
+	time.Sleep(time.Second)
+	if n := e.count("f1"); n != stopped {
+		t.Errorf("f1's counter moved after it was stopped: %d then %d", stopped, n)
+	}
+	if n := e.count("f2"); n <= before {
+		t.Errorf("f2's counter stopped with f1's: %d then %d", before, n)
 	}
 	if rand["f1"] == rand["f2"] {
 		t.Errorf("two forks read the same /dev/urandom bytes: %s", rand["f1"])
