@@ -10,7 +10,8 @@
 //     p50 ≤ 400 ms;
 //   - fork (fork.go): `capsem start --from SRC@TAG NEW` plus the first
 //     `capsem exec NEW -- true` over -rounds new sandboxes, one at a time
-//     (target: p50 ≤ 600 ms to exec-ready), then eight forks of the same
+//     (target: p50 ≤ 600 ms to exec-ready: the start returned, as for
+//     resume), then eight forks of the same
 //     snapshot started at once, each answering an exec: the wall time and
 //     each one's;
 //   - a touched guest (touched.go): 500 MiB of /dev/urandom written to
