@@ -17,8 +17,8 @@ type Restore struct {
 	// Private maps RAM copy-on-write (MAP_PRIVATE) instead of copying it
 	// into Config.RAMFile: restores of one snapshot then share its page
 	// cache and start without a copy, but such a VM cannot be
-	// snapshotted again (its RAM is no longer a shared file). False
-	// needs Config.RAMFile, which RAM is copied into first.
+	// snapshotted again (its RAM is no longer a shared file). False,
+	// under qemu: RAM is copied into Config.RAMFile, which must be set.
 	Private bool
 	// Machine is what the saving VM said it was (its backend's
 	// Machine()): a restore into another machine — another QEMU version,
@@ -31,9 +31,6 @@ type Restore struct {
 func (r *Restore) check(c *Config) error {
 	if r.State == "" || r.RAM == "" {
 		return errors.New("hypervisor: a restore needs the saved state and RAM files")
-	}
-	if !r.Private && c.RAMFile == "" {
-		return errors.New("hypervisor: a restore that is not private copies the RAM into Config.RAMFile: set it")
 	}
 	for _, p := range []string{r.State, r.RAM} {
 		st, err := os.Stat(p)

@@ -132,9 +132,8 @@ func makeBootSnapshot(ctx context.Context, dir, key string, cfg Config) error {
 		return err
 	}
 	defer os.RemoveAll(partial)
-	cfg.RAMFile = RAMFilePath("boot-" + key)
-	if cfg.RAMFile == "" {
-		return errors.New("no tmpfs at /dev/shm for the guest's RAM")
+	if cfg.RAMFile, err = RAMFilePath("boot-"+key, cfg.MemoryMiB); err != nil {
+		return err
 	}
 	cfg.Restore = nil
 	cfg.DeferWorkspace = true

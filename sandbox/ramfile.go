@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,24 +15,30 @@ import (
 const shmRoot = "/dev/shm"
 
 // RAMFilePath is the path of the RAM file of this process's guest name
-// (Config.RAMFile), in a directory of the user's own on tmpfs, or "" when
-// there is none (the guest then runs, but cannot be saved). Files left by
-// dead processes are removed.
-func RAMFilePath(name string) string {
+// (Config.RAMFile) of memMiB, in a directory of the user's own on tmpfs,
+// or "" and why not (the guest then runs, but cannot be saved): no tmpfs,
+// or less room on it than the guest's memory — a guest whose RAM file
+// cannot grow is killed by SIGBUS (Docker's /dev/shm is 64 MiB). Files
+// left by dead processes are removed.
+func RAMFilePath(name string, memMiB int) (string, error) {
 	var st syscall.Statfs_t
 	const tmpfsMagic = 0x01021994
 	if err := syscall.Statfs(shmRoot, &st); err != nil || st.Type != tmpfsMagic {
-		return ""
+		return "", errors.New("no tmpfs at " + shmRoot + " for the guest's RAM")
+	}
+	if free := uint64(st.Bavail) * uint64(st.Bsize); free < uint64(memMiB)<<20 {
+		return "", fmt.Errorf("%s has %d MiB free, less than the guest's %d MiB of RAM (mount it larger: mount -o remount,size=… %s)", shmRoot, free>>20, memMiB, shmRoot)
 	}
 	dir := filepath.Join(shmRoot, fmt.Sprintf("capsem-%d", os.Getuid()))
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return ""
+		return "", err
 	}
 	if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 || fi.Sys().(*syscall.Stat_t).Uid != uint32(os.Getuid()) {
-		return "" // not ours: another user's guest memory is not a place for ours
+		// Not ours: another user's guest memory is no place for ours.
+		return "", fmt.Errorf("%s is not a 0700 directory of this user's", dir)
 	}
 	removeStaleRAM(dir)
-	return filepath.Join(dir, fmt.Sprintf("%s-%d.ram", name, os.Getpid()))
+	return filepath.Join(dir, fmt.Sprintf("%s-%d.ram", name, os.Getpid())), nil
 }
 
 // removeStaleRAM removes RAM files whose supervisor is gone (a crash

@@ -4,6 +4,7 @@ package qemu
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -57,6 +58,9 @@ func FindBinary() (string, error) {
 func New(cfg hypervisor.Config, opts Options) (*VM, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if r := cfg.Restore; r != nil && !r.Private && cfg.RAMFile == "" {
+		return nil, errors.New("qemu: a restore that is not private copies the saved RAM into hypervisor.Config.RAMFile: set it")
 	}
 	log := opts.Logger
 	if log == nil {

@@ -3,10 +3,12 @@ package supervisor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -144,6 +146,18 @@ func Run(ctx context.Context, data, name string, o Options, report func(Ready)) 
 		_ = rs.End(nil)
 		return err
 	}
+	ramFile, err := sandbox.RAMFilePath(name, settings.MemoryMiB)
+	if runtime.GOOS != "linux" {
+		// vz saves the whole machine, RAM included: no RAM file.
+		ramFile, err = "", nil
+	}
+	if err != nil {
+		if restore != nil {
+			_ = rs.End(nil)
+			return fmt.Errorf("the saved guest cannot be resumed: %w", err)
+		}
+		log.Warn("the sandbox runs, but cannot be snapshotted", "why", err)
+	}
 	sb, err := sandbox.Start(bootCtx, sandbox.Config{
 		Guest:        d.Guest(settings),
 		Policy:       pol,
@@ -158,7 +172,7 @@ func Run(ctx context.Context, data, name string, o Options, report func(Ready)) 
 		BootTimeout:  hypervisor.DefaultBootTimeout,
 		Logger:       log,
 		Host:         o.Host,
-		RAMFile:      sandbox.RAMFilePath(name),
+		RAMFile:      ramFile,
 		Restore:      restore.config(),
 	})
 	if err != nil {
