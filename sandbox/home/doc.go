@@ -5,8 +5,9 @@
 // stopped and crashed (lock.go), the status `capsem ls` shows from those
 // files (status.go), where the API socket of a sandbox or of a running
 // capsem run is (socket.go, with the fallback for paths too long for a
-// unix socket address), and where a capsem run keeps its session while it
-// runs (sessiondir.go).
+// unix socket address), where a capsem run keeps its session while it
+// runs (sessiondir.go), and a sandbox's saved guests — its snapshots and
+// its suspended state — with their records (snapshots.go).
 //
 // Everything that finds a sandbox reads it through this package: the CLI,
 // the supervisor (sandbox/supervisor), the reader of a data directory's
