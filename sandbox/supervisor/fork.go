@@ -8,6 +8,7 @@ import (
 
 	"github.com/capsem/capsem/hypervisor"
 	"github.com/capsem/capsem/sandbox"
+	"github.com/capsem/capsem/sandbox/api"
 	"github.com/capsem/capsem/sandbox/home"
 )
 
@@ -48,21 +49,30 @@ func Fork(ctx context.Context, src home.Dir, tag string, dst home.Dir, s home.Se
 	if err := EnsureDisk(ctx, dst, s.DiskGiB); err != nil {
 		return err
 	}
-	partial := home.PartialDir(dst.SuspendDir())
+	m.Origin = fmt.Sprintf("snapshot %s@%s of session %s", src.Name, m.Tag, m.SessionID)
+	m.Disk = false
+	if err := stageSuspended(dst, dir, m); err != nil {
+		return err
+	}
+	return dst.WriteSettings(s)
+}
+
+// stageSuspended makes the saved guest in dir (its state and RAM) d's
+// suspended state, with the record m, which d's next start resumes. The
+// files are linked, not copied: a restore only reads them.
+func stageSuspended(d home.Dir, dir string, m api.Snapshot) error {
+	partial := home.PartialDir(d.SuspendDir())
+	_ = os.RemoveAll(partial)
 	if err := os.MkdirAll(partial, 0o700); err != nil {
 		return err
 	}
 	for _, f := range []string{sandbox.StateFile, sandbox.RAMFile} {
 		if err := linkOrCopy(filepath.Join(dir, f), filepath.Join(partial, f)); err != nil {
+			_ = os.RemoveAll(partial)
 			return err
 		}
 	}
-	m.Origin = fmt.Sprintf("snapshot %s@%s of session %s", src.Name, m.Tag, m.SessionID)
-	m.Disk = false
-	if err := home.CommitSnapshot(partial, dst.SuspendDir(), m); err != nil {
-		return err
-	}
-	return dst.WriteSettings(s)
+	return home.CommitSnapshot(partial, d.SuspendDir(), m)
 }
 
 // linkOrCopy hard-links src as dst, or copies it (sparse) across

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -55,21 +54,10 @@ func FromBoot(ctx context.Context, d home.Dir, root string, o Options) (string, 
 	if _, err := hypervisor.CopySparse(d.Disk(), filepath.Join(r.Dir, sandbox.DiskFile), 0o600); err != nil {
 		return "", fmt.Errorf("the sandbox's disk from the boot snapshot: %w", err)
 	}
-	partial := home.PartialDir(d.SuspendDir())
-	_ = os.RemoveAll(partial)
-	if err := os.MkdirAll(partial, 0o700); err != nil {
-		return "", err
-	}
-	for _, f := range []string{sandbox.StateFile, sandbox.RAMFile} {
-		if err := linkOrCopy(filepath.Join(r.Dir, f), filepath.Join(partial, f)); err != nil {
-			_ = os.RemoveAll(partial)
-			return "", err
-		}
-	}
 	m := api.Snapshot{
 		Sandbox: d.Name, Created: time.Now().UTC(), Image: s.Image, Capsem: o.Host,
 		Machine: r.Saved.Machine, CPUs: s.CPUs, MemoryMiB: s.MemoryMiB,
 		Agent: r.Saved.Agent, Ready: r.Saved.Ready,
 	}
-	return r.Dir, home.CommitSnapshot(partial, d.SuspendDir(), m)
+	return r.Dir, stageSuspended(d, r.Dir, m)
 }
