@@ -105,8 +105,8 @@ func (sb *Sandbox) Save(ctx context.Context, o SaveOptions) (sv Saved, err error
 		return err
 	}
 	if _, err := sb.client.Freeze(ctx, o.Reason); err != nil {
-		if errors.Is(err, proto.ErrBusy) {
-			return sv, err // refused: the agent runs on, nothing held
+		if errors.Is(err, proto.ErrBusy) || errors.Is(err, proto.ErrNoFreeze) {
+			return sv, err // refused or never asked: the agent runs on, nothing held
 		}
 		// No answer: the agent may be frozen, and the client holds what
 		// it would send until a Thaw.

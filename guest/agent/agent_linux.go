@@ -161,10 +161,11 @@ func Serve(ctx context.Context, rw io.ReadWriteCloser, cfg Config) error {
 	defer s.shutdown()
 
 	host, err := s.conn.AgentHandshake(proto.Hello{
-		Agent:  cfg.Version,
-		Kernel: cfg.Kernel,
-		Arch:   runtime.GOARCH,
-		Window: cfg.StdinWindow,
+		Agent:    cfg.Version,
+		Kernel:   cfg.Kernel,
+		Arch:     runtime.GOARCH,
+		Window:   cfg.StdinWindow,
+		Features: proto.AgentFeatures,
 	})
 	if err != nil {
 		return err

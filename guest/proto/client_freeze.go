@@ -17,6 +17,11 @@ import (
 // guest runs on unfrozen.
 var ErrBusy = errors.New("proto: the guest cannot be snapshotted now")
 
+// ErrNoFreeze is returned by Freeze, before anything is sent, when the
+// agent's Hello does not list FeatureFreeze: it would ignore the request
+// and the caller would wait for ever.
+var ErrNoFreeze = errors.New("proto: the guest agent is older than snapshots (its hello lists no \"freeze\"): rebuild the guest image with this capsem (capsem image build --force)")
+
 // ErrFreezing is returned by Freeze when the client is frozen already, or
 // another Freeze waits for its answer: Thaw first.
 var ErrFreezing = errors.New("proto: the agent is frozen, or being frozen, already; Thaw it first")
@@ -40,9 +45,12 @@ const maxHoldersShown = 16
 // sent, the guest runs on, and the error wraps ErrBusy, naming the
 // reason and the holders; the Frozen is returned too. When ctx ends
 // first, the agent may be frozen or not: call Thaw, which any agent in
-// any state answers (except one older than snapshots, which answers
-// neither), before going on.
+// any state answers, before going on. An agent that does not list
+// FeatureFreeze is not asked: the error is ErrNoFreeze.
 func (c *Client) Freeze(ctx context.Context, reason string) (Frozen, error) {
+	if !c.Hello().Has(FeatureFreeze) {
+		return Frozen{}, ErrNoFreeze
+	}
 	ch := make(chan Frozen, 1)
 	c.mu.Lock()
 	if c.err != nil {

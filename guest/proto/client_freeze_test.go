@@ -117,6 +117,50 @@ func snapAgent(t *testing.T, refused Frozen) (*Client, chan Message) {
 	return cl, got
 }
 
+// An agent older than snapshots ignores a Freeze: it is never sent one,
+// and the caller learns at once what to do instead of waiting for ever.
+func TestClientFreezeOldAgent(t *testing.T) {
+	a, h := net.Pipe()
+	t.Cleanup(func() { a.Close() })
+	got := make(chan Message, 8)
+	go func() {
+		c := NewConn(a)
+		if _, err := c.AgentHandshake(Hello{Agent: "old"}); err != nil {
+			return
+		}
+		_ = c.Send(Ready{})
+		for {
+			m, err := c.Recv()
+			if err != nil {
+				return
+			}
+			if p, ok := m.(Ping); ok {
+				_ = c.Send(Pong(p))
+				continue
+			}
+			got <- m
+		}
+	}()
+	cl, err := NewClient(context.Background(), h, ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	t0 := time.Now()
+	if _, err := cl.Freeze(context.Background(), "test"); !errors.Is(err, ErrNoFreeze) || time.Since(t0) > time.Second {
+		t.Fatalf("freeze of an agent without %q: %v after %v, want ErrNoFreeze at once", FeatureFreeze, err, time.Since(t0))
+	}
+	if !strings.Contains(ErrNoFreeze.Error(), "capsem image build") {
+		t.Fatalf("ErrNoFreeze does not say what to do: %v", ErrNoFreeze)
+	}
+	if m := next(got, 100*time.Millisecond); m != nil {
+		t.Fatalf("the old agent was sent %v", m.Type())
+	}
+	if _, err := cl.Ping(context.Background()); err != nil {
+		t.Fatalf("not frozen, the client must go on: %v", err)
+	}
+}
+
 // next is the next message the fake agent got, within d, or nil.
 func next(got chan Message, d time.Duration) Message {
 	select {

@@ -15,7 +15,8 @@
 //	                 everything else: a JSON object (unknown fields ignored)
 //
 // Conversation: the agent sends Hello (protocol version, agent version,
-// kernel release, its stdin window), the host answers with its Hello
+// kernel release, its stdin window, the optional requests it answers:
+// Features), the host answers with its Hello
 // (version, wall clock, optionally the CA to trust), the agent sends Ready
 // (boot facts). Then the host runs sessions — Exec{ID, Argv, Env, Dir, TTY,
 // Rows, Cols, Window} → Started{PID}, Stdin/StdinClose/Signal/Resize in,
@@ -39,7 +40,8 @@
 // mean nothing to the new host, which may reuse them. Resume is the host's
 // client over such a stream: no Hello, a Thaw first. The agent answers
 // Thawed in any state, so that a host can always Thaw. An agent older than
-// these types ignores them (Unknown), and never answers.
+// these types ignores them (Unknown) and never answers: its Hello lists no
+// FeatureFreeze, and the client refuses to send it a Freeze (ErrNoFreeze).
 //
 // Flow control is per session and stream: the receiver names a window
 // (Hello.Window for stdin, Exec.Window for stdout and stderr), the sender

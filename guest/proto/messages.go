@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 )
 
@@ -92,7 +93,22 @@ type Hello struct {
 	// CA is a PEM certificate (the interception CA) the agent installs into
 	// the guest's trust stores before Ready.
 	CA string `json:"ca,omitempty"`
+	// Features are the optional requests the sender answers (Feature*).
+	// A peer ignores a message type it does not know, so a request the
+	// other side never answers is not sent: Has says whether it would be.
+	// Empty: none (an agent older than the first feature).
+	Features []string `json:"features,omitempty"`
 }
+
+// FeatureFreeze: the agent answers Freeze with Frozen and Thaw with Thawed.
+const FeatureFreeze = "freeze"
+
+// AgentFeatures are the features this package's agent answers: the one
+// list the agent sends and the tests check.
+var AgentFeatures = []string{FeatureFreeze}
+
+// Has reports whether h lists feature f.
+func (h Hello) Has(f string) bool { return slices.Contains(h.Features, f) }
 
 // Ready tells the host the guest is set up and takes commands. Its fields
 // are boot facts for logs, `capsem doctor` and the store; all optional.

@@ -354,7 +354,7 @@ func fakeAgent(t *testing.T, conn net.Conn, script func(c *Conn)) {
 	t.Helper()
 	go func() {
 		c := NewConn(conn)
-		if _, err := c.AgentHandshake(Hello{Agent: "fake", Window: 1024}); err != nil {
+		if _, err := c.AgentHandshake(Hello{Agent: "fake", Window: 1024, Features: AgentFeatures}); err != nil {
 			t.Errorf("fake agent handshake: %v", err)
 			return
 		}
