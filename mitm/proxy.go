@@ -87,12 +87,15 @@ func New(cfg Config) (*Proxy, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	system := func() (*x509.CertPool, error) { return cfg.SystemRoots, nil }
 	if cfg.SystemRoots == nil {
-		pool, err := x509.SystemCertPool()
-		if err != nil {
-			return nil, fmt.Errorf("mitm: system roots: %w", err)
+		system = func() (*x509.CertPool, error) {
+			pool, err := x509.SystemCertPool()
+			if err != nil {
+				return nil, fmt.Errorf("mitm: the host's system roots: %w", err)
+			}
+			return pool, nil
 		}
-		cfg.SystemRoots = pool
 	}
 	cfg.HeldBodyDeadline = cmp.Or(cfg.HeldBodyDeadline, DefaultHeldBodyDeadline)
 	p := &Proxy{
@@ -103,7 +106,11 @@ func New(cfg Config) (*Proxy, error) {
 	}
 	p.held.max = cmp.Or(cfg.MaxHeldBodies, DefaultMaxHeldBodies)
 	p.inspectors = newInspectors(cfg)
-	p.up = upstream.New(cfg.SystemRoots)
+	p.up = upstream.New(system)
+	if cfg.SystemRoots == nil {
+		// Loaded meanwhile, off the VM's start, for the first upstream.
+		go p.up.Roots(nil)
+	}
 	p.srv = &http.Server{
 		Handler:           http.HandlerFunc(p.serveHTTP),
 		ReadHeaderTimeout: time.Minute,

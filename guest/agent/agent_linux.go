@@ -185,7 +185,7 @@ func Serve(ctx context.Context, rw io.ReadWriteCloser, cfg Config) error {
 		return fmt.Errorf("agent: setup: %w", err)
 	}
 	ready.Env = s.env
-	if err := s.startWatcher(); err != nil {
+	if err := s.startWatcher(InitialScanBudget); err != nil {
 		ready.Warnings = append(ready.Warnings, "no file events: "+err.Error())
 		s.log.Warn("no file events", "err", err)
 	}

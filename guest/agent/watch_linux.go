@@ -64,7 +64,7 @@ type Watcher struct {
 	// backlog are directories of the tree the host already has that are
 	// watched but not listed yet (the initial scan, done in slices so a
 	// big workspace does not hold up the agent); partial says the scan
-	// outlived InitialScanBudget, so changes made meanwhile in directories
+	// outlived its budget, so changes made meanwhile in directories
 	// not reached yet went unseen.
 	backlog []int32
 	partial bool
@@ -86,10 +86,12 @@ var watchTrace func(format string, args ...any)
 const watchMask = unix.IN_CREATE | unix.IN_MODIFY | unix.IN_CLOSE_WRITE | unix.IN_DELETE |
 	unix.IN_MOVED_FROM | unix.IN_MOVED_TO | unix.IN_MOVE_SELF | unix.IN_ONLYDIR | unix.IN_EXCL_UNLINK
 
-// NewWatcher starts watching root recursively. emit is called from the
+// NewWatcher starts watching root recursively: the tree already there is
+// listed for up to budget before NewWatcher returns, the rest in the
+// background (see InitialScanBudget). emit is called from the
 // watcher's goroutine, in order; it may block (the kernel queues meanwhile,
 // and reports an overflow if its queue fills).
-func NewWatcher(root string, delay time.Duration, emit func(proto.FileEvent)) (*Watcher, error) {
+func NewWatcher(root string, delay, budget time.Duration, emit func(proto.FileEvent)) (*Watcher, error) {
 	pin, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("watch %s: %w", root, err)
@@ -118,7 +120,7 @@ func NewWatcher(root string, delay time.Duration, emit func(proto.FileEvent)) (*
 	}
 	w.dirs[wd] = &watchedDir{parent: -1, pin: pin}
 	w.backlog = []int32{wd}
-	w.drainBacklog(time.Now().Add(InitialScanBudget))
+	w.drainBacklog(time.Now().Add(budget))
 	w.partial = len(w.backlog) > 0
 	go w.loop()
 	return w, nil

@@ -3,6 +3,7 @@
 package agent
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand"
 	"os"
@@ -18,11 +19,12 @@ import (
 )
 
 type watchRig struct {
-	t    *testing.T
-	root string
-	w    *Watcher
-	mu   sync.Mutex
-	got  []proto.FileEvent
+	t      *testing.T
+	root   string
+	budget time.Duration // NewWatcher's; newWatchRig and watchRig{} give InitialScanBudget
+	w      *Watcher
+	mu     sync.Mutex
+	got    []proto.FileEvent
 }
 
 func newWatchRig(t *testing.T, delay time.Duration) *watchRig {
@@ -32,7 +34,7 @@ func newWatchRig(t *testing.T, delay time.Duration) *watchRig {
 }
 
 func (r *watchRig) start(delay time.Duration) *watchRig {
-	w, err := NewWatcher(r.root, delay, func(ev proto.FileEvent) {
+	w, err := NewWatcher(r.root, delay, cmp.Or(r.budget, InitialScanBudget), func(ev proto.FileEvent) {
 		r.mu.Lock()
 		r.got = append(r.got, ev)
 		r.mu.Unlock()
@@ -183,16 +185,16 @@ func TestWatchExistingTreeAndDelay(t *testing.T) {
 }
 
 func TestWatchErrors(t *testing.T) {
-	if _, err := NewWatcher("/nonexistent/dir", time.Second, func(proto.FileEvent) {}); err == nil {
+	if _, err := NewWatcher("/nonexistent/dir", time.Second, InitialScanBudget, func(proto.FileEvent) {}); err == nil {
 		t.Fatal("watching a missing directory succeeded")
 	}
 	f := filepath.Join(t.TempDir(), "file")
 	os.WriteFile(f, nil, 0o644)
-	if _, err := NewWatcher(f, time.Second, func(proto.FileEvent) {}); err == nil {
+	if _, err := NewWatcher(f, time.Second, InitialScanBudget, func(proto.FileEvent) {}); err == nil {
 		t.Fatal("watching a file succeeded")
 	}
 	// Close twice, Flush after Close: no hang.
-	w, err := NewWatcher(t.TempDir(), time.Second, func(proto.FileEvent) {})
+	w, err := NewWatcher(t.TempDir(), time.Second, InitialScanBudget, func(proto.FileEvent) {})
 	must(t, err)
 	w.Close()
 	w.Close()
@@ -447,14 +449,11 @@ func applyEvent(m map[string]bool, ev proto.FileEvent) {
 }
 
 // TestWatchLargeTreeInBackground: a tree that takes longer to watch than
-// InitialScanBudget is watched in the background; NewWatcher returns at
+// its budget is watched in the background; NewWatcher returns at
 // once, the overflow on "." says when the scan is done (events may have
 // been missed meanwhile), and from then on the deepest directory reports.
 func TestWatchLargeTreeInBackground(t *testing.T) {
-	old := InitialScanBudget
-	InitialScanBudget = 0
-	defer func() { InitialScanBudget = old }()
-	r := &watchRig{t: t, root: t.TempDir()}
+	r := &watchRig{t: t, root: t.TempDir(), budget: time.Nanosecond}
 	for i := range 20 {
 		must(t, os.MkdirAll(r.p(fmt.Sprintf("d%d/e/f", i)), 0o755))
 	}

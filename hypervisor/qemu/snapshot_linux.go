@@ -226,7 +226,9 @@ func (v *VM) prepareRAM() error {
 	}
 	go func() {
 		defer close(v.ramCopied)
-		_, err := hypervisor.CopySparseInto(f, r.RAM)
+		t0 := time.Now()
+		n, err := hypervisor.CopySparseInto(f, r.RAM)
+		v.log.Debug("qemu: the snapshot's RAM copied", "bytes", n, "took", time.Since(t0))
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
@@ -255,6 +257,7 @@ func (v *VM) startQMP(ctx context.Context, c net.Conn) error {
 	if v.cfg.Restore == nil {
 		return nil
 	}
+	v.log.Debug("qemu: monitor connected, loading the snapshot")
 	if err := v.restore(ctx, q); err != nil {
 		return fmt.Errorf("%w%s", err, v.stderr.suffix())
 	}

@@ -39,7 +39,7 @@ func TestPoolDroppedWhileBusyClosesItsConnections(t *testing.T) {
 	defer srv.Close()
 	roots := x509.NewCertPool()
 	roots.AddCert(srv.Certificate())
-	tr := New(roots)
+	tr := New(func() (*x509.CertPool, error) { return roots, nil })
 	defer tr.Close()
 	pol := policy.DenyAll()
 	nf := &netstack.Flow{Name: "example.com", Port: 443, Current: func() *policy.Policy { return pol },
@@ -142,7 +142,7 @@ func closedPeer(c net.Conn) bool {
 // and the idle connections in them, stay bounded, the least recently used
 // pool going first.
 func TestPoolBoundsWhatTheGuestCanMakeItHold(t *testing.T) {
-	rc := &rootsCache{system: x509.NewCertPool()}
+	rc := &rootsCache{system: func() (*x509.CertPool, error) { return x509.NewCertPool(), nil }}
 	ps := &pools{}
 	defer ps.close()
 	pol := policy.DenyAll()

@@ -12,16 +12,20 @@ import (
 
 // rootsCache builds the upstream verification pool for a policy once.
 type rootsCache struct {
-	system *x509.CertPool
+	system func() (*x509.CertPool, error) // the system roots, loaded once (Transports' New)
 	mu     sync.Mutex
 	key    string
 	pool   *x509.CertPool
 }
 
 func (r *rootsCache) get(pol *policy.Policy) (*x509.CertPool, error) {
+	system, err := r.system()
+	if err != nil {
+		return nil, err
+	}
 	files := pol.UpstreamCAFiles()
 	if len(files) == 0 {
-		return r.system, nil
+		return system, nil
 	}
 	key := strings.Join(files, "\x00")
 	r.mu.Lock()
@@ -29,7 +33,7 @@ func (r *rootsCache) get(pol *policy.Policy) (*x509.CertPool, error) {
 	if r.key == key && r.pool != nil {
 		return r.pool, nil
 	}
-	pool := r.system.Clone()
+	pool := system.Clone()
 	for _, f := range files {
 		pem, err := os.ReadFile(f)
 		if err != nil {

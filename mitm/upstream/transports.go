@@ -32,11 +32,14 @@ type Transports struct {
 	quicUp *quic.Transport // upstream QUIC of every flow, on one UDP socket (nil until used)
 }
 
-// New returns the transports; system verifies upstreams together with a
-// policy's [upstream] ca_files.
-func New(system *x509.CertPool) *Transports {
+// New returns the transports; system's pool verifies upstreams together
+// with a policy's [upstream] ca_files. system is called once, when the
+// first upstream needs it: loading the host's roots takes 40-50 ms (145
+// certificates, the bundle and /etc/ssl/certs both parsed), which a VM's
+// start need not wait for. Its error fails every upstream TLS connection.
+func New(system func() (*x509.CertPool, error)) *Transports {
 	t := &Transports{}
-	t.roots.system = system
+	t.roots.system = sync.OnceValues(system)
 	return t
 }
 
