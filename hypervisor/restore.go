@@ -12,8 +12,12 @@ type Restore struct {
 	// State is the file of the saved device state (QEMU's migration
 	// stream without RAM).
 	State string
-	// RAM is the saved guest RAM, a sparse file.
+	// RAM is the saved guest RAM: a sparse file, or a RAM image
+	// (Compressed).
 	RAM string
+	// Compressed: RAM is a RAM image (SaveRAMImage), expanded into
+	// Config.RAMFile; it cannot be Private.
+	Compressed bool
 	// Private maps RAM copy-on-write (MAP_PRIVATE) instead of copying it
 	// into Config.RAMFile: restores of one snapshot then share its page
 	// cache and start without a copy, but such a VM cannot be
@@ -31,6 +35,9 @@ type Restore struct {
 func (r *Restore) check(c *Config) error {
 	if r.State == "" || r.RAM == "" {
 		return errors.New("hypervisor: a restore needs the saved state and RAM files")
+	}
+	if r.Private && r.Compressed {
+		return errors.New("hypervisor: a compressed RAM image cannot be mapped copy-on-write (Private): it must be expanded")
 	}
 	for _, p := range []string{r.State, r.RAM} {
 		st, err := os.Stat(p)

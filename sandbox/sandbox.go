@@ -163,8 +163,9 @@ func Start(ctx context.Context, cfg Config) (sb *Sandbox, err error) {
 	}
 	vmCfg.Boot.WSDefer = cfg.DeferWorkspace
 	if r := cfg.Restore; r != nil {
+		ram, compressed := savedRAM(r.Dir)
 		vmCfg.Restore = &hypervisor.Restore{
-			State: filepath.Join(r.Dir, StateFile), RAM: filepath.Join(r.Dir, RAMFile),
+			State: filepath.Join(r.Dir, StateFile), RAM: ram, Compressed: compressed,
 			Private: r.Private, Machine: r.Saved.Machine,
 		}
 	}

@@ -21,9 +21,30 @@ const (
 	StateFile = "state"
 	// RAMFile is the guest's RAM, sparse: the pages it touched.
 	RAMFile = "ram"
+	// RAMImageFile is the guest's RAM compressed (SaveOptions.Compress;
+	// hypervisor.SaveRAMImage), there instead of RAMFile.
+	RAMImageFile = "ram.lz4"
 	// DiskFile is the data disk as it was at the save (SaveOptions.Disk).
 	DiskFile = "disk.ext4"
 )
+
+// GuestFiles are the files a saved guest may have in its directory, and
+// that a restore reads (the disk apart).
+var GuestFiles = []string{StateFile, RAMFile, RAMImageFile}
+
+// savedRAM is the RAM file of the guest saved in dir, and whether it is
+// compressed.
+func savedRAM(dir string) (path string, compressed bool) {
+	if p := filepath.Join(dir, RAMImageFile); fileExists(p) {
+		return p, true
+	}
+	return filepath.Join(dir, RAMFile), false
+}
+
+func fileExists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
+}
 
 // vmSaver is what a save needs of the VM: both backends have it (vz's
 // state file holds the RAM too, and its SaveRAM writes an empty file).
@@ -32,7 +53,7 @@ type vmSaver interface {
 	Pause(ctx context.Context) error
 	Resume(ctx context.Context) error
 	SaveState(ctx context.Context, f *os.File) error
-	SaveRAM(dst string) (int64, error)
+	SaveRAM(dst string, compress bool) (int64, error)
 }
 
 // SaveOptions say where a save goes and what follows it.
@@ -50,6 +71,12 @@ type SaveOptions struct {
 	Stop bool
 	// Reason is told to the agent ("capsem snapshot NAME").
 	Reason string
+	// Compress writes the RAM as RAMImageFile: a third to a quarter of
+	// the room a booted guest's RAM takes, for a longer pause (the
+	// compression runs in it) and a restore that expands it; such a
+	// snapshot cannot be restored copy-on-write (Restore.Private).
+	// False: RAMFile, sparse.
+	Compress bool
 }
 
 // Saved describes a save: what a restore needs to speak to the guest
@@ -166,7 +193,12 @@ func saveFiles(ctx context.Context, vm vmSaver, o SaveOptions, disk string) erro
 	if err != nil {
 		return fmt.Errorf("save the guest: %w", err)
 	}
-	if _, err := vm.SaveRAM(filepath.Join(o.Dir, RAMFile)); err != nil {
+	ram, stale := RAMFile, RAMImageFile
+	if o.Compress {
+		ram, stale = stale, ram
+	}
+	_ = os.Remove(filepath.Join(o.Dir, stale)) // a restore would pick the wrong one
+	if _, err := vm.SaveRAM(filepath.Join(o.Dir, ram), o.Compress); err != nil {
 		return fmt.Errorf("save the guest's memory: %w", err)
 	}
 	if o.Disk && disk != "" {

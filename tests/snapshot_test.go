@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/capsem/capsem/hypervisor"
+	"github.com/capsem/capsem/sandbox"
 )
 
 // Snapshots, forks, suspend and resume of long-lived sandboxes, driven as a
@@ -167,7 +170,10 @@ func TestSnapshotFork(t *testing.T) {
 		t.Error("a fork shares its source's session")
 	}
 
-	// No saved file holds a real value: the guest never had one.
+	// No saved file holds a real value: the guest never had one. The
+	// RAM is compressed: it is searched expanded, and the placeholder the
+	// guest printed is found there (else the search proves nothing).
+	images := 0
 	for _, dir := range []string{filepath.Join(e.data, "sandboxes", "src", "snapshots"), filepath.Join(e.data, "sandboxes")} {
 		_ = filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
 			if err != nil || !info.Mode().IsRegular() || !strings.Contains(p, "snapshots") && !strings.Contains(p, "suspended") {
@@ -176,11 +182,22 @@ func TestSnapshotFork(t *testing.T) {
 			if info.Mode().Perm() != 0o600 {
 				t.Errorf("%s: mode %v, want 0600", p, info.Mode().Perm())
 			}
-			if found, err := sparseContains(p, real1, real2); err != nil || found {
+			search := p
+			if filepath.Base(p) == sandbox.RAMImageFile {
+				images++
+				search = expandRAMImage(t, p)
+				if found, err := sparseContains(search, ph); err != nil || !found {
+					t.Errorf("%s expanded does not hold the guest's placeholder %s (%v): the search below proves nothing", p, ph, err)
+				}
+			}
+			if found, err := sparseContains(search, real1, real2); err != nil || found {
 				t.Errorf("%s holds a real secret value (or could not be read: %v)", p, err)
 			}
 			return nil
 		})
+	}
+	if images == 0 {
+		t.Errorf("no %s in the snapshots: a snapshot's RAM is saved compressed", sandbox.RAMImageFile)
 	}
 
 	e.must(0, nil, "snapshot", "rm", "src", "t1")
@@ -269,6 +286,21 @@ func TestSnapshotSuspendResume(t *testing.T) {
 
 // sparseContains reports whether the file at path holds any of needles in
 // its data (its holes, most of a guest's RAM and disk, are skipped).
+// expandRAMImage expands a snapshot's compressed RAM into a sparse file
+// of the test's.
+func expandRAMImage(t *testing.T, p string) string {
+	t.Helper()
+	out, err := os.CreateTemp(t.TempDir(), "ram")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	if _, err := hypervisor.LoadRAMImage(out, p); err != nil {
+		t.Fatalf("expand %s: %v", p, err)
+	}
+	return out.Name()
+}
+
 func sparseContains(path string, needles ...string) (bool, error) {
 	f, err := os.Open(path)
 	if err != nil {

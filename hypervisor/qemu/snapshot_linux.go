@@ -115,11 +115,15 @@ func (v *VM) SaveState(ctx context.Context, f *os.File) error {
 	}
 }
 
-// SaveRAM copies the paused guest's RAM file to dst, sparse (0600), and
-// returns the bytes written.
-func (v *VM) SaveRAM(dst string) (int64, error) {
+// SaveRAM copies the paused guest's RAM file to dst (0600), sparse, or
+// compressed as a RAM image (hypervisor.SaveRAMImage), and returns the
+// bytes written.
+func (v *VM) SaveRAM(dst string, compress bool) (int64, error) {
 	if _, err := v.monitor(); err != nil {
 		return 0, err
+	}
+	if compress {
+		return hypervisor.SaveRAMImage(dst, v.cfg.RAMFile, 0o600)
 	}
 	return hypervisor.CopySparse(dst, v.cfg.RAMFile, 0o600)
 }
@@ -227,7 +231,11 @@ func (v *VM) prepareRAM() error {
 	go func() {
 		defer close(v.ramCopied)
 		t0 := time.Now()
-		n, err := hypervisor.CopySparseInto(f, r.RAM)
+		copyInto := hypervisor.CopySparseInto
+		if r.Compressed {
+			copyInto = hypervisor.LoadRAMImage
+		}
+		n, err := copyInto(f, r.RAM)
 		v.log.Debug("qemu: the snapshot's RAM copied", "bytes", n, "took", time.Since(t0))
 		if cerr := f.Close(); err == nil {
 			err = cerr

@@ -231,8 +231,9 @@ func samePath(f *os.File, path string) error {
 
 // SaveRAM writes an empty file (0600) at dst and returns 0: under vz the
 // guest's RAM is in the state file SaveState wrote, and a restore reads
-// it from there (hypervisor.Restore.RAM is not read).
-func (v *VM) SaveRAM(dst string) (int64, error) {
+// it from there (hypervisor.Restore.RAM is not read); compress changes
+// nothing.
+func (v *VM) SaveRAM(dst string, compress bool) (int64, error) {
 	if _, err := v.saver(); err != nil {
 		return 0, err
 	}

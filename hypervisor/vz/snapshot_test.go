@@ -70,7 +70,7 @@ func TestSnapshotNotBuilt(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	_, ramErr := v.SaveRAM(filepath.Join(t.TempDir(), "ram"))
+	_, ramErr := v.SaveRAM(filepath.Join(t.TempDir(), "ram"), false)
 	for what, err := range map[string]error{
 		"Pause": v.Pause(ctx), "Resume": v.Resume(ctx), "SaveState": v.SaveState(ctx, f), "SaveRAM": ramErr,
 	} {
@@ -125,7 +125,7 @@ func TestSave(t *testing.T) {
 		t.Fatal(err)
 	}
 	sf.Close()
-	n, err := v.SaveRAM(filepath.Join(dir, "ram"))
+	n, err := v.SaveRAM(filepath.Join(dir, "ram"), false)
 	if err != nil || n != 0 {
 		t.Fatalf("SaveRAM = %d, %v; want 0, nil", n, err)
 	}
