@@ -70,29 +70,21 @@ type ramBlock struct {
 // rest is LZ4-compressed where that makes it smaller. It returns the
 // image's size.
 func SaveRAMImage(dst, src string, perm os.FileMode) (int64, error) {
-	in, err := os.Open(src)
-	if err != nil {
-		return 0, err
+	return fillNew(dst, src, perm, "compress", saveRAMImage)
+}
+
+// firstError keeps the first error the workers of a save or load meet.
+type firstError struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (f *firstError) set(err error) {
+	f.mu.Lock()
+	if f.err == nil {
+		f.err = err
 	}
-	defer in.Close()
-	st, err := in.Stat()
-	if err != nil {
-		return 0, err
-	}
-	_ = os.Remove(dst)
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
-	if err != nil {
-		return 0, err
-	}
-	n, err := saveRAMImage(out, in, st.Size())
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		_ = os.Remove(dst)
-		return 0, fmt.Errorf("hypervisor: compress %s to %s: %w", src, dst, err)
-	}
-	return n, nil
+	f.mu.Unlock()
 }
 
 func saveRAMImage(out, in *os.File, size int64) (int64, error) {
@@ -110,17 +102,10 @@ func saveRAMImage(out, in *os.File, size int64) (int64, error) {
 		next  atomic.Int64 // the next data block's place in data
 		end   atomic.Int64 // where the next stored block goes
 		wg    sync.WaitGroup
-		errMu sync.Mutex
-		first error
+		first firstError
 	)
 	end.Store(start)
-	fail := func(err error) {
-		errMu.Lock()
-		if first == nil {
-			first = err
-		}
-		errMu.Unlock()
-	}
+	fail := first.set
 	for range ramImageWorkers() {
 		wg.Add(1)
 		go func() {
@@ -157,8 +142,8 @@ func saveRAMImage(out, in *os.File, size int64) (int64, error) {
 		}()
 	}
 	wg.Wait()
-	if first != nil {
-		return 0, first
+	if first.err != nil {
+		return 0, first.err
 	}
 	head := make([]byte, start)
 	copy(head, ramImageMagic)
@@ -276,16 +261,9 @@ func loadRAMImage(out, in *os.File) (int64, error) {
 	var (
 		next, written atomic.Int64
 		wg            sync.WaitGroup
-		errMu         sync.Mutex
-		first         error
+		first         firstError
 	)
-	fail := func(err error) {
-		errMu.Lock()
-		if first == nil {
-			first = err
-		}
-		errMu.Unlock()
-	}
+	fail := first.set
 	for range ramImageWorkers() {
 		wg.Add(1)
 		go func() {
@@ -327,8 +305,5 @@ func loadRAMImage(out, in *os.File) (int64, error) {
 		}()
 	}
 	wg.Wait()
-	if first != nil {
-		return written.Load(), first
-	}
-	return written.Load(), nil
+	return written.Load(), first.err
 }

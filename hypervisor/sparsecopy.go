@@ -24,6 +24,13 @@ const copyBlock = 128 << 10
 // for a reflink). Snapshots copy guest RAM and disks with it while the
 // guest is paused, so its speed is the pause.
 func CopySparse(dst, src string, perm os.FileMode) (int64, error) {
+	return fillNew(dst, src, perm, "copy", copySparse)
+}
+
+// fillNew makes dst anew (mode perm, replacing a file there) and has fill
+// write it from src; a dst that fill fails to write is removed. verb
+// names what fill does in its error.
+func fillNew(dst, src string, perm os.FileMode, verb string, fill func(out, in *os.File, size int64) (int64, error)) (int64, error) {
 	in, err := os.Open(src)
 	if err != nil {
 		return 0, err
@@ -38,13 +45,13 @@ func CopySparse(dst, src string, perm os.FileMode) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	n, err := copySparse(out, in, st.Size())
+	n, err := fill(out, in, st.Size())
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		_ = os.Remove(dst)
-		return n, fmt.Errorf("hypervisor: copy %s to %s: %w", src, dst, err)
+		return n, fmt.Errorf("hypervisor: %s %s to %s: %w", verb, src, dst, err)
 	}
 	return n, nil
 }
