@@ -61,11 +61,7 @@ func DefaultTag(t time.Time) string { return t.UTC().Format("20060102-150405") }
 func PartialDir(dir string) string { return dir + partialSuffix }
 
 // CommitSnapshot writes m into partial and renames it to dir: from then
-// on it is a snapshot. Every file is on the disk first (fsync), and the
-// rename after: a suspended guest is its processes, and a host that
-// crashes after `capsem suspend` said so must not lose them, nor leave a
-// record of files the disk never got. Written back at once, a suspend's
-// ~125 MiB also no longer compete with the start that resumes it.
+// on it is a snapshot.
 func CommitSnapshot(partial, dir string, m api.Snapshot) error {
 	b, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
@@ -74,40 +70,7 @@ func CommitSnapshot(partial, dir string, m api.Snapshot) error {
 	if err := os.WriteFile(filepath.Join(partial, metaFile), append(b, '\n'), 0o600); err != nil {
 		return err
 	}
-	entries, err := os.ReadDir(partial)
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		if e.Type().IsRegular() {
-			if err := syncPath(filepath.Join(partial, e.Name())); err != nil {
-				return err
-			}
-		}
-	}
-	if err := syncPath(partial); err != nil {
-		return err
-	}
-	if err := os.Rename(partial, dir); err != nil {
-		return err
-	}
-	return syncPath(filepath.Dir(dir))
-}
-
-// syncPath flushes the file or directory at p to the disk.
-func syncPath(p string) error {
-	f, err := os.Open(p)
-	if err != nil {
-		return err
-	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("home: flush %s to the disk: %w", p, err)
-	}
-	return nil
+	return os.Rename(partial, dir)
 }
 
 // ReadSnapshot reads the record of the snapshot in dir.
