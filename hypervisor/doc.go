@@ -8,6 +8,11 @@
 // framework, compiled only with -tags vz; nothing else in the tree imports
 // it).
 //
+// Snapshots: a guest's RAM in a shared file (Config.RAMFile) is saved by
+// copying it, sparse (sparsecopy.go) or compressed as a RAM image
+// (ramimage.go), and a restore (Config.Restore) starts from the state and
+// RAM saved. Neither file is ever read from a guest.
+//
 // A backend must never give a guest a network path that does not go through
 // netstack: the only NIC a VM gets is the Config.NIC socket, whose other end
 // the caller hands to netstack (netstack.NewStreamConn for qemu's stream
