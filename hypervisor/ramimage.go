@@ -194,23 +194,10 @@ func dataBlocks(in *os.File, size int64) ([]int64, error) {
 // stays open. It returns the bytes written. An image that is not whole or
 // not one is an error, and out then holds no guest.
 func LoadRAMImage(out *os.File, src string) (int64, error) {
-	in, err := os.Open(src)
-	if err != nil {
-		return 0, err
-	}
-	defer in.Close()
-	n, err := loadRAMImage(out, in)
-	if err != nil {
-		return n, fmt.Errorf("hypervisor: expand %s into %s: %w", src, out.Name(), err)
-	}
-	return n, nil
+	return fillInto(out, src, "expand", loadRAMImage)
 }
 
-func loadRAMImage(out, in *os.File) (int64, error) {
-	st, err := in.Stat()
-	if err != nil {
-		return 0, err
-	}
+func loadRAMImage(out, in *os.File, fileSize int64) (int64, error) {
 	head := make([]byte, ramImageHeader)
 	if _, err := in.ReadAt(head, 0); err != nil {
 		return 0, fmt.Errorf("not a RAM image: %w", err)
@@ -225,7 +212,7 @@ func loadRAMImage(out, in *os.File) (int64, error) {
 		return 0, fmt.Errorf("a RAM image of %d bytes in %d blocks of %d: inconsistent", size, nblocks, bsize)
 	}
 	start := ramImageHeader + ramImageEntry*nblocks
-	if start > st.Size() {
+	if start > fileSize {
 		return 0, errors.New("a RAM image cut short in its index")
 	}
 	raw := make([]byte, ramImageEntry*nblocks)
@@ -246,7 +233,7 @@ func loadRAMImage(out, in *os.File) (int64, error) {
 		case blockLZ4:
 			ok = e.n > 0 && int64(e.n) < want
 		}
-		if !ok || (e.kind != blockZero && (e.off < uint64(start) || e.off+uint64(e.n) > uint64(st.Size()))) {
+		if !ok || (e.kind != blockZero && (e.off < uint64(start) || e.off+uint64(e.n) > uint64(fileSize))) {
 			return 0, fmt.Errorf("block %d of the RAM image is damaged (kind %d, %d bytes at %d)", i, e.kind, e.n, e.off)
 		}
 		index[i] = e

@@ -30,7 +30,42 @@ func CopySparse(dst, src string, perm os.FileMode) (int64, error) {
 // fillNew makes dst anew (mode perm, replacing a file there) and has fill
 // write it from src; a dst that fill fails to write is removed. verb
 // names what fill does in its error.
-func fillNew(dst, src string, perm os.FileMode, verb string, fill func(out, in *os.File, size int64) (int64, error)) (int64, error) {
+func fillNew(dst, src string, perm os.FileMode, verb string, fill filler) (int64, error) {
+	return withSource(src, func(in *os.File, size int64) (int64, error) {
+		_ = os.Remove(dst)
+		out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+		if err != nil {
+			return 0, err
+		}
+		n, err := fill(out, in, size)
+		if cerr := out.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			_ = os.Remove(dst)
+			return n, fmt.Errorf("hypervisor: %s %s to %s: %w", verb, src, dst, err)
+		}
+		return n, nil
+	})
+}
+
+// filler writes out from in, of size bytes, and returns what it wrote:
+// copySparse, saveRAMImage, loadRAMImage.
+type filler func(out, in *os.File, size int64) (int64, error)
+
+// fillInto has fill write out (open, writable; it stays open) from src.
+func fillInto(out *os.File, src, verb string, fill filler) (int64, error) {
+	return withSource(src, func(in *os.File, size int64) (int64, error) {
+		n, err := fill(out, in, size)
+		if err != nil {
+			return n, fmt.Errorf("hypervisor: %s %s into %s: %w", verb, src, out.Name(), err)
+		}
+		return n, nil
+	})
+}
+
+// withSource opens src and hands it, with its size, to use.
+func withSource(src string, use func(in *os.File, size int64) (int64, error)) (int64, error) {
 	in, err := os.Open(src)
 	if err != nil {
 		return 0, err
@@ -40,39 +75,13 @@ func fillNew(dst, src string, perm os.FileMode, verb string, fill func(out, in *
 	if err != nil {
 		return 0, err
 	}
-	_ = os.Remove(dst)
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
-	if err != nil {
-		return 0, err
-	}
-	n, err := fill(out, in, st.Size())
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		_ = os.Remove(dst)
-		return n, fmt.Errorf("hypervisor: %s %s to %s: %w", verb, src, dst, err)
-	}
-	return n, nil
+	return use(in, st.Size())
 }
 
 // CopySparseInto copies src into out (an open, writable file, whose
 // length becomes src's) as CopySparse does; out stays open.
 func CopySparseInto(out *os.File, src string) (int64, error) {
-	in, err := os.Open(src)
-	if err != nil {
-		return 0, err
-	}
-	defer in.Close()
-	st, err := in.Stat()
-	if err != nil {
-		return 0, err
-	}
-	n, err := copySparse(out, in, st.Size())
-	if err != nil {
-		return n, fmt.Errorf("hypervisor: copy %s into %s: %w", src, out.Name(), err)
-	}
-	return n, nil
+	return fillInto(out, src, "copy", copySparse)
 }
 
 func copySparse(out, in *os.File, size int64) (int64, error) {
