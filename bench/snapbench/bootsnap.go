@@ -20,24 +20,17 @@ type bootResult struct {
 // start` until its first exec, removed after.
 func (b *bench) bootSnapshot(rounds int) (r bootResult, err error) {
 	run := func(extra ...string) (time.Duration, error) {
-		args := append([]string{"run", "--data", b.data, "--ca-dir", b.ca, "--workspace", b.ws}, extra...)
-		return b.timed(append(args, "--", "true")...)
+		return b.timed(append(append(b.sandboxFlags("run"), extra...), "--", "true")...)
 	}
-	for i := range rounds + 1 {
-		cold, err := run("--cold")
-		if err != nil {
-			return r, err
+	r.runCold, r.runSnap, err = series(rounds, "capsem run -- true", "cold", "boot snapshot", func(int) (cold, snap time.Duration, err error) {
+		if cold, err = run("--cold"); err != nil {
+			return
 		}
-		snap, err := run()
-		if err != nil {
-			return r, err
-		}
-		if i == 0 {
-			progress("capsem run -- true, warm-up: cold %s, boot snapshot %s", msf(cold), msf(snap))
-			continue
-		}
-		r.runCold, r.runSnap = append(r.runCold, cold), append(r.runSnap, snap)
-		progress("capsem run -- true %d: cold %s, boot snapshot %s", i, msf(cold), msf(snap))
+		snap, err = run()
+		return
+	})
+	if err != nil {
+		return r, err
 	}
 	newStart := func(name string, extra ...string) (time.Duration, error) {
 		_, ready, err := b.startReady(name, extra...)
@@ -46,21 +39,12 @@ func (b *bench) bootSnapshot(rounds int) (r bootResult, err error) {
 		}
 		return ready, err
 	}
-	for i := range rounds + 1 {
-		cold, err := newStart(fmt.Sprintf("cold-%d", i), "--cold")
-		if err != nil {
-			return r, err
+	r.startCold, r.startSnap, err = series(rounds, "new capsem start + first exec", "cold", "boot snapshot", func(i int) (cold, snap time.Duration, err error) {
+		if cold, err = newStart(fmt.Sprintf("cold-%d", i), "--cold"); err != nil {
+			return
 		}
-		snap, err := newStart(fmt.Sprintf("boot-%d", i))
-		if err != nil {
-			return r, err
-		}
-		if i == 0 {
-			progress("new capsem start + first exec, warm-up: cold %s, boot snapshot %s", msf(cold), msf(snap))
-			continue
-		}
-		r.startCold, r.startSnap = append(r.startCold, cold), append(r.startSnap, snap)
-		progress("new capsem start + first exec %d: cold %s, boot snapshot %s", i, msf(cold), msf(snap))
-	}
-	return r, nil
+		snap, err = newStart(fmt.Sprintf("boot-%d", i))
+		return
+	})
+	return r, err
 }

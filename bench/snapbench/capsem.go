@@ -58,8 +58,12 @@ func (b *bench) timed(args ...string) (time.Duration, error) {
 // start is `capsem start` of name with this run's data, CA and workspace
 // and the default guest, plus extra flags (--from, --cold).
 func (b *bench) start(name string, extra ...string) (time.Duration, error) {
-	args := append([]string{"start", "--data", b.data, "--ca-dir", b.ca, "--workspace", b.ws}, extra...)
-	return b.timed(append(args, name)...)
+	return b.timed(append(append(b.sandboxFlags("start"), extra...), name)...)
+}
+
+// sandboxFlags is command with this run's data, CA and workspace.
+func (b *bench) sandboxFlags(command string) []string {
+	return []string{command, "--data", b.data, "--ca-dir", b.ca, "--workspace", b.ws}
 }
 
 // execTrue is `capsem exec name -- true`.
@@ -181,16 +185,6 @@ func (b *bench) wantState(name, state string) error {
 		return fmt.Errorf("sandbox %s is %s, want %s", name, s.State, state)
 	}
 	return nil
-}
-
-// hasBootSnapshot says whether this capsem restores a boot snapshot:
-// `capsem run --help` lists --cold, the flag that keeps the cold boot.
-func (b *bench) hasBootSnapshot() (bool, error) {
-	out, err := b.capsemCmd(cmdTimeout, "run", "--help")
-	if err != nil {
-		return false, err
-	}
-	return strings.Contains(out, "--cold"), nil
 }
 
 // rmAll removes every sandbox under the run's data directory, whatever

@@ -23,8 +23,7 @@
 //   - the boot snapshot (bootsnap.go): `capsem run -- true` and a new
 //     `capsem start` to exec-ready, each with --cold (the kernel booted)
 //     and without (the boot snapshot restored), alternated; target: the
-//     snapshot's p50 ≤ 0.4× the cold one's. A capsem whose `run --help`
-//     has no --cold has no boot snapshot: those rows say so.
+//     snapshot's p50 ≤ 0.4× the cold one's.
 //
 // Each fork and resume is checked to be one: a marker written to the
 // source guest's /dev/shm before it was saved must be read back from the

@@ -26,24 +26,19 @@ const parallelForks = 8
 // one unmeasured, each timed to its first exec, checked to hold the
 // source's memory and removed before the next; then eight at once.
 func (b *bench) forks(from string, rounds int) (r forkResult, err error) {
-	for i := range rounds + 1 {
+	r.start, r.ready, err = series(rounds, "fork", "start", "+ first exec", func(i int) (start, ready time.Duration, err error) {
 		name := fmt.Sprintf("fork-%d", i)
-		start, ready, e := b.startReady(name, "--from", from)
-		if e == nil {
-			e = b.checkMarker(name)
+		start, ready, err = b.startReady(name, "--from", from)
+		if err == nil {
+			err = b.checkMarker(name)
 		}
-		if e2 := b.rm(name); e == nil {
-			e = e2
+		if e := b.rm(name); err == nil {
+			err = e
 		}
-		if e != nil {
-			return r, e
-		}
-		if i == 0 {
-			progress("fork, warm-up: start %s, + first exec %s", msf(start), msf(ready))
-			continue
-		}
-		r.start, r.ready = append(r.start, start), append(r.ready, ready)
-		progress("fork %d: start %s, + first exec %s", i, msf(start), msf(ready))
+		return start, ready, err
+	})
+	if err != nil {
+		return r, err
 	}
 
 	r.eightStart = make([]time.Duration, parallelForks)

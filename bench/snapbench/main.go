@@ -42,9 +42,8 @@ type results struct {
 	touched   touchedResult
 	touchErr  error
 
-	bootAvail bool
-	boot      bootResult
-	bootErr   error
+	boot    bootResult
+	bootErr error
 }
 
 func main() {
@@ -92,10 +91,6 @@ func run() int {
 	}
 
 	var r results
-	if r.bootAvail, err = b.hasBootSnapshot(); err != nil {
-		progress("%v", err)
-		return 1
-	}
 	if err := b.setUp(&r); err != nil {
 		progress("%v", err)
 		return 1
@@ -119,7 +114,7 @@ func run() int {
 	} else {
 		progress("snapshot of the idle guest: paused %.0f ms, %.1f MiB on disk", r.idle.PausedMS, mibf(r.idle.Bytes))
 	}
-	r.touched, r.touchErr = b.touched(srcName, touchedTag, *flagTouchMiB, r.idle)
+	r.touched, r.touchErr = b.touched(srcName, touchedTag, *flagTouchMiB)
 	if r.touchErr != nil {
 		progress("touched: %v", r.touchErr)
 	}
@@ -139,13 +134,9 @@ func run() int {
 		progress("%v", err)
 	}
 	// 4. The boot snapshot, alone on the machine.
-	if r.bootAvail {
-		r.boot, r.bootErr = b.bootSnapshot(*flagRounds)
-		if r.bootErr != nil {
-			progress("boot snapshot: %v", r.bootErr)
-		}
-	} else {
-		progress("boot snapshot: not available in this build (capsem run --help has no --cold)")
+	r.boot, r.bootErr = b.bootSnapshot(*flagRounds)
+	if r.bootErr != nil {
+		progress("boot snapshot: %v", r.bootErr)
 	}
 	if ctx.Err() != nil {
 		progress("interrupted")
@@ -153,7 +144,7 @@ func run() int {
 	}
 
 	report(&r)
-	for _, e := range []error{r.resumeErr, r.idleErr, r.forkErr, r.touchErr, r.bootErr} {
+	for _, e := range []error{r.resumeErr, r.idleErr, r.forkErr, r.fork.eightErr, r.touchErr, r.bootErr} {
 		if e != nil {
 			return 1
 		}

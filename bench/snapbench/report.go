@@ -51,14 +51,10 @@ func report(r *results) {
 	row("resume: that start + the first `capsem exec NAME -- true`", r.resume.ready, r.resumeErr)
 	row("fork: `capsem start --from SRC@TAG NEW`", r.fork.start, r.forkErr)
 	row("fork: that start + the first `capsem exec NEW -- true`", r.fork.ready, r.forkErr)
-	if r.bootAvail {
-		row("`capsem run --cold -- true` (the kernel booted)", r.boot.runCold, r.bootErr)
-		row("`capsem run -- true` (the boot snapshot)", r.boot.runSnap, r.bootErr)
-		row("a new `capsem start --cold NAME` + first exec", r.boot.startCold, r.bootErr)
-		row("a new `capsem start NAME` (the boot snapshot) + first exec", r.boot.startSnap, r.bootErr)
-	} else {
-		fmt.Printf("| `capsem run -- true` and a new `capsem start`, cold vs the boot snapshot | not available in this build (`capsem run --help` has no `--cold`) | | | 0 |\n")
-	}
+	row("`capsem run --cold -- true` (the kernel booted)", r.boot.runCold, r.bootErr)
+	row("`capsem run -- true` (the boot snapshot)", r.boot.runSnap, r.bootErr)
+	row("a new `capsem start --cold NAME` + first exec", r.boot.startCold, r.bootErr)
+	row("a new `capsem start NAME` (the boot snapshot) + first exec", r.boot.startSnap, r.bootErr)
 
 	f := r.fork
 	if len(f.eightReady) > 0 {
@@ -79,8 +75,8 @@ func report(r *results) {
 		fmt.Printf("\nA guest that touched %d MiB: `head -c %d /dev/urandom` to a file in its /dev/shm (%s, in the guest's RAM; %s in the guest), then `capsem snapshot`; the pause and the bytes are the snapshot's record (`capsem snapshots --json`):\n\n",
 			t.mib, int64(t.mib)<<20, t.shmFS, msf(t.fill))
 		fmt.Printf("| snapshot | guest paused | files on disk | `capsem snapshot`, exec to exit |\n|---|---|---|---|\n")
-		if t.idle.Tag != "" {
-			fmt.Printf("| %s@%s, the idle guest (the forks') | %.1f ms | %.1f MiB | |\n", srcName, t.idle.Tag, t.idle.PausedMS, mibf(t.idle.Bytes))
+		if r.idle.Tag != "" {
+			fmt.Printf("| %s@%s, the idle guest (the forks') | %.1f ms | %.1f MiB | |\n", srcName, r.idle.Tag, r.idle.PausedMS, mibf(r.idle.Bytes))
 		}
 		fmt.Printf("| %s@%s, after %d MiB of random bytes in /dev/shm | %.1f ms | %.1f MiB | %s |\n", srcName, t.snap.Tag, t.mib, t.snap.PausedMS, mibf(t.snap.Bytes), msf(t.wall))
 	}
@@ -121,12 +117,8 @@ func report(r *results) {
 		x := float64(p50(snap)) / float64(p50(cold))
 		target(what, fmt.Sprintf("%.2f× (%s vs %s)", x, msf(p50(snap)), msf(p50(cold))), x <= targetBootSnp)
 	}
-	if r.bootAvail {
-		ratio("`capsem run -- true`: boot snapshot / cold p50 ≤ 0.4×", r.boot.runSnap, r.boot.runCold)
-		ratio("new `capsem start` to exec-ready: boot snapshot / cold p50 ≤ 0.4×", r.boot.startSnap, r.boot.startCold)
-	} else {
-		fmt.Printf("| `capsem run -- true` and a new `capsem start`: boot snapshot / cold p50 ≤ 0.4× | not available in this build | — |\n")
-	}
+	ratio("`capsem run -- true`: boot snapshot / cold p50 ≤ 0.4×", r.boot.runSnap, r.boot.runCold)
+	ratio("new `capsem start` to exec-ready: boot snapshot / cold p50 ≤ 0.4×", r.boot.startSnap, r.boot.startCold)
 }
 
 // commit names the checkout the bench ran from, "+changes" when it has

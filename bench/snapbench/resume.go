@@ -14,26 +14,17 @@ type resumeResult struct {
 // suspended sandbox, then `capsem exec NAME -- true`. It leaves name
 // running.
 func (b *bench) resume(name string, rounds int) (r resumeResult, err error) {
-	for i := range rounds + 1 {
+	r.start, r.ready, err = series(rounds, "resume", "start", "+ first exec", func(int) (start, ready time.Duration, err error) {
 		if err = b.suspend(name); err != nil {
 			return
 		}
 		if err = b.wantState(name, "suspended"); err != nil {
 			return
 		}
-		start, ready, e := b.startReady(name)
-		if e != nil {
-			return r, e
-		}
-		if err = b.checkMarker(name); err != nil {
+		if start, ready, err = b.startReady(name); err != nil {
 			return
 		}
-		if i == 0 {
-			progress("resume, warm-up: start %s, + first exec %s", msf(start), msf(ready))
-			continue
-		}
-		r.start, r.ready = append(r.start, start), append(r.ready, ready)
-		progress("resume %d: start %s, + first exec %s", i, msf(start), msf(ready))
-	}
-	return
+		return start, ready, b.checkMarker(name)
+	})
+	return r, err
 }

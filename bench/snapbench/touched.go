@@ -15,7 +15,6 @@ import (
 type touchedResult struct {
 	mib   int
 	fill  time.Duration // writing the random file in the guest
-	idle  api.Snapshot  // the snapshot of the same guest before, for scale
 	snap  api.Snapshot  // after
 	wall  time.Duration // capsem snapshot, exec to exit
 	shmFS string        // what /dev/shm is in the guest
@@ -23,10 +22,9 @@ type touchedResult struct {
 
 // touched writes mib MiB of random bytes into name's /dev/shm (a tmpfs:
 // they sit in the guest's RAM, and random bytes are neither zero pages
-// nor compressible), then snapshots name as tag. idle is a snapshot of
-// the same guest taken before, shown beside it.
-func (b *bench) touched(name, tag string, mib int, idle api.Snapshot) (r touchedResult, err error) {
-	r.mib, r.idle = mib, idle
+// nor compressible), then snapshots name as tag.
+func (b *bench) touched(name, tag string, mib int) (r touchedResult, err error) {
+	r.mib = mib
 	out, err := b.sh(cmdTimeout, name, "stat -f -c %T /dev/shm")
 	if err != nil {
 		return r, err

@@ -81,14 +81,12 @@ type report struct {
 // listed is what check needs of `go list -json`.
 type listed struct {
 	ImportPath string
-	Name       string
 	Dir        string
 	GoFiles    []string
 	CgoFiles   []string
 	ImportMap  map[string]string
 	ForTest    string
 	DepOnly    bool
-	Standard   bool
 	Module     *struct{ GoVersion string }
 	Error      *struct{ Err string }
 }
@@ -252,7 +250,7 @@ func (i importer) Import(path string) (*types.Package, error) {
 // goList lists patterns and all they import, dependencies first, as built
 // for t with cgo on.
 func goList(dir string, t target, patterns []string) ([]*listed, error) {
-	args := []string{"list", "-e", "-deps", "-json=ImportPath,Name,Dir,GoFiles,CgoFiles,ImportMap,ForTest,DepOnly,Standard,Module,Error"}
+	args := []string{"list", "-e", "-deps", "-json=ImportPath,Dir,GoFiles,CgoFiles,ImportMap,ForTest,DepOnly,Module,Error"}
 	if t.Tests {
 		args = append(args, "-test")
 	}
