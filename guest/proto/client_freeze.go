@@ -225,6 +225,11 @@ func (c *Client) answerThaw(m Thawed) {
 // closed. Failures wrap ErrHandshake.
 func Resume(ctx context.Context, rw io.ReadWriteCloser, opts ClientOptions, agent Hello, ready Ready, thaw Thaw) (*Client, Thawed, error) {
 	thaw.Restored = true
+	// The saved Hello is read from a file: it is checked as a live one is.
+	if err := checkHello(agent, "agent"); err != nil {
+		rw.Close()
+		return nil, Thawed{}, fmt.Errorf("the saved hello: %w", err)
+	}
 	if err := fillThaw(&thaw); err != nil {
 		rw.Close()
 		return nil, Thawed{}, err

@@ -388,8 +388,27 @@ func TestResumeTimeout(t *testing.T) {
 	go io.Copy(io.Discard, a) // reads the Thaw, answers nothing
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	_, _, err := Resume(ctx, h, ClientOptions{}, Hello{}, Ready{}, Thaw{})
+	_, _, err := Resume(ctx, h, ClientOptions{}, Hello{Proto: Version}, Ready{}, Thaw{})
 	if !errors.Is(err, ErrHandshake) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("resume of a silent agent: %v", err)
+	}
+}
+
+// A saved Hello is read from a snapshot's record: Resume checks it as the
+// handshake checks a live one, before anything is sent.
+func TestResumeRefusesBadHello(t *testing.T) {
+	for _, c := range []struct {
+		hello Hello
+		why   string
+	}{
+		{Hello{Proto: Version + 1}, "another protocol version"},
+		{Hello{Proto: Version, Window: MaxWindow + 1}, "a window over MaxWindow"},
+	} {
+		a, h := net.Pipe()
+		_, _, err := Resume(context.Background(), h, ClientOptions{}, c.hello, Ready{}, Thaw{})
+		a.Close()
+		if !errors.Is(err, ErrHandshake) {
+			t.Errorf("%s: %v, want ErrHandshake", c.why, err)
+		}
 	}
 }

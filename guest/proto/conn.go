@@ -235,6 +235,19 @@ func (c *Conn) HostHandshake(mine Hello) (Hello, error) {
 	return peer, nil
 }
 
+// checkHello refuses a peer's Hello this side cannot speak to: another
+// protocol version, a window over MaxWindow. who names the peer.
+func checkHello(h Hello, who string) error {
+	if h.Proto != Version {
+		return fmt.Errorf("%w: the %s speaks protocol version %d, this side %d: use a %s built from the same capsem release",
+			ErrHandshake, who, h.Proto, Version, who)
+	}
+	if h.Window > MaxWindow {
+		return fmt.Errorf("%w: the %s's window %d exceeds %d", ErrHandshake, who, h.Window, MaxWindow)
+	}
+	return nil
+}
+
 func (c *Conn) readHello(who string) (Hello, error) {
 	m, err := c.Recv()
 	if err != nil {
@@ -245,14 +258,11 @@ func (c *Conn) readHello(who string) (Hello, error) {
 	}
 	switch h := m.(type) {
 	case Hello:
-		if h.Proto != Version {
-			err := fmt.Errorf("%w: the %s speaks protocol version %d, this side %d: use a %s built from the same capsem release",
-				ErrHandshake, who, h.Proto, Version, who)
-			_ = c.Send(Error{Msg: err.Error()})
+		if err := checkHello(h, who); err != nil {
+			if h.Proto != Version {
+				_ = c.Send(Error{Msg: err.Error()})
+			}
 			return Hello{}, err
-		}
-		if h.Window > MaxWindow {
-			return Hello{}, fmt.Errorf("%w: the %s's window %d exceeds %d", ErrHandshake, who, h.Window, MaxWindow)
 		}
 		return h, nil
 	case Error:
