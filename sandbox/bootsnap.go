@@ -85,6 +85,11 @@ func diskSize(path string) int64 {
 // size as the booted guest left it (DiskFile): a restore needs that disk,
 // not cfg's (supervisor.FromBoot copies it into a new sandbox).
 func BootSnapshot(ctx context.Context, root string, cfg Config) (*Restore, error) {
+	if !filepath.IsAbs(root) {
+		// "" from a cache directory that could not be found would put
+		// the snapshot in the working directory.
+		return nil, fmt.Errorf("sandbox: the boot snapshots' directory %q is not an absolute path (is $HOME or $XDG_CACHE_HOME set?)", root)
+	}
 	key := BootKey(&cfg)
 	dir := filepath.Join(root, key)
 	if r, ok := readBootSnapshot(dir, key); ok {

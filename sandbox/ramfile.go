@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -19,8 +20,12 @@ const shmRoot = "/dev/shm"
 // or "" and why not (the guest then runs, but cannot be saved): no tmpfs,
 // or less room on it than the guest's memory — a guest whose RAM file
 // cannot grow is killed by SIGBUS (Docker's /dev/shm is 64 MiB). Files
-// left by dead processes are removed.
+// left by dead processes are removed. Off Linux it is "" and no error:
+// vz saves the whole machine, RAM included, and needs no RAM file.
 func RAMFilePath(name string, memMiB int) (string, error) {
+	if runtime.GOOS != "linux" {
+		return "", nil
+	}
 	var st syscall.Statfs_t
 	const tmpfsMagic = 0x01021994
 	if err := syscall.Statfs(shmRoot, &st); err != nil || st.Type != tmpfsMagic {

@@ -28,22 +28,21 @@ const (
 	DiskFile = "disk.ext4"
 )
 
-// GuestFiles are the files a saved guest may have in its directory, and
-// that a restore reads (the disk apart).
-var GuestFiles = []string{StateFile, RAMFile, RAMImageFile}
+// SavedFiles are the files of the guest saved in dir that a restore
+// reads: its state and its RAM, compressed or not (the disk apart).
+func SavedFiles(dir string) []string {
+	ram, _ := savedRAM(dir)
+	return []string{StateFile, filepath.Base(ram)}
+}
 
 // savedRAM is the RAM file of the guest saved in dir, and whether it is
 // compressed.
 func savedRAM(dir string) (path string, compressed bool) {
-	if p := filepath.Join(dir, RAMImageFile); fileExists(p) {
+	p := filepath.Join(dir, RAMImageFile)
+	if _, err := os.Lstat(p); err == nil {
 		return p, true
 	}
 	return filepath.Join(dir, RAMFile), false
-}
-
-func fileExists(p string) bool {
-	_, err := os.Lstat(p)
-	return err == nil
 }
 
 // vmSaver is what a save needs of the VM: both backends have it (vz's

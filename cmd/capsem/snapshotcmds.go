@@ -2,11 +2,9 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -130,11 +128,7 @@ func suspendCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			deadline := time.Now().Add(supervisor.StopGrace)
-			for d.Locked() && time.Now().Before(deadline) {
-				time.Sleep(50 * time.Millisecond)
-			}
-			if d.Locked() {
+			if !d.WaitUnlocked(supervisor.StopGrace) {
 				return fmt.Errorf("sandbox %s was saved but its supervisor did not exit within %s; its log: %s", d.Name, supervisor.StopGrace, d.Log())
 			}
 			fmt.Fprintf(c.App.ErrWriter, "capsem: sandbox %s suspended (%s saved, the guest paused %.0f ms); capsem start %s resumes it\n",
@@ -154,9 +148,6 @@ func splitFrom(data, v string) (home.Dir, string, error) {
 		if err := home.CheckTag(tag); err != nil {
 			return home.Dir{}, "", usageError{fmt.Errorf("--from %s: %w", v, err)}
 		}
-	}
-	if strings.Count(v, "@") > 1 {
-		return home.Dir{}, "", usageError{errors.New("--from " + v + ": want SANDBOX or SANDBOX@TAG")}
 	}
 	d := home.New(data, name)
 	if !d.Exists() {

@@ -156,6 +156,13 @@ func forkSandbox(c *cli.Context, d home.Dir, from string) error {
 	if err != nil {
 		return err
 	}
+	// The guest's CPUs and memory are the snapshot's, which the source
+	// may have changed since (start --memory).
+	_, m, err := src.FindSnapshot(tag)
+	if err != nil {
+		return err
+	}
+	base.CPUs, base.MemoryMiB = m.CPUs, m.MemoryMiB
 	s, _, err := resolveSettings(c, d, &base)
 	if err != nil {
 		return err

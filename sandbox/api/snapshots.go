@@ -6,7 +6,6 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
-	"strings"
 
 	"github.com/capsem/capsem/guest/proto"
 )
@@ -60,15 +59,25 @@ func serveSnapshots(mux *http.ServeMux, b Backend) {
 	})
 }
 
+// The errors a Backend's snapshot methods wrap, for their HTTP status.
+var (
+	// ErrSnapshotExists: the tag is taken (409).
+	ErrSnapshotExists = errors.New("api: the snapshot exists")
+	// ErrStopping: the sandbox stops, and saves nothing more (409).
+	ErrStopping = errors.New("the sandbox is stopping")
+	// ErrBadTag: not a snapshot tag (400); its text begins the message
+	// that says why (home.CheckTag).
+	ErrBadTag = errors.New("snapshot tag")
+)
+
 // snapshotStatus is the HTTP status of a snapshot error.
 func snapshotStatus(err error) int {
-	msg := err.Error()
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return http.StatusNotFound
-	case errors.Is(err, proto.ErrBusy), strings.Contains(msg, "exists"), strings.Contains(msg, "stopping"):
+	case errors.Is(err, proto.ErrBusy), errors.Is(err, ErrSnapshotExists), errors.Is(err, ErrStopping):
 		return http.StatusConflict
-	case strings.Contains(msg, "snapshot tag"):
+	case errors.Is(err, ErrBadTag):
 		return http.StatusBadRequest
 	}
 	return http.StatusInternalServerError

@@ -35,6 +35,19 @@ func (d Dir) Locked() bool {
 	return false
 }
 
+// WaitUnlocked waits, looking every 50 ms, until no supervisor holds the
+// sandbox's lock (true) or timeout has passed with one holding it (false).
+func (d Dir) WaitUnlocked(timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for d.Locked() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return true
+}
+
 // Lock takes the sandbox's lock for a supervisor, for as long as the
 // returned file stays open (the kernel drops it when the process dies,
 // however it dies). A lock held by another is an AlreadyRunningError.

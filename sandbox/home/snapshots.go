@@ -49,7 +49,7 @@ func (d Dir) SuspendDir() string { return filepath.Join(d.Dir, "suspended") }
 // directory name, and NAME@TAG must read one way.
 func CheckTag(tag string) error {
 	if !NameRule.MatchString(tag) {
-		return fmt.Errorf("snapshot tag %q: want 1 to 63 of a-z, 0-9 and '-', starting with a letter or digit", tag)
+		return fmt.Errorf("%w %q: want 1 to 63 of a-z, 0-9 and '-', starting with a letter or digit", api.ErrBadTag, tag)
 	}
 	return nil
 }
@@ -124,6 +124,10 @@ func (d Dir) FindSnapshot(tag string) (string, api.Snapshot, error) {
 			return "", api.Snapshot{}, err
 		}
 		dir := d.SnapshotDir(tag)
+		if fi, err := os.Lstat(dir); err == nil && !fi.IsDir() {
+			// As the listing does: a snapshot is a directory, not a link.
+			return "", api.Snapshot{}, fmt.Errorf("sandbox %s: %s is not a snapshot directory", d.Name, dir)
+		}
 		m, err := ReadSnapshot(dir)
 		if errors.Is(err, fs.ErrNotExist) {
 			return "", m, fmt.Errorf("sandbox %s has no snapshot %q (capsem snapshots %s lists them)", d.Name, tag, d.Name)
@@ -141,10 +145,11 @@ func (d Dir) FindSnapshot(tag string) (string, api.Snapshot, error) {
 	return d.SnapshotDir(m.Tag), m, nil
 }
 
-// Suspended is the saved guest the next start resumes, if there is one.
-func (d Dir) Suspended() (api.Snapshot, bool) {
-	m, err := ReadSnapshot(d.SuspendDir())
-	return m, err == nil
+// Suspended is the saved guest the next start resumes. An error that is
+// fs.ErrNotExist means there is none (or a suspend that did not finish);
+// any other, a saved guest whose record cannot be read.
+func (d Dir) Suspended() (api.Snapshot, error) {
+	return ReadSnapshot(d.SuspendDir())
 }
 
 // SnapshotBytes is what the sandbox's snapshots and suspended guest take

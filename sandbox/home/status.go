@@ -1,6 +1,8 @@
 package home
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 
 	"github.com/capsem/capsem/guest/image"
@@ -33,7 +35,7 @@ func (d Dir) Status(policySHA func(path string) string) (api.Status, error) {
 		st.Crash = "its supervisor died without stopping it"
 	default:
 		st.State = api.StateStopped
-		if _, ok := d.Suspended(); ok {
+		if _, err := d.Suspended(); !errors.Is(err, fs.ErrNotExist) {
 			st.State = api.StateSuspended
 		}
 	}

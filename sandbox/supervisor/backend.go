@@ -2,7 +2,6 @@ package supervisor
 
 import (
 	"context"
-	"errors"
 	"io"
 	"strings"
 
@@ -37,7 +36,7 @@ func (s *supervisor) Status() api.Status {
 func (s *supervisor) Exec(ctx context.Context, ex proto.Exec) (*proto.Session, error) {
 	select {
 	case <-s.stopping:
-		return nil, errors.New("the sandbox is stopping")
+		return nil, api.ErrStopping
 	default:
 	}
 	senv, _ := sandbox.SecretEnv(s.sb.Policy(), nil)

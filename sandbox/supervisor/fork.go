@@ -2,9 +2,7 @@ package supervisor
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -68,10 +66,7 @@ func stageSuspended(d home.Dir, dir string, m api.Snapshot) error {
 	if err := os.MkdirAll(partial, 0o700); err != nil {
 		return err
 	}
-	for _, f := range sandbox.GuestFiles {
-		if _, err := os.Lstat(filepath.Join(dir, f)); errors.Is(err, fs.ErrNotExist) && f != sandbox.StateFile {
-			continue // the RAM is in one of its two files
-		}
+	for _, f := range sandbox.SavedFiles(dir) {
 		if err := linkOrCopy(filepath.Join(dir, f), filepath.Join(partial, f)); err != nil {
 			_ = os.RemoveAll(partial)
 			return err

@@ -3,6 +3,7 @@ package supervisor
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"sort"
 
@@ -23,13 +24,14 @@ type pending struct {
 // it).
 func pendingRestore(d home.Dir, s home.Settings, o Options) (*pending, error) {
 	_ = os.RemoveAll(home.PartialDir(d.SuspendDir())) // a suspend or fork that did not finish
-	m, ok := d.Suspended()
-	if !ok {
-		_ = os.RemoveAll(d.SuspendDir()) // an interrupted suspend saved nothing whole
-		return nil, nil
-	}
-	if o.Cold {
+	m, err := d.Suspended()
+	if o.Cold || errors.Is(err, fs.ErrNotExist) {
+		// --cold discards it; without a record, a suspend did not
+		// finish and saved nothing whole.
 		return nil, os.RemoveAll(d.SuspendDir())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sandbox %s has a saved guest whose record cannot be read (%w); capsem start --cold %s discards it and boots afresh", d.Name, err, d.Name)
 	}
 	var why string
 	switch {

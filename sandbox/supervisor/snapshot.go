@@ -16,9 +16,6 @@ import (
 // The snapshots of a running sandbox: the api.Backend's part that saves
 // its guest (sandbox.Save) into the files sandbox/home lays out.
 
-// ErrSnapshotExists is returned for a tag already taken.
-var ErrSnapshotExists = errors.New("supervisor: the snapshot exists")
-
 // saveTimeout bounds one save: the agent's freeze, the pause and the copy
 // of the touched RAM and of the disk (seconds for GiBs).
 const saveTimeout = 5 * time.Minute
@@ -26,6 +23,10 @@ const saveTimeout = 5 * time.Minute
 // TakeSnapshot saves the guest as snapshot tag ("": the time) and lets
 // it go on.
 func (s *supervisor) TakeSnapshot(ctx context.Context, tag string) (api.Snapshot, error) {
+	// Two saves in one second share the default tag, and one's partial
+	// directory: the second must see the first's snapshot.
+	s.saveMu.Lock()
+	defer s.saveMu.Unlock()
 	if tag == "" {
 		tag = home.DefaultTag(time.Now())
 	}
@@ -34,7 +35,7 @@ func (s *supervisor) TakeSnapshot(ctx context.Context, tag string) (api.Snapshot
 	}
 	dir := s.dir.SnapshotDir(tag)
 	if _, err := os.Stat(dir); err == nil {
-		return api.Snapshot{}, fmt.Errorf("%w: sandbox %s has a snapshot %q already (capsem snapshot rm %s %s removes it)", ErrSnapshotExists, s.dir.Name, tag, s.dir.Name, tag)
+		return api.Snapshot{}, fmt.Errorf("%w: sandbox %s has a snapshot %q already (capsem snapshot rm %s %s removes it)", api.ErrSnapshotExists, s.dir.Name, tag, s.dir.Name, tag)
 	}
 	// Compressed: snapshots are kept, and forked; a fork's start expands
 	// the RAM while QEMU starts.
@@ -50,6 +51,8 @@ func (s *supervisor) TakeSnapshot(ctx context.Context, tag string) (api.Snapshot
 // Suspend saves the guest to the sandbox's suspended state and stops the
 // sandbox: the next start resumes it.
 func (s *supervisor) Suspend(ctx context.Context) (api.Snapshot, error) {
+	s.saveMu.Lock()
+	defer s.saveMu.Unlock()
 	_ = os.RemoveAll(s.dir.SuspendDir())
 	// Not compressed: the next start waits for the RAM, and a sparse copy
 	// of a booted guest's is 40-60 ms, its expansion 80-90 ms (TCG's QEMU
@@ -69,7 +72,7 @@ func (s *supervisor) Suspend(ctx context.Context) (api.Snapshot, error) {
 func (s *supervisor) save(ctx context.Context, dir string, o sandbox.SaveOptions) (api.Snapshot, error) {
 	select {
 	case <-s.stopping:
-		return api.Snapshot{}, errors.New("the sandbox is stopping")
+		return api.Snapshot{}, api.ErrStopping
 	default:
 	}
 	ctx, cancel := context.WithTimeout(ctx, saveTimeout)

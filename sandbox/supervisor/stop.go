@@ -26,27 +26,21 @@ func Stop(ctx context.Context, d home.Dir, kill bool) error {
 	if err != nil && !kill {
 		return fmt.Errorf("sandbox %s: the supervisor did not take the stop (%v); its log: %s", d.Name, err, d.Log())
 	}
-	deadline := time.Now().Add(StopGrace)
+	grace := StopGrace
 	if err != nil {
-		deadline = time.Now()
+		grace = 0
 	}
-	for d.Locked() {
-		if time.Now().After(deadline) {
-			if !kill {
-				return fmt.Errorf("sandbox %s did not stop within %s; its log: %s (capsem rm --force %s kills it)", d.Name, StopGrace, d.Log(), d.Name)
-			}
-			if l, ok := d.ReadLaunch(); ok && l.PID > 0 {
-				_ = syscall.Kill(l.PID, syscall.SIGKILL) // QEMU dies with it
-			}
-			for i := 0; d.Locked() && i < 100; i++ {
-				time.Sleep(50 * time.Millisecond)
-			}
-			if d.Locked() {
-				return fmt.Errorf("sandbox %s: its supervisor holds on after SIGKILL", d.Name)
-			}
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
+	if d.WaitUnlocked(grace) {
+		return nil
+	}
+	if !kill {
+		return fmt.Errorf("sandbox %s did not stop within %s; its log: %s (capsem rm --force %s kills it)", d.Name, StopGrace, d.Log(), d.Name)
+	}
+	if l, ok := d.ReadLaunch(); ok && l.PID > 0 {
+		_ = syscall.Kill(l.PID, syscall.SIGKILL) // QEMU dies with it
+	}
+	if !d.WaitUnlocked(5 * time.Second) {
+		return fmt.Errorf("sandbox %s: its supervisor holds on after SIGKILL", d.Name)
 	}
 	return nil
 }

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -44,6 +43,7 @@ type supervisor struct {
 	started   time.Time
 	host      string      // Options.Host: the capsem a snapshot records
 	suspended atomic.Bool // the guest was saved by Suspend: it is discarded, not shut down
+	saveMu    sync.Mutex  // one TakeSnapshot or Suspend at a time, from its tag's check to its commit
 
 	stopOnce sync.Once
 	stopping chan struct{} // closed when a stop is asked for
@@ -147,10 +147,6 @@ func Run(ctx context.Context, data, name string, o Options, report func(Ready)) 
 		return err
 	}
 	ramFile, err := sandbox.RAMFilePath(name, settings.MemoryMiB)
-	if runtime.GOOS != "linux" {
-		// vz saves the whole machine, RAM included: no RAM file.
-		ramFile, err = "", nil
-	}
 	if err != nil {
 		if restore != nil {
 			_ = rs.End(nil)
