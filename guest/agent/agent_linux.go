@@ -67,6 +67,16 @@ type Config struct {
 	// and reseeds its generator at Thaw (AddEntropy): a restored or forked
 	// guest's generator is a copy of another guest's. nil: not done.
 	Reseed func(seed []byte) error
+	// Conns, if set, brings the host's later connections, for a transport
+	// whose connection does not survive a snapshot: under Apple's
+	// Virtualization framework a restored guest's vsock connections are
+	// reset and its new host dials again. One that arrives while frozen
+	// replaces the stream (the old one is closed), and the new host's
+	// Thaw (proto.Resume) goes on from there; one that arrives otherwise
+	// is closed, since a guest has one host at a time. nil: the stream
+	// Serve was given is the only one (a virtio-serial port, which a
+	// restored guest keeps).
+	Conns  <-chan io.ReadWriteCloser
 	Logger *slog.Logger
 }
 
@@ -134,6 +144,13 @@ type server struct {
 	// mounted.
 	frozen    bool
 	wsMounted bool
+	// isFrozen mirrors frozen for the goroutine taking Config.Conns; next
+	// hands the loop the connection it took (rebind_linux.go).
+	isFrozen atomic.Bool
+	next     chan io.ReadWriteCloser
+
+	rwMu sync.Mutex
+	rw   io.ReadWriteCloser // the stream: Serve's, or the last from Conns
 
 	mu       sync.Mutex
 	sessions map[uint32]*session
@@ -144,7 +161,7 @@ type server struct {
 // Serve speaks the agent's side of the protocol over rw until the host
 // sends Shutdown (ErrShutdown), the stream ends (io.EOF) or ctx is done.
 // When it returns, every session's process group has been killed and rw is
-// closed.
+// closed (and so is a later connection from Config.Conns).
 //
 // The agent speaks first: on a virtio-serial port a write waits until the
 // host end is connected, while a read would return EOF at once.
@@ -152,11 +169,20 @@ func Serve(ctx context.Context, rw io.ReadWriteCloser, cfg Config) error {
 	cfg.defaults()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stop := context.AfterFunc(ctx, func() { rw.Close() })
+	s := &server{cfg: cfg, conn: proto.NewConn(rw), log: cfg.Logger, sessions: map[uint32]*session{}, rw: rw, next: make(chan io.ReadWriteCloser, 1)}
+	stop := context.AfterFunc(ctx, s.closeStream)
 	defer stop()
-	defer rw.Close()
-
-	s := &server{cfg: cfg, conn: proto.NewConn(rw), log: cfg.Logger, sessions: map[uint32]*session{}}
+	defer func() {
+		s.closeStream()
+		select {
+		case rw := <-s.next:
+			rw.Close()
+		default:
+		}
+	}()
+	if cfg.Conns != nil {
+		go s.takeConns(ctx)
+	}
 	s.wsMounted = cfg.Workspace != nil && !cfg.Workspace.Deferred
 	defer s.shutdown()
 
@@ -206,6 +232,12 @@ func (s *server) loop(ctx context.Context) error {
 		if err != nil {
 			if ctx.Err() != nil {
 				return context.Cause(ctx)
+			}
+			if s.frozen && s.cfg.Conns != nil {
+				if err := s.rebind(ctx, err); err != nil {
+					return err
+				}
+				continue
 			}
 			return err
 		}

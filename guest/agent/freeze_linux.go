@@ -52,7 +52,7 @@ func (s *server) freeze(m proto.Freeze) error {
 		}
 		s.wsMounted = false
 	}
-	s.frozen = true
+	s.setFrozen(true)
 	return s.conn.Hold(context.Background(), proto.Frozen{})
 }
 
@@ -112,7 +112,7 @@ func (s *server) thaw(m proto.Thaw) error {
 			warn("no file events: %v", err)
 		}
 	}
-	s.frozen = false
+	s.setFrozen(false)
 	th.Uptime = uptime()
 	s.log.Info("thawed", "restored", m.Restored, "warnings", len(th.Warnings))
 	return s.conn.Release(context.Background(), th)

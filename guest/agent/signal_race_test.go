@@ -49,6 +49,17 @@ func newRawHostConfig(t *testing.T, cfg Config) *rawHost {
 	} else if _, ok := m.(proto.Ready); !ok {
 		t.Fatalf("%v before ready", m.Type())
 	}
+	h := rawHostOn(c)
+	t.Cleanup(func() {
+		b.Close()
+		<-served
+	})
+	return h
+}
+
+// rawHostOn reads c's frames into the rawHost's channel, closed when the
+// stream ends.
+func rawHostOn(c *proto.Conn) *rawHost {
 	h := &rawHost{Conn: c, in: make(chan proto.Message, 64)}
 	go func() {
 		defer close(h.in)
@@ -60,10 +71,6 @@ func newRawHostConfig(t *testing.T, cfg Config) *rawHost {
 			h.in <- m
 		}
 	}()
-	t.Cleanup(func() {
-		b.Close()
-		<-served
-	})
 	return h
 }
 

@@ -11,7 +11,7 @@
 // mount the workspace (WorkspaceMount: 9p under QEMU, virtiofs under vz),
 // install the capsem CA (InstallCA, CAEnv), lock the kernel down
 // (EarlySysctls, LockdownSysctls, SwapOff), find the control port
-// (FindPort, OpenPort, ListenVsock) and power off (Poweroff).
+// (FindPort, OpenPort, NewVsockListener) and power off (Poweroff).
 //
 // The kernel command line it reads is the boot contract of
 // guest/bootparam, which parses it and lists its parameters.

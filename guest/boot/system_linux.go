@@ -164,43 +164,74 @@ func makeRawIfTTY(fd int) error {
 	return unix.IoctlSetTermios(fd, unix.TCSETS, t)
 }
 
-// ListenVsock listens on vsock port (any CID) and accepts one connection:
-// the host's, under Apple's Virtualization framework. The returned file is
-// non-blocking, so Close interrupts a Read.
-func ListenVsock(port uint32, timeout time.Duration) (*os.File, error) {
+// VsockListener listens on a vsock port for as long as the agent serves:
+// the host of a guest restored from a snapshot connects again (the
+// framework does not carry vsock connections across a save).
+//
+// Only the host's connections are taken (peer CID 2): with a loopback
+// transport in the guest, a guest process could otherwise connect to the
+// agent's port and take the channel of a frozen agent over from its host.
+type VsockListener struct {
+	f    *os.File
+	port uint32
+	peer uint32 // the CID accepted from: the host's; tests change it
+}
+
+// NewVsockListener listens on vsock port, any CID.
+func NewVsockListener(port uint32) (*VsockListener, error) {
 	fd, err := unix.Socket(unix.AF_VSOCK, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
 	if err != nil {
 		return nil, fmt.Errorf("vsock: %w (are the vsock modules in the module list?)", err)
 	}
-	ln := os.NewFile(uintptr(fd), "vsock-listen:"+strconv.Itoa(int(port)))
-	defer ln.Close()
+	f := os.NewFile(uintptr(fd), "vsock-listen:"+strconv.Itoa(int(port)))
 	if err := unix.Bind(fd, &unix.SockaddrVM{CID: unix.VMADDR_CID_ANY, Port: port}); err != nil {
+		f.Close()
 		return nil, fmt.Errorf("vsock bind port %d: %w", port, err)
 	}
 	if err := unix.Listen(fd, 1); err != nil {
+		f.Close()
 		return nil, fmt.Errorf("vsock listen: %w", err)
 	}
+	return &VsockListener{f: f, port: port, peer: unix.VMADDR_CID_HOST}, nil
+}
+
+// Accept waits for the next connection, for at most timeout (0: no
+// limit), or until Close. The returned file is non-blocking, so Close
+// interrupts a Read.
+func (l *VsockListener) Accept(timeout time.Duration) (*os.File, error) {
 	if timeout > 0 {
-		_ = ln.SetReadDeadline(time.Now().Add(timeout))
+		_ = l.f.SetReadDeadline(time.Now().Add(timeout))
+	} else {
+		_ = l.f.SetReadDeadline(time.Time{})
 	}
-	rc, err := ln.SyscallConn()
+	rc, err := l.f.SyscallConn()
 	if err != nil {
 		return nil, err
 	}
-	var nfd int
-	var aerr error
-	err = rc.Read(func(fd uintptr) bool {
-		nfd, _, aerr = unix.Accept4(int(fd), unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK)
-		return aerr != unix.EAGAIN
-	})
-	if err != nil {
-		return nil, fmt.Errorf("vsock accept: %w", err)
+	for {
+		var nfd int
+		var sa unix.Sockaddr
+		var aerr error
+		err = rc.Read(func(fd uintptr) bool {
+			nfd, sa, aerr = unix.Accept4(int(fd), unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK)
+			return aerr != unix.EAGAIN
+		})
+		if err != nil {
+			return nil, fmt.Errorf("vsock accept: %w", err)
+		}
+		if aerr != nil {
+			return nil, fmt.Errorf("vsock accept: %w", aerr)
+		}
+		if vm, ok := sa.(*unix.SockaddrVM); !ok || vm.CID != l.peer {
+			unix.Close(nfd)
+			continue
+		}
+		return os.NewFile(uintptr(nfd), "vsock:"+strconv.Itoa(int(l.port))), nil
 	}
-	if aerr != nil {
-		return nil, fmt.Errorf("vsock accept: %w", aerr)
-	}
-	return os.NewFile(uintptr(nfd), "vsock:"+strconv.Itoa(int(port))), nil
 }
+
+// Close stops listening; a waiting Accept returns.
+func (l *VsockListener) Close() error { return l.f.Close() }
 
 // RaiseNofileLimit lifts the hard limit on open files to fs.nr_open (the
 // watcher pins one descriptor per workspace directory) and leaves the soft

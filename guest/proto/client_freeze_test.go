@@ -82,6 +82,36 @@ func TestConnHold(t *testing.T) {
 	}
 }
 
+// Rebind moves a holding Conn to a new stream: what was held is written
+// there on Release, the new stream is read, and a write error of the old
+// one is forgotten. Not holding, it is refused.
+func TestConnRebind(t *testing.T) {
+	var old, next bytes.Buffer
+	c := NewConn(&old)
+	if err := c.Rebind(&next); err == nil {
+		t.Fatal("rebind while not holding: no error")
+	}
+	_ = c.Hold(context.Background(), Frozen{})
+	_ = c.Send(Pong{Seq: 1})
+	c.werr = errors.New("the old stream broke")
+	next.Write(frames(t, Thaw{Time: 5}))
+	if err := c.Rebind(&next); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := c.Recv(); err != nil || m.(Thaw).Time != 5 {
+		t.Fatalf("read from the new stream: %v %v", m, err)
+	}
+	if err := c.Release(context.Background(), Thawed{Uptime: 1}); err != nil {
+		t.Fatalf("release after rebind: %v", err)
+	}
+	if want := frames(t, Thawed{Uptime: 1}, Pong{Seq: 1}); !bytes.Equal(next.Bytes(), want) {
+		t.Fatalf("new stream got % x, want % x", next.Bytes(), want)
+	}
+	if want := frames(t, Frozen{}); !bytes.Equal(old.Bytes(), want) {
+		t.Fatalf("old stream got % x after the rebind", old.Bytes())
+	}
+}
+
 // snapAgent is a fake agent that freezes as asked (or refuses with
 // refused), and reports on got every message it receives.
 func snapAgent(t *testing.T, refused Frozen) (*Client, chan Message) {

@@ -2,6 +2,8 @@ package proto
 
 import (
 	"context"
+	"errors"
+	"io"
 )
 
 // Holding the sends of a Conn, for a snapshot (Freeze … Thaw).
@@ -86,6 +88,24 @@ func (c *Conn) Drop() int {
 	n := len(c.held)
 	c.held = nil
 	return n
+}
+
+// Rebind moves the Conn onto a new stream rw: for a transport whose
+// connection does not survive a snapshot (vsock under Apple's
+// Virtualization framework, where a restored guest's host connects anew),
+// the agent goes on with the new host's connection. Only while holding,
+// so no frame of the old stream is half-written; what is held stays held
+// for Release or Drop. The old stream's write error is forgotten and its
+// reader replaced, with whatever it had buffered: call Rebind from the
+// goroutine that calls Recv. The old stream is the caller's to close.
+func (c *Conn) Rebind(rw io.ReadWriter) error {
+	c.wsem <- struct{}{}
+	defer c.unlock()
+	if !c.holding.Load() {
+		return errors.New("proto: rebind of a connection that is not holding its sends: a frame could be half-written")
+	}
+	c.rw, c.r, c.werr = rw, NewReader(rw), nil
+	return nil
 }
 
 // Holding reports whether Sends are held (between Hold and Release).

@@ -97,12 +97,15 @@
 // None of this has run here: Linux CI has no framework. The unit tests
 // run the logic above against a fake machine, and tools/darwintypecheck
 // type-checks the calls into the binding; a save and a restore on a Mac
-// running macOS 14 or later are still to be done. In particular the
-// control channel after a restore is unproven: vsock connections do not
-// survive a save and restore (the new VM has a new host side), and the
-// guest agent accepts one vsock connection at boot only, so a restored
-// guest needs an agent that listens again after Freeze before the host's
-// new connection can reach it.
+// running macOS 14 or later are still to be done. The control channel
+// after a restore rests on this: vsock connections do not survive a save
+// and restore (the restored VM is a new one on the host's side), so the
+// new VM's controlConn dials the agent again, and the agent, which listens
+// for as long as it serves, takes a connection that arrives while it is
+// frozen as its new host's (agent.Config.Conns) and answers its Thaw
+// there. The agent's half is tested on Linux; the framework's reset of the
+// guest's old connection is not relied on (the new connection closes the
+// old one).
 //
 // What this package must never do: give the guest a network path that does
 // not go through netstack. No NAT attachment, no bridged attachment, no

@@ -161,7 +161,7 @@ func TestSetupInstallsTheHostsCA(t *testing.T) {
 	bi := bootInfo{Root: root, Workspace: t.TempDir(), Ready: proto.Ready{Addr: "198.18.0.2/24", Warnings: []string{"boot warning"}}}
 	a, b := net.Pipe()
 	served := make(chan error, 1)
-	go func() { served <- serve(context.Background(), a, bi, slog.New(slog.DiscardHandler)) }()
+	go func() { served <- serve(context.Background(), a, nil, bi, slog.New(slog.DiscardHandler)) }()
 	// Time far off: an unmanaged server (not PID 1's) must not touch the clock.
 	cl, err := proto.NewClient(context.Background(), b, proto.ClientOptions{CA: ca, Time: time.Unix(1, 0)})
 	if err != nil {
@@ -189,7 +189,7 @@ func TestSetupInstallsTheHostsCA(t *testing.T) {
 	}
 	// A CA that is not a certificate fails the setup, and the host hears why.
 	a, b = net.Pipe()
-	go func() { served <- serve(context.Background(), a, bi, slog.New(slog.DiscardHandler)) }()
+	go func() { served <- serve(context.Background(), a, nil, bi, slog.New(slog.DiscardHandler)) }()
 	if _, err := proto.NewClient(context.Background(), b, proto.ClientOptions{CA: "junk"}); err == nil || !strings.Contains(err.Error(), "PEM") {
 		t.Fatalf("junk CA: %v", err)
 	}
@@ -280,7 +280,7 @@ func TestServeFreezeThawWorkspace(t *testing.T) {
 			})
 			bi := bootInfo{Workspace: ws, WSMount: spec, WSDefer: c.deferred}
 			a, b := net.Pipe()
-			go func() { _ = serve(context.Background(), a, bi, slog.New(slog.DiscardHandler)) }()
+			go func() { _ = serve(context.Background(), a, nil, bi, slog.New(slog.DiscardHandler)) }()
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			cl, err := proto.NewClient(ctx, b, proto.ClientOptions{})
@@ -338,7 +338,7 @@ func TestServeFreezeBusyWorkspace(t *testing.T) {
 
 	a, b := net.Pipe()
 	go func() {
-		_ = serve(context.Background(), a, bootInfo{Workspace: ws, WSMount: spec}, slog.New(slog.DiscardHandler))
+		_ = serve(context.Background(), a, nil, bootInfo{Workspace: ws, WSMount: spec}, slog.New(slog.DiscardHandler))
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

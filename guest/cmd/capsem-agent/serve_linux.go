@@ -61,13 +61,14 @@ func serveMain(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	var rw io.ReadWriteCloser
+	var conns <-chan io.ReadWriteCloser
 	var err error
 	switch {
 	case *stdio:
 		rw = stdioConn{}
 	case bi.Vsock != 0:
 		log.Debug("waiting for the host on vsock", "port", bi.Vsock)
-		rw, err = boot.ListenVsock(bi.Vsock, 0)
+		rw, conns, err = listenVsock(ctx, bi.Vsock, log)
 	default:
 		rw, err = openControlPort(bi.Port)
 	}
@@ -75,7 +76,7 @@ func serveMain(args []string) int {
 		log.Error("no control channel", "err", err)
 		return 1
 	}
-	err = serve(ctx, rw, bi, log)
+	err = serve(ctx, rw, conns, bi, log)
 	switch {
 	case err == nil, errors.Is(err, agent.ErrShutdown), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		log.Debug("server done", "reason", err)
@@ -85,6 +86,42 @@ func serveMain(args []string) int {
 	}
 	log.Error("server failed", "err", err)
 	return 1
+}
+
+// listenVsock accepts the host's first connection on vsock port, and
+// goes on accepting until ctx is done: the host of a guest restored from
+// a snapshot connects again (agent.Config.Conns).
+func listenVsock(ctx context.Context, port uint32, log *slog.Logger) (io.ReadWriteCloser, <-chan io.ReadWriteCloser, error) {
+	ln, err := boot.NewVsockListener(port)
+	if err != nil {
+		return nil, nil, err
+	}
+	first, err := ln.Accept(0)
+	if err != nil {
+		ln.Close()
+		return nil, nil, err
+	}
+	conns := make(chan io.ReadWriteCloser)
+	context.AfterFunc(ctx, func() { ln.Close() })
+	go func() {
+		defer ln.Close()
+		for {
+			f, err := ln.Accept(0)
+			if err != nil {
+				if ctx.Err() == nil {
+					log.Warn("vsock: no more host connections", "err", err)
+				}
+				return
+			}
+			select {
+			case conns <- f:
+			case <-ctx.Done():
+				f.Close()
+				return
+			}
+		}
+	}()
+	return first, conns, nil
 }
 
 func openControlPort(port string) (*os.File, error) {
@@ -102,7 +139,7 @@ func openControlPort(port string) (*os.File, error) {
 }
 
 // serve runs the agent over rw with what PID 1 found at boot.
-func serve(ctx context.Context, rw io.ReadWriteCloser, bi bootInfo, log *slog.Logger) error {
+func serve(ctx context.Context, rw io.ReadWriteCloser, conns <-chan io.ReadWriteCloser, bi bootInfo, log *slog.Logger) error {
 	root := bi.Root
 	if root == "" {
 		root = "/"
@@ -127,6 +164,7 @@ func serve(ctx context.Context, rw io.ReadWriteCloser, bi bootInfo, log *slog.Lo
 			return setup(host, bi, root, log)
 		},
 		Workspace: workspace(bi),
+		Conns:     conns,
 	}
 	if bi.Managed {
 		// The guest's own clock and generator, which a restored snapshot
