@@ -28,15 +28,18 @@ const (
 	fNetCount               = 85
 	fNetDetail              = 86
 	fNetHTTPVersion         = 87 // added with HTTP/3: older records have none and read as ""
+	fNetDirection           = 88 // added with published ports: older records have none and read as ""
 )
 
 // The Net block (lo inclusive, hi exclusive) and the highest number this
 // build knows in it.
-const netLo, netHi, netKnown = 64, 128, fNetHTTPVersion
+const netLo, netHi, netKnown = 64, 128, fNetDirection
 
 var connTypes = []ConnType{ConnTCP, ConnTLS, ConnHTTPS, ConnHTTP, ConnQUIC}
 
 var httpVersions = []string{HTTP11, HTTP2, HTTP3, HTTP10}
+
+var directions = []Direction{Outbound, Inbound}
 
 func (n *Net) appendTo(b []byte) []byte {
 	b = appendString(b, fNetDomain, n.Domain)
@@ -63,6 +66,7 @@ func (n *Net) appendTo(b []byte) []byte {
 	b = appendInt(b, fNetCount, n.Count)
 	b = appendString(b, fNetDetail, n.Detail)
 	b = appendString(b, fNetHTTPVersion, n.HTTPVersion)
+	b = appendString(b, fNetDirection, string(n.Direction))
 	return b
 }
 
@@ -116,6 +120,8 @@ func (n *Net) setField(f field) error {
 		return setString(&f, &n.Detail)
 	case fNetHTTPVersion:
 		return setIntern(&f, &n.HTTPVersion, httpVersions)
+	case fNetDirection:
+		return setIntern(&f, &n.Direction, directions)
 	}
 	return nil
 }

@@ -70,6 +70,20 @@ const (
 	ConnQUIC  ConnType = "quic"
 )
 
+// Direction says who opened a flow (net_events.direction).
+type Direction string
+
+// Directions. A record from before capsem kept the direction has none:
+// every flow then was the guest's (outbound).
+const (
+	// Outbound: the guest opened it, to a name the policy allows or to a
+	// host service a [[forward]] table names.
+	Outbound Direction = "outbound"
+	// Inbound: a connection to a port published on the host, which capsem
+	// opened into the guest.
+	Inbound Direction = "inbound"
+)
+
 // The HTTP versions a request the MITM decoded is recorded with
 // (net_events.http_version): the version the guest spoke, which is not
 // always the one capsem spoke upstream.
@@ -134,6 +148,7 @@ type Net struct {
 	SrcPort   uint16     // the guest-side port
 	Transport Transport  // transport: tcp, udp, icmp, arp, ipv6, other
 	ConnType  ConnType   // conn_type: tcp, tls, https, http, quic
+	Direction Direction  // direction: inbound for a published port's connection, else outbound ("" in records from before)
 
 	Decision    Decision // decision
 	Reason      string   // reason

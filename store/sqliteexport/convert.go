@@ -106,6 +106,15 @@ func nonZero[T int | int64 | uint16](v T) any {
 	return int64(v)
 }
 
+// direction is net_events.direction: a record from before capsem kept
+// it has none, and every flow then was the guest's.
+func (c *converter) direction(d store.Direction) any {
+	if d == "" {
+		d = store.Outbound
+	}
+	return c.text(string(d))
+}
+
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // bit is a bool as the 0 or 1 of an INTEGER column.

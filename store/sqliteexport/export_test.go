@@ -139,7 +139,7 @@ func TestMapping(t *testing.T) {
 	checkRow(t, "net_events[1]", net[0], map[string]any{
 		"id": int64(1), "session_id": "s1", "seq": int64(2), "timestamp": ts(2 * time.Millisecond), "timestamp_ms": tsMS(2 * time.Millisecond),
 		"domain": "api.example.com", "ip": "198.19.0.5", "port": int64(8443), "src_ip": "198.18.0.2", "src_port": int64(50123),
-		"transport": "tcp", "conn_type": "https", "decision": "allowed", "reason": "rule", "matched_rule": "*.example.com:8443",
+		"transport": "tcp", "conn_type": "https", "decision": "allowed", "direction": "outbound", "reason": "rule", "matched_rule": "*.example.com:8443",
 		"http_version": "HTTP/2", "method": "POST", "path": "/v1/items", "query": "a=1&b=2", "status_code": int64(201),
 		"bytes_sent": int64(1234), "bytes_received": int64(56789), "duration_ms": 1.5,
 		"request_headers":      `[["Content-Type","application/json"],["X-Dup","1"],["X-Dup","2 <&>"]]`,
@@ -150,7 +150,7 @@ func TestMapping(t *testing.T) {
 	checkRow(t, "net_events[2]", net[1], map[string]any{
 		"id": int64(2), "session_id": "s1", "seq": int64(3), "timestamp": ts(3 * time.Millisecond), "timestamp_ms": tsMS(3 * time.Millisecond),
 		"domain": nil, "ip": "2001:db8::1", "port": nil, "src_ip": nil, "src_port": nil,
-		"transport": "ipv6", "conn_type": nil, "decision": "denied", "reason": "ipv6 is not routed", "matched_rule": nil,
+		"transport": "ipv6", "conn_type": nil, "decision": "denied", "direction": "outbound", "reason": "ipv6 is not routed", "matched_rule": nil,
 		"http_version": nil, "method": nil, "path": nil, "query": nil, "status_code": nil,
 		"bytes_sent": int64(0), "bytes_received": int64(0), "duration_ms": 0.0,
 		"request_headers": nil, "response_headers": nil, "request_body_preview": nil, "response_body_preview": nil,

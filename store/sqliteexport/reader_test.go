@@ -47,7 +47,7 @@ func fullEvents() []store.Event {
 			ResolverAsked: netip.MustParseAddr("2001:db8::53"), Count: 1 << 33}},
 		{Time: at(2), Net: &store.Net{Domain: "api.anthropic.com", IP: netip.MustParseAddr("198.19.0.7"), Port: 443,
 			SrcIP: netip.MustParseAddr("198.18.0.2"), SrcPort: 51234, Transport: store.TransportUDP, ConnType: store.ConnHTTPS,
-			Decision: store.Allowed, Reason: "domain allowed by policy", MatchedRule: "allow api.anthropic.com:443",
+			Decision: store.Allowed, Direction: store.Inbound, Reason: "domain allowed by policy", MatchedRule: "allow api.anthropic.com:443",
 			HTTPVersion: store.HTTP3, Method: "POST", Path: "/v1/messages", Query: "beta=true&x=é", StatusCode: 200,
 			BytesSent: 1234, BytesReceived: 98765, Duration: 1532*time.Millisecond + 17*time.Nanosecond,
 			RequestHeaders: []store.Header{{Name: "Content-Type", Value: "application/json"}, {Name: "X-Dup", Value: "1"},
@@ -216,6 +216,9 @@ func normaliseEvent(ev store.Event, scrub bool) store.Event {
 		n := *ev.Net
 		normaliseStrings(&n, scrub)
 		n.Count = max(n.Count, 1)
+		if n.Direction == "" {
+			n.Direction = store.Outbound
+		}
 		hs := func(in []store.Header) []store.Header {
 			if len(in) == 0 {
 				return nil

@@ -16,6 +16,8 @@ import (
 //     scrubbed text (Options.Scrub) is the scrubbed text, and a session id
 //     that scrubbing changed is the export's id ("…#N").
 //   - Net.Count, DNS.Count and Agent.Count of 0 read as 1 (both mean one).
+//   - Net.Direction "" (a record from before capsem kept it) reads as
+//     outbound, which is what it was.
 //   - ToolCall's link to its MCP call (tool_calls.mcp_call_id) has no field
 //     in store.ToolCall and is not read.
 //   - Counts.Bytes (the store's encoded size) is not exported: it reads 0.
@@ -36,7 +38,7 @@ type eventTable struct {
 // eventTables are the tables with one row per event (tool_calls and
 // tool_responses are read with their model calls).
 var eventTables = []*eventTable{
-	{name: "net_events", columns: `domain, ip, port, src_ip, src_port, transport, conn_type, decision, reason, matched_rule,
+	{name: "net_events", columns: `domain, ip, port, src_ip, src_port, transport, conn_type, decision, direction, reason, matched_rule,
 		http_version, method, path, query, status_code, bytes_sent, bytes_received, duration_ms,
 		request_headers, response_headers, request_body_preview, response_body_preview, count, detail`,
 		decode: func(c *cols, ev *store.Event) {
@@ -44,7 +46,7 @@ var eventTables = []*eventTable{
 			ev.Net = &store.Net{
 				Domain: c.str(), IP: c.addr(), Port: uint16(c.int()), SrcIP: c.addr(), SrcPort: uint16(c.int()),
 				Transport: store.Transport(c.str()), ConnType: store.ConnType(c.str()),
-				Decision: store.Decision(c.str()), Reason: c.str(), MatchedRule: c.str(),
+				Decision: store.Decision(c.str()), Direction: store.Direction(c.str()), Reason: c.str(), MatchedRule: c.str(),
 				HTTPVersion: c.str(), Method: c.str(), Path: c.str(), Query: c.str(), StatusCode: int(c.int()),
 				BytesSent: c.int(), BytesReceived: c.int(), Duration: c.duration(),
 				RequestHeaders: c.headers(), ResponseHeaders: c.headers(),

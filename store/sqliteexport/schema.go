@@ -24,7 +24,11 @@ package sqliteexport
 // no longer always HTTP/1.1 or HTTP/2 over TCP: an HTTP/3 request the MITM
 // decoded came over QUIC (transport udp), so a reader that took every
 // request for TCP tells them apart by http_version.
-const SchemaVersion = 5
+//
+// Version 6: net_events gains direction (inbound for a connection to a
+// published port, outbound for everything the guest opened). The reader
+// takes exactly its own version, so a column it reads needs one.
+const SchemaVersion = 6
 
 // ApplicationID is written to PRAGMA application_id so that tools (and
 // `file`) can tell a capsem export from another SQLite database: "CpSm".
@@ -191,6 +195,8 @@ var netEvents = &table{
 			value: func(c *converter, s *source) any { return c.text(string(s.ev.Net.ConnType)) }},
 		{name: "decision", decl: "TEXT", doc: "allowed, denied",
 			value: func(c *converter, s *source) any { return c.text(string(s.ev.Net.Decision)) }},
+		{name: "direction", decl: "TEXT NOT NULL DEFAULT 'outbound'", doc: "inbound: a connection to a port published on the host, opened into the guest (ip and port are the guest's end, src_ip and src_port the host peer's); outbound: everything the guest opened or sent",
+			value: func(c *converter, s *source) any { return c.direction(s.ev.Net.Direction) }},
 		{name: "reason", decl: "TEXT",
 			value: func(c *converter, s *source) any { return c.text(s.ev.Net.Reason) }},
 		{name: "matched_rule", decl: "TEXT",

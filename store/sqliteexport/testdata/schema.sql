@@ -38,6 +38,7 @@ CREATE TABLE net_events (
 	transport             TEXT,    -- tcp, udp, icmp, arp, ipv6, other
 	conn_type             TEXT,    -- tcp, tls, https, http, quic
 	decision              TEXT,    -- allowed, denied
+	direction             TEXT NOT NULL DEFAULT 'outbound', -- inbound: a connection to a port published on the host, opened into the guest (ip and port are the guest's end, src_ip and src_port the host peer's); outbound: everything the guest opened or sent
 	reason                TEXT,
 	matched_rule          TEXT,
 	http_version          TEXT,    -- HTTP/1.1, HTTP/2, HTTP/3 (HTTP/1.0 from a 1.0 client) for a request; NULL for a flow, and for a request recorded before capsem kept it
