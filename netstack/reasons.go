@@ -74,6 +74,11 @@ const (
 	ReasonHandshakeFailed = "guest-handshake-failed"   // allowed and dialled, but the guest's side of the handshake failed
 	ReasonLocalUnserved   = "local-service-unserved"   // a flow to a name capsem serves itself (the MCP gateway) that its flow handler cannot serve
 
+	// Inbound (inbound.go): a connection to a port published on the host.
+
+	ReasonPublished    = "published"     // allowed: a connection to a published host port, carried into the guest
+	ReasonGuestRefused = "guest-refused" // a connection to a published host port that nothing in the guest accepted: the host's client is reset
+
 	// The store.
 
 	ReasonStoreDown = "store-unavailable" // refused because its event could not be recorded (fail closed)
@@ -99,6 +104,8 @@ func Reasons() []string {
 
 		ReasonDirectIP, ReasonGatewayPort, ReasonSYNCap, ReasonFlowCap, ReasonDNSTCPCap,
 		ReasonUpstreamPrivate, ReasonUpstreamNoAddr, ReasonUpstreamFailed, ReasonHandshakeFailed, ReasonLocalUnserved,
+
+		ReasonPublished, ReasonGuestRefused,
 
 		ReasonStoreDown,
 

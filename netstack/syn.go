@@ -46,6 +46,7 @@ func (s *Stack) handleTCP(r *tcp.ForwarderRequest) {
 		SrcIP:     src.Addr(),
 		SrcPort:   src.Port(),
 		ConnType:  store.ConnTCP,
+		Direction: store.Outbound,
 		Count:     1,
 	}
 	// refuse answers the SYN with a RST and records it, rate-limited.
