@@ -112,6 +112,12 @@ func (f *Filter) Serve(ctx context.Context, conn netstack.FrameConn) error {
 	return f.stack.Serve(ctx, conn)
 }
 
+// Inbound carries a connection accepted on a published host port into
+// the guest (netstack.Stack.Inbound).
+func (f *Filter) Inbound(ctx context.Context, client net.Conn, in netstack.Inbound) error {
+	return f.stack.Inbound(ctx, client, in)
+}
+
 // Snapshot returns the netstack's counters, for the log at exit.
 func (f *Filter) Snapshot() map[string]uint64 { return f.stack.Snapshot() }
 

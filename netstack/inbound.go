@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strings"
 	"time"
 
 	"gvisor.dev/gvisor/pkg/tcpip"
@@ -87,7 +88,7 @@ func (s *Stack) Inbound(ctx context.Context, client net.Conn, in Inbound) error 
 
 	start := time.Now()
 	dctx, cancel := context.WithTimeout(ctx, DefaultInboundDialTimeout)
-	guest, err := gonet.DialContextTCP(dctx, s.gs, tcpip.FullAddress{NIC: nicID, Addr: tcpip.AddrFrom4(GuestIP.As4()), Port: in.Port}, ipv4.ProtocolNumber)
+	guest, err := s.dialGuest(dctx, in.Port)
 	cancel()
 	if err != nil {
 		return fail(ReasonGuestRefused, fmt.Errorf("nothing in the guest accepted the connection on port %d (a server must listen on 0.0.0.0 or %s, not 127.0.0.1): %w", in.Port, GuestIP, err))
@@ -115,6 +116,29 @@ func (s *Stack) Inbound(ctx context.Context, client net.Conn, in Inbound) error 
 	}
 	s.cfg.Recorder.Append(store.Event{Kind: store.KindNet, Net: &ev})
 	return nil
+}
+
+// dialGuest connects to the guest's port. A guest that has sent nothing
+// since the stack started has no neighbour entry yet: the stack asks for
+// its MAC, and the guest's answer locks it (checkGuestMAC), whose static
+// entry ends the pending resolution with "no route to host" — measured:
+// the first inbound connection after every start failed so, in 46 ms,
+// and the next one went through. That error is tried again, a few
+// times, within ctx.
+func (s *Stack) dialGuest(ctx context.Context, port uint16) (*gonet.TCPConn, error) {
+	addr := tcpip.FullAddress{NIC: nicID, Addr: tcpip.AddrFrom4(GuestIP.As4()), Port: port}
+	unreachable := (&tcpip.ErrHostUnreachable{}).String()
+	for try := 1; ; try++ {
+		c, err := gonet.DialContextTCP(ctx, s.gs, addr, ipv4.ProtocolNumber)
+		if err == nil || try == 5 || !strings.Contains(err.Error(), unreachable) {
+			return c, err
+		}
+		select {
+		case <-time.After(20 * time.Millisecond):
+		case <-ctx.Done():
+			return nil, err
+		}
+	}
 }
 
 // join joins two details with ": ", either may be empty.

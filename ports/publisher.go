@@ -133,12 +133,12 @@ func (p *Publisher) accept(ctx context.Context, e *entry) {
 	}
 }
 
-// Remove unpublishes the port spec names (its host address and port; a
-// host port 0 names the port published from a spec with 0 to the same
-// guest port), closing its listener and its connections.
+// Remove unpublishes the port spec names (Spec.Names: its host address
+// and port in force, or the spec it was published as, such as one with
+// host port 0), closing its listener and its connections.
 func (p *Publisher) Remove(spec Spec) (Port, error) {
 	p.mu.Lock()
-	i := slices.IndexFunc(p.entries, func(e *entry) bool { return e.spec.Same(spec) })
+	i := slices.IndexFunc(p.entries, func(e *entry) bool { return e.spec.Names(spec) || e.asked.Names(spec) })
 	if i < 0 {
 		p.mu.Unlock()
 		return Port{}, fmt.Errorf("%w: %s (capsem port NAME ls lists what is)", ErrNotPublished, spec)

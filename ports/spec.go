@@ -19,7 +19,10 @@ type Spec struct {
 	GuestPort uint16     // the guest's port connections go to
 }
 
-// errSpecForm is the form every spec error names.
+// ErrBadSpec wraps every error of ParseSpec.
+var ErrBadSpec = errors.New("ports: not a publish spec")
+
+// specForm is the form every spec error names.
 const specForm = "[HOSTIP:]HOSTPORT:GUESTPORT[/tcp], e.g. 8080:80 or 127.0.0.1:0:3000"
 
 // ParseSpec parses [HOSTIP:]HOSTPORT:GUESTPORT[/tcp]. HOSTIP is an IPv4
@@ -27,7 +30,7 @@ const specForm = "[HOSTIP:]HOSTPORT:GUESTPORT[/tcp], e.g. 8080:80 or 127.0.0.1:0
 // what is listened on is what was written.
 func ParseSpec(s string) (Spec, error) {
 	fail := func(why string) (Spec, error) {
-		return Spec{}, fmt.Errorf("ports: publish %q: %s (the form is %s)", s, why, specForm)
+		return Spec{}, fmt.Errorf("%w: %q: %s (the form is %s)", ErrBadSpec, s, why, specForm)
 	}
 	body := s
 	if i := strings.LastIndexByte(body, '/'); i >= 0 {
@@ -100,15 +103,11 @@ func (s Spec) String() string {
 // HostAddr is the host address and port listened on.
 func (s Spec) HostAddr() netip.AddrPort { return netip.AddrPortFrom(s.HostIP, s.HostPort) }
 
-// Same reports whether t names the same host port as s: a sandbox
-// publishes a host port once. A HostPort of 0 in t matches any port of
-// s with the same address and guest port.
-func (s Spec) Same(t Spec) bool {
-	if s.HostIP != t.HostIP {
-		return false
-	}
+// Names reports whether spec t, given to unpublish, names s: the same
+// host address and port, or (a host port 0) exactly s, as published.
+func (s Spec) Names(t Spec) bool {
 	if t.HostPort == 0 {
-		return s.GuestPort == t.GuestPort
+		return s == t
 	}
-	return s.HostPort == t.HostPort
+	return s.HostAddr() == t.HostAddr()
 }

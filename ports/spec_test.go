@@ -63,3 +63,30 @@ func FuzzParseSpec(f *testing.F) {
 		}
 	})
 }
+
+func TestSpecNames(t *testing.T) {
+	parse := func(s string) Spec {
+		sp, err := ParseSpec(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sp
+	}
+	for _, c := range []struct {
+		published, given string
+		want             bool
+		why              string
+	}{
+		{"8080:80", "8080:80", true, "as published"},
+		{"8080:80", "8080:81", true, "the host port names it, whatever guest port is written"},
+		{"8080:80", "127.0.0.1:8080:80/tcp", true, "the full form"},
+		{"8080:80", "0.0.0.0:8080:80", false, "another host address"},
+		{"0:80", "0:80", true, "a free-port spec, as published"},
+		{"0:80", "0:81", false, "a free-port spec for another guest port"},
+		{"8080:80", "0:80", false, "a free-port spec names only a free-port spec: never the port someone chose"},
+	} {
+		if got := parse(c.published).Names(parse(c.given)); got != c.want {
+			t.Errorf("%s names %s: %v, want %v (%s)", c.given, c.published, got, c.want, c.why)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -400,6 +401,13 @@ func (sb *Sandbox) Err() error { return sb.client.Err() }
 // the call see the new one; those under way keep theirs.
 // A gateway server the new policy removes or changes is stopped.
 func (sb *Sandbox) SetPolicy(p *policy.Policy) { sb.net.SetPolicy(p) }
+
+// Inbound carries a connection accepted on a published host port into
+// the guest, recorded as an inbound flow (netstack.Stack.Inbound); the
+// sandbox is a ports.Carrier.
+func (sb *Sandbox) Inbound(ctx context.Context, client net.Conn, in netstack.Inbound) error {
+	return sb.net.Inbound(ctx, client, in)
+}
 
 // Policy is the policy new flows see.
 func (sb *Sandbox) Policy() *policy.Policy { return sb.net.Policy() }

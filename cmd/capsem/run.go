@@ -22,6 +22,7 @@ import (
 	"github.com/capsem/capsem/hypervisor"
 	"github.com/capsem/capsem/netstack"
 	"github.com/capsem/capsem/policy"
+	"github.com/capsem/capsem/ports"
 	"github.com/capsem/capsem/sandbox"
 	"github.com/capsem/capsem/sandbox/home"
 	"github.com/capsem/capsem/sandbox/sessionstore"
@@ -62,6 +63,7 @@ func runCommand() *cli.Command {
 			secretFlag(),
 			&cli.IntFlag{Name: "cpus", Value: defaultCPUs, Usage: "guest vCPUs"},
 			&cli.IntFlag{Name: "memory", Value: defaultMemoryMiB, Usage: "guest memory in `MiB`"},
+			publishCLIFlag(),
 			&cli.DurationFlag{Name: "timeout", Usage: "kill the command after `D` (e.g. 10m; 0: never)"},
 			&cli.BoolFlag{Name: "tty", Aliases: []string{"t"}, Usage: "give the command a pty (default: when stdin and stdout are terminals)"},
 			&cli.BoolFlag{Name: "no-tty", Usage: "never give the command a pty"},
@@ -93,6 +95,7 @@ type runOptions struct {
 	storeOpts  store.Options     // the session store's limits (zero: the defaults)
 	noStdin    bool              // the command gets no input (doctor)
 	onEvent    func(store.Event) // sees each event of the session once it is recorded (doctor)
+	publish    []ports.Spec      // --publish: guest ports published on the host for the run
 }
 
 func parseRunOptions(c *cli.Context) (*runOptions, error) {
@@ -102,6 +105,9 @@ func parseRunOptions(c *cli.Context) (*runOptions, error) {
 	}
 	var err error
 	if o.storeOpts, err = storeOptions(c); err != nil {
+		return nil, err
+	}
+	if o.publish, err = publishFlag(c); err != nil {
 		return nil, err
 	}
 	if o.log, err = loglevel.Logger(c.App.ErrWriter, c.String("log-level")); err != nil {
@@ -226,6 +232,18 @@ func runRecorded(c *cli.Context, o *runOptions) error {
 		return err
 	}
 
+	// Published before the guest boots: a host port in use fails the run
+	// at once.
+	pub := ports.New(o.log)
+	defer pub.Close()
+	for _, sp := range o.publish {
+		got, err := pub.Add(sp)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(c.App.ErrWriter, "capsem: %s on the host reaches the guest's port %d\n", got.HostAddr(), got.GuestPort)
+	}
+
 	host, _ := os.Hostname()
 	command := o.argv
 	if len(command) == 0 {
@@ -248,7 +266,7 @@ func runRecorded(c *cli.Context, o *runOptions) error {
 	if o.noStdin {
 		stdin = nil
 	}
-	code, runErr := runInSandbox(ctx, o, sandbox.Config{
+	code, runErr := runInSandbox(ctx, o, pub, sandbox.Config{
 		Guest:       guest,
 		Policy:      o.policy,
 		Workspace:   o.workspace,
@@ -296,7 +314,7 @@ func runRecorded(c *cli.Context, o *runOptions) error {
 // runInSandbox boots the guest, runs the command and powers the guest off
 // again, whatever happens: the returned error is about capsem, the code is
 // the command's.
-func runInSandbox(ctx context.Context, o *runOptions, cfg sandbox.Config, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+func runInSandbox(ctx context.Context, o *runOptions, pub *ports.Publisher, cfg sandbox.Config, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	// Signals that arrive during boot tear the guest down too.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -340,6 +358,7 @@ func runInSandbox(ctx context.Context, o *runOptions, cfg sandbox.Config, stdin 
 		}
 	}
 	defer sb.Shutdown("capsem run is done")
+	pub.Attach(sb)
 	o.log.Debug("guest ready", "uptime", time.Duration(sb.Ready().Uptime).Round(time.Millisecond))
 	start := func(ex proto.Exec) (execSession, error) { return sb.Exec(context.Background(), ex) }
 	eo := o.execOptions()

@@ -44,7 +44,7 @@ func lsCommand() *cli.Command {
 				return enc.Encode(list)
 			}
 			tw := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tSTATE\tCREATED\tSTARTED\tCPUS\tMEMORY\tDISK\tSAVED\tSESSION\tWORKSPACE\tPOLICY")
+			fmt.Fprintln(tw, "NAME\tSTATE\tCREATED\tSTARTED\tCPUS\tMEMORY\tDISK\tSAVED\tSESSION\tWORKSPACE\tPOLICY\tPORTS")
 			for _, st := range list {
 				started := "-"
 				if !st.Started.IsZero() {
@@ -54,9 +54,10 @@ func lsCommand() *cli.Command {
 				if st.State == api.StateCrashed {
 					state += " (log: " + st.Log + ")"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d MiB\t%s / %s\t%s\t%s\t%s\t%s %.12s\n", st.Name, state,
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d MiB\t%s / %s\t%s\t%s\t%s\t%s %.12s\t%s\n", st.Name, state,
 					st.Created.Local().Format("2006-01-02 15:04"), started, st.CPUs, st.MemoryMiB,
-					store.FormatSize(st.DiskUsed), store.FormatSize(st.DiskSize), store.FormatSize(st.SnapshotBytes), dash(st.SessionID), st.Workspace, sandbox.PolicyName(st.Policy), st.PolicySHA256)
+					store.FormatSize(st.DiskUsed), store.FormatSize(st.DiskSize), store.FormatSize(st.SnapshotBytes), dash(st.SessionID), st.Workspace, sandbox.PolicyName(st.Policy), st.PolicySHA256,
+					dash(portsText(st.Ports)))
 			}
 			return tw.Flush()
 		},

@@ -26,8 +26,8 @@ func startCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "start",
 		Usage: "create a long-lived sandbox, or start a stopped one again with what it kept",
-		UsageText: "capsem start [--dry-run [--json]] [--policy FILE] [--workspace DIR] [--env K=V]… [--secret NAME[@HOST,…]]… [--cpus N] [--memory MiB] [--disk GiB] [--cold] [--foreground] NAME\n" +
-			"   capsem start --from SANDBOX[@TAG] [--policy FILE] [--workspace DIR] [--env K=V]… [--secret NAME[@HOST,…]]… [--disk GiB] [--foreground] NEW\n" +
+		UsageText: "capsem start [--dry-run [--json]] [--policy FILE] [--workspace DIR] [--env K=V]… [--secret NAME[@HOST,…]]… [--cpus N] [--memory MiB] [--disk GiB] [--publish SPEC]… [--cold] [--foreground] NAME\n" +
+			"   capsem start --from SANDBOX[@TAG] [--policy FILE] [--workspace DIR] [--env K=V]… [--secret NAME[@HOST,…]]… [--disk GiB] [--publish SPEC]… [--foreground] NEW\n" +
 			"   NAME: 1 to 63 of a-z, 0-9 and '-', starting with a letter or digit",
 		Description: "The first start creates the sandbox under --data (sandboxes/NAME): its settings, the guest image it\n" +
 			"keeps using until capsem rm, and a disk of --disk GiB that holds everything the guest writes outside\n" +
@@ -49,6 +49,7 @@ func startCommand() *cli.Command {
 			secretFlag(),
 			&cli.IntFlag{Name: "cpus", Value: defaultCPUs, Usage: "guest vCPUs"},
 			&cli.IntFlag{Name: "memory", Value: defaultMemoryMiB, Usage: "guest memory in `MiB`"},
+			publishCLIFlag(),
 			&cli.IntFlag{Name: "disk", Value: defaultDiskGiB, Usage: "the writable disk's cap in `GiB` (the host file is sparse: it takes what the guest wrote)"},
 			&cli.BoolFlag{Name: "foreground", Usage: "run the supervisor in this process until the sandbox stops"},
 			&cli.StringFlag{Name: "from", Usage: "start the new sandbox from `SANDBOX[@TAG]`'s snapshot (the newest without @TAG)"},
@@ -251,6 +252,21 @@ func resolveSettings(c *cli.Context, d home.Dir, base *home.Settings) (s home.Se
 	if given("memory") {
 		if s.MemoryMiB = c.Int("memory"); s.MemoryMiB < 256 {
 			return s, fresh, usageError{fmt.Errorf("--memory %d: want at least 256 MiB", s.MemoryMiB)}
+		}
+	}
+	if base != nil {
+		// Two sandboxes cannot hold one host port: a fork publishes only
+		// what its own --publish says.
+		s.Ports = nil
+	}
+	if given("publish") {
+		specs, err := publishFlag(c)
+		if err != nil {
+			return s, fresh, err
+		}
+		s.Ports = nil
+		for _, sp := range specs {
+			s.Ports = append(s.Ports, sp.String())
 		}
 	}
 	if given("disk") {

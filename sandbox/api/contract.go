@@ -26,6 +26,9 @@ const (
 	// PathSuspend saves the guest and stops the sandbox (POST:
 	// Snapshot); the next start resumes it.
 	PathSuspend = "/v1/suspend"
+	// PathPorts lists the published ports (GET: []Port), publishes one
+	// (POST PortRequest: Port) and unpublishes one (DELETE ?spec=SPEC).
+	PathPorts = "/v1/ports"
 )
 
 // ExecProtocol is the Upgrade token of a streamed exec.
@@ -63,6 +66,9 @@ type Status struct {
 	// SnapshotBytes is what its snapshots and suspended state take on
 	// the host, beside DiskUsed.
 	SnapshotBytes int64 `json:"snapshot_bytes,omitempty"`
+	// Ports are its published ports: those in force while it runs, else
+	// those its next start publishes.
+	Ports []Port `json:"ports,omitempty"`
 }
 
 // SnapshotRequest is POST /v1/snapshots' body.

@@ -69,6 +69,9 @@ func (b *silentBackend) RemoveSnapshot(string) error    { return nil }
 func (b *silentBackend) Suspend(context.Context) (Snapshot, error) {
 	return Snapshot{}, errors.New("not here")
 }
+func (b *silentBackend) Ports() []Port                  { return nil }
+func (b *silentBackend) Publish(string) (Port, error)   { return Port{}, errors.New("not here") }
+func (b *silentBackend) Unpublish(string) (Port, error) { return Port{}, errors.New("not here") }
 func (b *silentBackend) PutFile(context.Context, string, string, int64, io.Reader) (int64, error) {
 	return 0, nil
 }

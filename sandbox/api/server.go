@@ -46,6 +46,14 @@ type Backend interface {
 	// Suspend saves the guest and stops the sandbox; the next start
 	// resumes it.
 	Suspend(ctx context.Context) (Snapshot, error)
+	// Ports are the published ports in force.
+	Ports() []Port
+	// Publish publishes spec (ports.ParseSpec) and keeps it in the
+	// settings; errors wrap ports.ErrBadSpec or ports.ErrInUse.
+	Publish(spec string) (Port, error)
+	// Unpublish unpublishes spec's host port and drops it from the
+	// settings; ports.ErrNotPublished when it is not published.
+	Unpublish(spec string) (Port, error)
 	// PutFile writes body (size bytes, -1 when unknown) to path in the
 	// guest, mode "" keeping the default; it returns the bytes taken.
 	PutFile(ctx context.Context, path, mode string, size int64, body io.Reader) (int64, error)
@@ -92,6 +100,7 @@ func Handler(b Backend) http.Handler {
 	mux.HandleFunc("POST "+PathStoreCopy, storeCopy)
 	mux.HandleFunc("POST "+PathStoreCopyOld, storeCopy)
 	serveSnapshots(mux, b)
+	servePorts(mux, b)
 	mux.HandleFunc("GET "+PathEvents, func(w http.ResponseWriter, r *http.Request) { serveEvents(b, w, r) })
 	mux.HandleFunc("PUT "+PathFiles, func(w http.ResponseWriter, r *http.Request) { servePut(b, w, r) })
 	mux.HandleFunc("GET "+PathFiles, func(w http.ResponseWriter, r *http.Request) { serveGet(b, w, r) })

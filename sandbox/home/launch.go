@@ -16,6 +16,8 @@ import (
 	"encoding/json"
 	"os"
 	"time"
+
+	"github.com/capsem/capsem/sandbox/api"
 )
 
 // Launch is run.json: one start of a sandbox's supervisor.
@@ -25,6 +27,9 @@ type Launch struct {
 	SessionID    string    `json:"session_id"`
 	PolicySHA256 string    `json:"policy_sha256"`
 	Socket       string    `json:"socket"`
+	// Ports are the published ports in force (the host ports picked for
+	// 0 included), rewritten as they change.
+	Ports []api.Port `json:"ports,omitempty"`
 }
 
 // ReadLaunch reads run.json; false when there is none or it cannot be

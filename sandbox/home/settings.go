@@ -30,6 +30,9 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/capsem/capsem/ports"
+	"github.com/capsem/capsem/sandbox/api"
 )
 
 // Settings is settings.json.
@@ -44,6 +47,26 @@ type Settings struct {
 	CPUs      int       `json:"cpus"`
 	MemoryMiB int       `json:"memory_mib"`
 	DiskGiB   int       `json:"disk_gib"` // the writable disk's cap
+	// Ports are the published ports, as published (--publish, capsem
+	// port add): HOSTIP:HOSTPORT:GUESTPORT/tcp, a host port 0 taking a
+	// free one at each start. None: nothing is published.
+	Ports []string `json:"ports,omitempty"`
+}
+
+// SettingsPorts is the settings' published ports as API Ports (with the
+// host port as published: 0 for a free one); a spec that does not parse
+// is shown as written.
+func SettingsPorts(s Settings) []api.Port {
+	var out []api.Port
+	for _, p := range s.Ports {
+		sp, err := ports.ParseSpec(p)
+		if err != nil {
+			out = append(out, api.Port{Spec: p, Published: p})
+			continue
+		}
+		out = append(out, api.PortOf(sp, sp))
+	}
+	return out
 }
 
 // ReadSettings reads settings.json; a sandbox without one is told how to

@@ -46,8 +46,11 @@ func (d Dir) Status(policySHA func(path string) string) (api.Status, error) {
 	if launched {
 		st.Started, st.SessionID, st.PolicySHA256 = launch.Started, launch.SessionID, launch.PolicySHA256
 		if st.State == api.StateRunning {
-			st.PID = launch.PID
+			st.PID, st.Ports = launch.PID, launch.Ports
 		}
+	}
+	if st.State != api.StateRunning {
+		st.Ports = SettingsPorts(s)
 	}
 	if st.PolicySHA256 == "" && policySHA != nil {
 		st.PolicySHA256 = policySHA(s.Policy)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/capsem/capsem/guest/proto"
 	"github.com/capsem/capsem/hypervisor"
+	"github.com/capsem/capsem/ports"
 	"github.com/capsem/capsem/sandbox"
 	"github.com/capsem/capsem/sandbox/api"
 	"github.com/capsem/capsem/sandbox/home"
@@ -48,8 +49,11 @@ type supervisor struct {
 	stopOnce sync.Once
 	stopping chan struct{} // closed when a stop is asked for
 
-	mu     sync.Mutex // guards launch (rewritten on a policy reload)
+	mu     sync.Mutex // guards launch (rewritten on a policy reload and a change of the ports)
 	launch home.Launch
+
+	pub     *ports.Publisher // the published ports (ports.go)
+	portsMu sync.Mutex       // one change of the ports at a time, settings included
 }
 
 // Run runs sandbox name of the data directory data until it is stopped
@@ -111,12 +115,19 @@ func Run(ctx context.Context, data, name string, o Options, report func(Ready)) 
 	if err != nil {
 		return err
 	}
+	// The published ports are taken before anything boots: one another
+	// program or sandbox holds fails the start at once.
+	pub := ports.New(log)
+	defer pub.Close()
+	if err := publishSettings(pub, settings); err != nil {
+		return err
+	}
 	host, _ := os.Hostname()
 	rs, err := sessionstore.Open(data, store.Session{Command: []string{"capsem", "start", name}, PolicySHA256: pol.SHA256, Image: settings.Image, Host: host, Sandbox: name}, o.Store)
 	if err != nil {
 		return err
 	}
-	sup := &supervisor{dir: d, settings: settings, rs: rs, log: log, host: o.Host, stopping: make(chan struct{})}
+	sup := &supervisor{dir: d, settings: settings, rs: rs, log: log, host: o.Host, stopping: make(chan struct{}), pub: pub}
 
 	// SIGTERM and SIGINT stop the sandbox, also while it boots; SIGHUP
 	// reloads the policy (a hangup of the terminal that started a
@@ -191,7 +202,8 @@ func Run(ctx context.Context, data, name string, o Options, report func(Ready)) 
 	}
 	srv := &http.Server{Handler: api.Handler(sup), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
-	sup.launch = home.Launch{PID: os.Getpid(), Started: sup.started, SessionID: rs.ID(), PolicySHA256: pol.SHA256, Socket: sock}
+	sup.pub.Attach(sb)
+	sup.launch = home.Launch{PID: os.Getpid(), Started: sup.started, SessionID: rs.ID(), PolicySHA256: pol.SHA256, Socket: sock, Ports: portsInForce(sup.pub)}
 	if err := sup.writeLaunch(); err != nil {
 		log.Warn("run.json not written: capsem ls shows less", "err", err)
 	}
