@@ -32,7 +32,7 @@ func portCommand() *cli.Command {
 			"flow. The guest's server must listen on 0.0.0.0 (or 198.18.0.2), not 127.0.0.1. Ports are kept in\n" +
 			"the sandbox's settings: a stopped sandbox publishes them at its next start, and add or rm on a\n" +
 			"stopped sandbox changes only its settings. A host port another program or sandbox holds is refused.",
-		Flags: []cli.Flag{dataFlag(), &cli.BoolFlag{Name: "json", Usage: "ls: a JSON array (see docs/API.md, GET /v1/ports)"}},
+		Flags:  []cli.Flag{dataFlag(), &cli.BoolFlag{Name: "json", Usage: "ls: a JSON array (see docs/API.md, GET /v1/ports)"}},
 		Action: portAction,
 	}
 }
