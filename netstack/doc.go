@@ -51,6 +51,12 @@
 // says allow_private. The FlowHandler then gets the connection and its
 // Flow (flow.go); Splice copies a flow byte for byte (splice.go).
 //
+// The one way in (inbound.go): Stack.Inbound carries a connection the
+// host accepted on a published port into the guest, opening a TCP
+// connection from the gateway to the guest's port, counted against
+// MaxFlows, refused when it cannot be recorded, and recorded with
+// direction inbound. Nothing the guest sends opens one.
+//
 // Addresses: guest link 198.18.0.0/24, gateway 198.18.0.1 (DNS, DHCP),
 // guest 198.18.0.2, fake-DNS pool 198.19.0.0/16.
 //

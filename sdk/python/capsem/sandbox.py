@@ -89,12 +89,14 @@ class Sandbox:
 
     @classmethod
     def start(cls, name, policy=None, workspace=None, env=None, cpus=None, memory=None, disk=None,
-              data=None, ca_dir=None, capsem=None):
+              data=None, ca_dir=None, capsem=None, publish=None):
         """Creates sandbox name the first time, or starts it again with what
         it kept; returns once its guest answers. Arguments given to a
         restart replace the stored ones. env is a dict (or K=V strings) for
         every command in the sandbox: nothing of this process's environment
-        enters the guest otherwise."""
+        enters the guest otherwise. publish is a list of port specs,
+        "[HOSTIP:]HOSTPORT:GUESTPORT" (127.0.0.1 unless HOSTIP is given,
+        HOSTPORT 0 for a free one), kept for later starts."""
         sb = cls(name, data=data, capsem=capsem)
         args = ["start"]
         for flag, value in (("--policy", policy), ("--workspace", workspace), ("--cpus", cpus),
@@ -103,6 +105,8 @@ class Sandbox:
                 args += [flag, str(value)]
         for kv in _env_list(env):
             args += ["--env", kv]
+        for spec in publish or ():
+            args += ["--publish", spec]
         try:
             _cli(sb.capsem, args + [name], sb.data)
         except CLIError as e:
@@ -358,6 +362,25 @@ class Sandbox:
             args += ["--secret", sec]
         _cli(self.capsem, args + [new_name], self.data)
         return Sandbox(new_name, data=self.data, capsem=self.capsem)
+
+    def ports(self):
+        """The published ports in force (dicts: spec, host_ip, host_port,
+        guest_port, protocol, published), as GET /v1/ports gives them."""
+        return self._api("GET", "/v1/ports")
+
+    def publish(self, spec):
+        """Publishes a guest port on the host: spec is
+        "[HOSTIP:]HOSTPORT:GUESTPORT" (127.0.0.1 unless HOSTIP is given,
+        HOSTPORT 0 for a free one). Returns the port in force (its
+        host_port is the one taken); kept in the settings for later
+        starts. A host port in use is APIError 409."""
+        body = json.dumps({"spec": spec})
+        return self._api("POST", "/v1/ports", body=body, headers={"Content-Type": "application/json"})
+
+    def unpublish(self, spec):
+        """Unpublishes the port spec names (its host address and port, or the
+        spec as published) and drops it from the settings."""
+        self._api("DELETE", "/v1/ports?spec=" + urllib.parse.quote(spec, safe=""))
 
     def suspend(self):
         """Saves the guest and stops the sandbox (state suspended);
