@@ -171,6 +171,9 @@ func (s *Stack) startQUIC(ip header.IPv4, key quicKey, port uint16, initial []by
 	case !dec.Allowed:
 		refuse(dec.Reason, "")
 		return
+	case dec.Reason == policy.ReasonForwarded:
+		refuse(ReasonQUICUnserved, "a [[forward]] carries TCP only: the client falls back to TCP")
+		return
 	case pol.QUICMode() == policy.QUICBlock:
 		refuse(ReasonQUICBlocked, "the policy says [quic] mode = \"block\": HTTP/3 clients fall back to TCP")
 		return

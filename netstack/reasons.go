@@ -79,6 +79,10 @@ const (
 	ReasonPublished    = "published"     // allowed: a connection to a published host port, carried into the guest
 	ReasonGuestRefused = "guest-refused" // a connection to a published host port that nothing in the guest accepted: the host's client is reset
 
+	// [[forward]] (syn.go): the guest's connection to a host service.
+
+	ReasonForwardFailed = "forward-unreachable" // TCP to a [[forward]] name and port whose host service did not accept the connection: RST
+
 	// The store.
 
 	ReasonStoreDown = "store-unavailable" // refused because its event could not be recorded (fail closed)
@@ -105,11 +109,12 @@ func Reasons() []string {
 		ReasonDirectIP, ReasonGatewayPort, ReasonSYNCap, ReasonFlowCap, ReasonDNSTCPCap,
 		ReasonUpstreamPrivate, ReasonUpstreamNoAddr, ReasonUpstreamFailed, ReasonHandshakeFailed, ReasonLocalUnserved,
 
-		ReasonPublished, ReasonGuestRefused,
+		ReasonPublished, ReasonGuestRefused, ReasonForwardFailed,
 
 		ReasonStoreDown,
 
 		// A flow's [network] decision (syn.go), recorded as policy words it.
 		policy.ReasonAllowed, policy.ReasonDeniedByRule, policy.ReasonNoMatchingRule, policy.ReasonPortNotAllowed,
+		policy.ReasonForwarded,
 	}
 }

@@ -122,13 +122,23 @@ func (s *Stack) handleTCP(r *tcp.ForwarderRequest) {
 	defer s.flowSlots.give()
 
 	start := time.Now()
+	// A [[forward]] goes to exactly its host service, spliced: no
+	// resolution, no private-address check (the user named the address),
+	// no interception.
+	fw, forwarded := pol.Forward(name, dst.Port())
 	// The MCP gateway is served in this process: nothing is dialled, and
 	// no [upstream] resolve entry can send it anywhere else.
-	local := pol.MCPGateway(name)
+	local := !forwarded && pol.MCPGateway(name)
 	var upstream net.Conn
 	var upAddr netip.AddrPort
-	pooled := !local && s.cfg.Pooled != nil && s.cfg.Pooled(pol, name, dst.Port())
-	if !local && !pooled {
+	pooled := !local && !forwarded && s.cfg.Pooled != nil && s.cfg.Pooled(pol, name, dst.Port())
+	if forwarded {
+		var err error
+		if upstream, err = s.dialForward(s.ctx, fw); err != nil {
+			deny(ReasonForwardFailed, err.Error())
+			return
+		}
+	} else if !local && !pooled {
 		var reason string
 		var err error
 		upstream, upAddr, reason, err = s.dialUpstream(s.ctx, pol, name, dst.Port())
@@ -161,7 +171,11 @@ func (s *Stack) handleTCP(r *tcp.ForwarderRequest) {
 	if upstream != nil {
 		flow.Dialed = pol
 	}
-	res := s.flows(s.ctx, guest, upstream, flow)
+	handler := s.flows
+	if forwarded {
+		handler = Splice
+	}
+	res := handler(s.ctx, guest, upstream, flow)
 	guest.Close()
 
 	s.stats.BytesToUpstream.Add(uint64(res.BytesSent))
@@ -175,6 +189,8 @@ func (s *Stack) handleTCP(r *tcp.ForwarderRequest) {
 	ev.BytesSent, ev.BytesReceived = res.BytesSent, res.BytesReceived
 	ev.Duration = time.Since(start)
 	switch {
+	case forwarded:
+		ev.Detail = "forwarded to " + fw.Network + " " + fw.Addr
 	case local:
 		ev.Detail = "served by capsem (the MCP gateway)"
 	case pooled:

@@ -63,6 +63,11 @@
 //	[quic]
 //	mode = "intercept"            # or "block": QUIC (HTTP/3) to names allowed on 443
 //
+//	[[forward]]                   # a host service the guest reaches by name, and nothing else of the host
+//	name = "db.capsem.internal"   # the name the guest dials: fake DNS answers it
+//	port = 5432                   # the port it dials
+//	to = "127.0.0.1:5432"         # exactly this: IP:port, or "unix:/path/to.sock"
+//
 // Parse turns the file into an immutable *Policy; its methods answer the
 // questions the rest of capsem asks, per DNS query, per TCP SYN, per TLS
 // ClientHello and per HTTP request:
@@ -77,6 +82,7 @@
 //     which name (mcp.capsem.internal: fake DNS answers it while a server
 //     is configured, with no [network] entry).
 //   - QUICMode:    is QUIC to an allowed name intercepted or refused?
+//   - Forward:     is this name and port a [[forward]] to a host service?
 //
 // Capsem is default-deny: a name or port that no allow entry names is refused,
 // and a deny entry always wins over an allow entry. An empty policy (or

@@ -119,7 +119,7 @@ func TestParseErrors(t *testing.T) {
 		// Keys.
 		{"unknown key", "[network]\nallow = []\nalow = []\n", []string{`p.toml:3: unknown key "alow" in [network]: did you mean "allow"? the keys of [network] are default, allow, deny; remove or rename it`}},
 		{"unknown key no hint", "[upstream]\nproxy = \"x\"\n", []string{`p.toml:2: unknown key "proxy" in [upstream]: the keys of [upstream] are resolve, ca_files, allow_private; remove or rename it`}},
-		{"unknown table", "[netwrok]\nallow = []\n", []string{`p.toml:1: unknown table or key "netwrok": did you mean "network"? the policy file has only the tables [network], [upstream], [[http]], [tls], [mitm], [dns], [[secret]], [dlp], [mcp] and [quic]; remove or rename it`}},
+		{"unknown table", "[netwrok]\nallow = []\n", []string{`p.toml:1: unknown table or key "netwrok": did you mean "network"? the policy file has only the tables [network], [upstream], [[http]], [tls], [mitm], [dns], [[secret]], [dlp], [mcp], [quic] and [[forward]]; remove or rename it`}},
 		{"unknown nested table", "[network.extra]\nx = 1\n", []string{`p.toml:1: unknown key "extra" in [network]: the keys of [network] are default, allow, deny; remove or rename it`}},
 		{"unknown key in inline table", "\nnetwork = { allow = [], alow = [] }\n", []string{`p.toml:2: unknown key "alow" in [network]: did you mean "allow"? the keys of [network] are default, allow, deny; remove or rename it`}},
 		{"unknown dotted key", "\n\nnetwork.extra.deep = 1\n", []string{`p.toml:3: unknown key "extra" in [network]: the keys of [network] are default, allow, deny; remove or rename it`}},

@@ -54,6 +54,9 @@ type Policy struct {
 
 	quicBlock bool // [quic] mode = "block"
 
+	forwards    map[forwardKey]Forward // [[forward]], by name and port
+	forwardList []Forward              // the same, in file order
+
 	// AllowPrivate is [upstream] allow_private: whether a host-name resolve
 	// target (Target.Pinned false) may resolve to a private, loopback or
 	// link-local address. Pinned targets are the operator's explicit choice
@@ -138,6 +141,9 @@ func (p *Policy) DecideName(name string) Decision {
 	if decided {
 		return d
 	}
+	if rule := p.forwardedName(canon); rule != "" {
+		return Decision{Allowed: true, Rule: rule, Reason: ReasonForwarded}
+	}
 	var firstAllow string
 	portDenies := false
 	for n := range p.matches(canon) {
@@ -206,6 +212,8 @@ func (p *Policy) portDeny(canon string, port uint16) string {
 
 // DecideFlow decides a connection from the guest to name on port.
 //
+// A [[forward]] table for the name and port allows it (ReasonForwarded),
+// whatever [network] says: the flow goes to the table's host service only.
 // A matching deny entry (without a port, or with this port) denies the flow,
 // whatever the allow entries say. Otherwise an allow entry matching the name
 // on exactly this port allows it. When the name is allowed on other ports
@@ -214,6 +222,9 @@ func (p *Policy) DecideFlow(name string, port uint16) Decision {
 	canon, d, decided := p.screenName(name)
 	if decided {
 		return d
+	}
+	if f, ok := p.forwards[forwardKey{canon, port}]; ok {
+		return Decision{Allowed: true, Rule: f.Rule, Reason: ReasonForwarded}
 	}
 	var allowRule, otherPort string
 	for n := range p.matches(canon) {

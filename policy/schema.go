@@ -14,6 +14,7 @@ package policy
 //	[[mcp.rules]]        server tools action       (an array of tables in [mcp])
 //	[mcp.servers.NAME]   command env cwd url headers   (a table per NAME the user chooses)
 //	[quic]      mode
+//	[[forward]] name port to                   (an array of tables)
 //
 // Stability: these names are what users write in their files. A key can be
 // added; renaming or removing one breaks every file that uses it.
@@ -241,6 +242,20 @@ var tables = []table{
 			{"mode", kindString, "quic.mode must be the string \"intercept\" or \"block\", like mode = \"block\""},
 		},
 		build: (*builder).quic,
+	},
+	{
+		name:     "forward",
+		array:    true,
+		notArray: "[[forward]] tables are an array of tables: start each with a \"[[forward]]\" line (two brackets), then its keys",
+		want:     "[[forward]] must be tables, each started by a \"[[forward]]\" line, with name and to strings and a port number",
+		keys: []key{
+			{"name", kindString, "forward.name must be a string, like name = \"db.capsem.internal\""},
+			{"port", kindInt, "forward.port must be a whole number, without quotes, like port = 5432"},
+			{"to", kindString, "forward.to must be a string, like to = \"127.0.0.1:5432\" or to = \"unix:/run/app.sock\""},
+		},
+		// Late: a table whose lines hold a reported problem is not also
+		// told what it lacks.
+		late: (*builder).forwards,
 	},
 }
 

@@ -34,14 +34,20 @@ type Summary struct {
 	MCPServers    []string `json:"mcp_servers"`
 	MCPHideDenied bool     `json:"mcp_hide_denied"` // [mcp] hide_denied in force
 	QUIC          string   `json:"quic"`            // [quic] mode in force: QUICIntercept or QUICBlock
+	// Forwards are the [[forward]] tables, in file order: "forward
+	// db.capsem.internal:5432 -> 127.0.0.1:5432".
+	Forwards []string `json:"forwards"`
 }
 
 // Summarize describes p. Lists are never nil, so that JSON shows [].
 func (p *Policy) Summarize() Summary {
 	s := Summary{Allow: []string{}, Deny: []string{}, HTTP: []string{}, Passthrough: []string{}, CAFiles: []string{}, Secrets: []string{},
-		MCPRules: []string{}, MCPServers: []string{}, MCPHideDenied: p.MCPHideDenied(), QUIC: p.QUICMode()}
+		MCPRules: []string{}, MCPServers: []string{}, MCPHideDenied: p.MCPHideDenied(), QUIC: p.QUICMode(), Forwards: []string{}}
 	if !p.usable() {
 		return s
+	}
+	for _, f := range p.forwardList {
+		s.Forwards = append(s.Forwards, f.Rule)
 	}
 	s.Source, s.SHA256, s.AllowPrivate = p.Source, p.SHA256, p.AllowPrivate
 	s.Allow = append(s.Allow, p.allowText...)

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -175,5 +176,103 @@ func TestRunPublish(t *testing.T) {
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("curl did not finish")
+	}
+}
+
+// lineServer answers each connection's first line with prefix and it.
+func lineServer(t *testing.T, prefix string) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+				buf := make([]byte, 256)
+				n, _ := c.Read(buf)
+				_, _ = c.Write([]byte(prefix + string(buf[:n])))
+			}()
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// guestDial is a guest script that connects to host:port, sends "hi\n" and
+// prints the answer, or "refused: …".
+func guestDial(host string, port int) string {
+	return fmt.Sprintf(`python3 -c '
+import socket
+try:
+    s = socket.create_connection(("%s", %d), 10)
+    s.sendall(b"hi\n")
+    print(s.recv(100).decode().strip())
+except OSError as e:
+    print("refused:", e)
+'`, host, port)
+}
+
+// A [[forward]] table: the guest reaches exactly the named host service
+// by name; another port of the name, the service's port on the gateway
+// and another host service are refused; a reload removes it; the flows
+// are in the export, reason forwarded.
+func TestForward(t *testing.T) {
+	e := newSBEnv(t)
+	svc, other := lineServer(t, "svc:"), lineServer(t, "other:")
+	pol := filepath.Join(t.TempDir(), "policy.toml")
+	write := func(body string) {
+		if err := os.WriteFile(pol, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(fmt.Sprintf("[[forward]]\nname = \"db.capsem.internal\"\nport = 5432\nto = \"127.0.0.1:%d\"\n", svc))
+	e.start("fw", "--policy", pol)
+
+	for _, c := range []struct {
+		host string
+		port int
+		want string
+		why  string
+	}{
+		{"db.capsem.internal", 5432, "svc:hi", "the table's name and port reach exactly its service"},
+		{"db.capsem.internal", other, "refused:", "another port of the name is not forwarded"},
+		{"198.18.0.1", svc, "refused:", "the service's port on the gateway"},
+		{"db.capsem.internal", svc, "refused:", "the service's own port number on the name"},
+	} {
+		if got := strings.TrimSpace(e.sh("fw", guestDial(c.host, c.port))); !strings.HasPrefix(got, c.want) {
+			t.Errorf("%s:%d (%s): %q, want %q", c.host, c.port, c.why, got, c.want)
+		}
+	}
+
+	// A reload without the table: the name no longer resolves.
+	write("[network]\nallow = []\n")
+	e.must(0, nil, "policy", "reload", "fw")
+	if got := strings.TrimSpace(e.sh("fw", guestDial("db.capsem.internal", 5432))); !strings.HasPrefix(got, "refused:") {
+		t.Errorf("after the reload removed the table: %q", got)
+	}
+
+	sid := e.ls()["fw"].SessionID
+	e.must(0, nil, "stop", "fw")
+	out := filepath.Join(t.TempDir(), "out.db")
+	e.must(0, nil, "export", "--sqlite", out, "--session", sid)
+	db, err := sql.Open("sqlite", out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	var rule, detail, dir string
+	if err := db.QueryRow(`SELECT count(*), max(matched_rule), max(detail), max(direction) FROM net_events WHERE reason = 'forwarded' AND decision = 'allowed' AND domain = 'db.capsem.internal' AND port = 5432`).Scan(&n, &rule, &detail, &dir); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 || rule != fmt.Sprintf("forward db.capsem.internal:5432 -> 127.0.0.1:%d", svc) || !strings.Contains(detail, fmt.Sprintf("127.0.0.1:%d", svc)) || dir != "outbound" {
+		t.Errorf("the forwarded flow in the export: %d rows, rule %q, detail %q, direction %q", n, rule, detail, dir)
 	}
 }

@@ -38,6 +38,9 @@ type plan struct {
 	Data      string         `json:"data"`
 	EnvNames  []string       `json:"env_names"`         // the variables the guest's commands get from the host (names only)
 	Timeout   string         `json:"timeout,omitempty"` // run: --timeout
+	// Ports are the guest ports published on the host (--publish; start:
+	// the stored ones with the flags applied), in full form.
+	Ports []string `json:"ports"`
 }
 
 // planImage is the guest a plan would boot.
@@ -123,6 +126,8 @@ func printPlan(w io.Writer, p plan, asJSON bool) error {
 	fmt.Fprintf(tw, "  denied\t%s\n", list(p.Policy.Deny))
 	fmt.Fprintf(tw, "  request rules\t%s\n", list(p.Policy.HTTP))
 	fmt.Fprintf(tw, "  TLS not intercepted\t%s\n", list(p.Policy.Passthrough))
+	fmt.Fprintf(tw, "  host services\t%s\n", list(p.Policy.Forwards))
+	fmt.Fprintf(tw, "published ports\t%s\n", list(p.Ports))
 	img := p.Image.ID
 	if !p.Image.Built {
 		img = "(" + p.Image.Note + ")"
@@ -153,7 +158,7 @@ func startPlan(c *cli.Context, d home.Dir) error {
 		return usageError{err}
 	}
 	p := plan{Command: "start", Sandbox: d.Name, Exists: !fresh, Policy: pol.Summarize(), CPUs: s.CPUs, MemoryMiB: s.MemoryMiB,
-		DiskGiB: s.DiskGiB, Workspace: s.Workspace, Data: c.String("data"), EnvNames: envNames(s.Env)}
+		DiskGiB: s.DiskGiB, Workspace: s.Workspace, Data: c.String("data"), EnvNames: envNames(s.Env), Ports: append([]string{}, s.Ports...)}
 	if fresh {
 		p.Image = defaultImagePlan()
 	} else {
@@ -165,7 +170,10 @@ func startPlan(c *cli.Context, d home.Dir) error {
 // runPlan is capsem run --dry-run's plan.
 func runPlan(c *cli.Context, o *runOptions) error {
 	p := plan{Command: "run", Argv: append([]string{}, o.argv...), Policy: o.policy.Summarize(), Image: defaultImagePlan(),
-		CPUs: o.cpus, MemoryMiB: o.mem, Workspace: o.workspace, Data: o.data, EnvNames: envNames(o.env)}
+		CPUs: o.cpus, MemoryMiB: o.mem, Workspace: o.workspace, Data: o.data, EnvNames: envNames(o.env), Ports: []string{}}
+	for _, sp := range o.publish {
+		p.Ports = append(p.Ports, sp.String())
+	}
 	if o.timeout > 0 {
 		p.Timeout = o.timeout.Round(time.Millisecond).String()
 	}
