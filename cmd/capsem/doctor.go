@@ -18,6 +18,7 @@ import (
 	"github.com/capsem/capsem/guest/bootparam"
 	"github.com/capsem/capsem/guest/diagnostics"
 	"github.com/capsem/capsem/policy"
+	"github.com/capsem/capsem/ports"
 )
 
 // The names the doctor's policy is about (see doctorPolicy).
@@ -57,6 +58,11 @@ const (
 	// its env tool reads nothing of the doctor's environment.
 	doctorMCPPath     = "/mcp"
 	doctorMCPJSONPath = "/mcp-json"
+	// doctorPublished is the guest port the doctor publishes on a free
+	// host port (--publish 0:PORT), doctorUnpublished one it does not:
+	// the upstream's /reach tries both from the host.
+	doctorPublished   = 8765
+	doctorUnpublished = 8766
 )
 
 func doctorCommand() *cli.Command {
@@ -173,6 +179,8 @@ func doctorAction(c *cli.Context) error {
 			fmt.Sprintf("CAPSEM_DOCTOR_MCP_GATEWAY_RULE=mcp.rules[1] (line %d)", mcpRules[0]),
 			fmt.Sprintf("CAPSEM_DOCTOR_MCP_HOST_RULE=mcp.rules[2] (line %d)", mcpRules[1]),
 			h3Env,
+			fmt.Sprintf("CAPSEM_DOCTOR_PUBLISHED=%d", doctorPublished),
+			fmt.Sprintf("CAPSEM_DOCTOR_UNPUBLISHED=%d", doctorUnpublished),
 			"PYTHONDONTWRITEBYTECODE=1",
 		},
 		policy:    pol,
@@ -186,6 +194,8 @@ func doctorAction(c *cli.Context) error {
 		noStdin:   true,
 		onEvent:   up.recordEvent,
 		cold:      c.Bool("cold"),
+		publish:   []ports.Spec{{HostIP: ports.DefaultHostIP, GuestPort: doctorPublished}},
+		published: up.setPublished,
 	}
 	return runRecorded(c, o)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
@@ -20,6 +21,8 @@ import (
 
 	"github.com/capsem/capsem/mcpgate/testserver"
 	"github.com/capsem/capsem/mitm/ca"
+	"github.com/capsem/capsem/netstack"
+	"github.com/capsem/capsem/ports"
 	"github.com/capsem/capsem/store"
 )
 
@@ -34,8 +37,9 @@ type doctorUpstream struct {
 	caFile    string
 	workspace string
 
-	mu     sync.Mutex
-	events map[store.Kind][]eventJSON // what the session's store recorded, per kind
+	mu        sync.Mutex
+	events    map[store.Kind][]eventJSON // what the session's store recorded, per kind
+	published ports.Spec                 // the doctor's published port (setPublished)
 }
 
 // eventJSON is a recorded event as the doctor's tests read it (/events):
@@ -57,6 +61,8 @@ type eventJSON struct {
 	Detail    string     `json:"detail,omitempty"`       // net, agent
 	Transport string     `json:"transport,omitempty"`    // net
 	ConnType  string     `json:"conn_type,omitempty"`    // net
+	Direction string     `json:"direction,omitempty"`    // net
+	Port      uint16     `json:"port,omitempty"`         // net
 	HTTPVer   string     `json:"http_version,omitempty"` // net (requests)
 	State     string     `json:"state,omitempty"`        // agent
 	// mcp_call; its decision and reason are Decision and Reason, its
@@ -106,6 +112,7 @@ func startDoctorUpstream(work, workspace string) (*doctorUpstream, error) {
 	mux.HandleFunc("/workspace-stat", u.workspaceStat)
 	mux.HandleFunc("/upgrade", upgrade)
 	mux.HandleFunc("/workspace-file", u.workspaceFile)
+	mux.HandleFunc("/reach", u.reach)
 	// A remote MCP server behind the doctor's host, in both response forms
 	// of streamable HTTP (an event stream, and plain JSON), one test server
 	// for both so that its calls tool counts what reached either. The MITM
@@ -163,6 +170,7 @@ func (u *doctorUpstream) recordEvent(ev store.Event) {
 		j.Decision, j.Reason, j.Count, j.Detail = string(ev.Net.Decision), ev.Net.Reason, ev.Net.Count, ev.Net.Detail
 		j.Method, j.URLPath, j.Status = ev.Net.Method, ev.Net.Path, ev.Net.StatusCode
 		j.Transport, j.ConnType, j.HTTPVer = string(ev.Net.Transport), string(ev.Net.ConnType), ev.Net.HTTPVersion
+		j.Direction, j.Port = string(ev.Net.Direction), ev.Net.Port
 	case ev.Agent != nil:
 		kind = store.KindAgent
 		j.State, j.Count, j.Detail = ev.Agent.State, ev.Agent.Count, ev.Agent.Detail
@@ -311,4 +319,52 @@ func (u *doctorUpstream) workspaceFile(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
 	_, _ = w.Write(b)
+}
+
+// setPublished notes the host port the doctor's published guest port got.
+func (u *doctorUpstream) setPublished(sp ports.Spec) {
+	u.mu.Lock()
+	u.published = sp
+	u.mu.Unlock()
+}
+
+// reach (/reach?guest_port=N) tries, from the host, to reach the guest's
+// port N: through its published host port when it is the published one,
+// else every way a host process could try without one — the same port
+// number on the host's loopback and the guest's own address. It reads a
+// line, which the guest's server writes on accepting, and answers
+// "reached LINE" or "unreachable: why".
+func (u *doctorUpstream) reach(w http.ResponseWriter, r *http.Request) {
+	n, err := strconv.ParseUint(r.URL.Query().Get("guest_port"), 10, 16)
+	if err != nil || n == 0 {
+		http.Error(w, "want ?guest_port=N", http.StatusBadRequest)
+		return
+	}
+	u.mu.Lock()
+	pub := u.published
+	u.mu.Unlock()
+	var addrs []string
+	if pub.GuestPort == uint16(n) {
+		addrs = []string{pub.HostAddr().String()}
+	} else {
+		addrs = []string{net.JoinHostPort("127.0.0.1", strconv.Itoa(int(n))), net.JoinHostPort(netstack.GuestIP.String(), strconv.Itoa(int(n)))}
+	}
+	var why []string
+	for _, a := range addrs {
+		c, err := net.DialTimeout("tcp", a, 2*time.Second)
+		if err != nil {
+			why = append(why, a+": "+err.Error())
+			continue
+		}
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		line, err := bufio.NewReader(c).ReadString('\n')
+		c.Close()
+		if err != nil {
+			why = append(why, a+": connected, but no line: "+err.Error())
+			continue
+		}
+		fmt.Fprintf(w, "reached %s", strings.TrimSpace(line))
+		return
+	}
+	fmt.Fprintf(w, "unreachable: %s", strings.Join(why, "; "))
 }

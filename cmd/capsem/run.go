@@ -96,6 +96,7 @@ type runOptions struct {
 	noStdin    bool              // the command gets no input (doctor)
 	onEvent    func(store.Event) // sees each event of the session once it is recorded (doctor)
 	publish    []ports.Spec      // --publish: guest ports published on the host for the run
+	published  func(ports.Spec)  // told each port in force, its host port picked (doctor)
 }
 
 func parseRunOptions(c *cli.Context) (*runOptions, error) {
@@ -242,6 +243,9 @@ func runRecorded(c *cli.Context, o *runOptions) error {
 			return err
 		}
 		fmt.Fprintf(c.App.ErrWriter, "capsem: %s on the host reaches the guest's port %d\n", got.HostAddr(), got.GuestPort)
+		if o.published != nil {
+			o.published(got)
+		}
 	}
 
 	host, _ := os.Hostname()
