@@ -27,6 +27,7 @@ import (
 	"github.com/capsem/capsem/mitm/ca"
 	"github.com/capsem/capsem/netstack"
 	"github.com/capsem/capsem/policy"
+	"github.com/capsem/capsem/ports"
 	"github.com/capsem/capsem/store"
 )
 
@@ -96,6 +97,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			&cli.IntFlag{Name: "listen-fd", Value: -1, Usage: "inherited socket `N`: listening unix socket, or a connected stream/datagram socket"},
 			&cli.UintFlag{Name: "mtu", Value: netstack.DefaultMTU, Usage: "guest link MTU, 576..65520"},
 			&cli.StringFlag{Name: "pcap", Usage: "write every frame, both ways, to pcap `FILE`"},
+			&cli.StringFlag{Name: "services", Usage: "serve gvproxy's port-forwarder API on unix:///`PATH` or tcp://127.0.0.1:PORT (what podman machine and crc call to publish guest ports)"},
 			&cli.DurationFlag{Name: "dial-timeout", Value: netstack.DefaultDialTimeout, Usage: "how long an allowed flow's upstream connect may take while the guest's SYN waits"},
 			&cli.IntFlag{Name: "max-flows", Value: netstack.DefaultMaxFlows, Usage: "the most TCP connections the guest may hold open at once (flows and DNS over TCP); beyond it a SYN gets a RST"},
 			&cli.IntFlag{Name: "max-dns-tcp", Value: netstack.DefaultMaxDNSTCPConns, Usage: "the most DNS-over-TCP connections the guest may hold open at once; beyond it a SYN to port 53 gets a RST"},
@@ -274,6 +276,23 @@ func serve(c *cli.Context, stdout io.Writer) error {
 		return err
 	}
 	defer fl.Close()
+
+	// gvproxy's services API: guest ports published on the host, carried
+	// in by the netstack (ports.Publisher, netstack.Stack.Inbound).
+	pub := ports.New(log)
+	defer pub.Close()
+	pub.Attach(fl)
+	if spec := c.String("services"); spec != "" {
+		sl, err := listenServices(spec)
+		if err != nil {
+			return err
+		}
+		defer sl.Close()
+		sctx, stopServices := context.WithCancel(c.Context)
+		defer stopServices()
+		serveServices(sctx, sl, pub, log)
+		fmt.Fprintf(stdout, "services: gvproxy's port forwarder on %s\n", spec)
+	}
 
 	fmt.Fprintf(stdout, "capsem-net %s: listening on %s, session %s, events in %s\n", version(), ln, w.ID(), c.String("data"))
 	fmt.Fprintf(stdout, "TLS to port 443 is intercepted: the guest must trust %s\n", authority.CertPath())
