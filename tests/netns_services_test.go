@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/containers/gvisor-tap-vsock/pkg/types"
 
 	"github.com/capsem/capsem/store"
+	"github.com/capsem/capsem/tests/harness"
 )
 
 // capsem-net as a drop-in for gvproxy's port forwarder: the real client
@@ -102,5 +104,114 @@ func TestCapsemNetServices(t *testing.T) {
 		return n.Direction == store.Inbound && n.Reason == "published" && n.Port == 8000 && n.BytesSent > 0
 	}); n == nil {
 		t.Error("no inbound flow to port 8000 recorded")
+	}
+}
+
+// capsem-net's --forward-sock, as podman machine uses gvproxy's: a host
+// socket whose connections reach a socket in the guest over SSH to the
+// guest's real sshd, carried in by the netstack and recorded.
+func TestCapsemNetForwardSock(t *testing.T) {
+	sshd, err := exec.LookPath("sshd")
+	if err != nil {
+		if _, err2 := os.Stat("/usr/sbin/sshd"); err2 != nil {
+			t.Skip("no sshd (apt-get install openssh-server, or go tool task deps)")
+		}
+		sshd = "/usr/sbin/sshd"
+	}
+	dir := t.TempDir()
+	for _, k := range []string{"host_key", "id"} {
+		if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", filepath.Join(dir, k)).CombinedOutput(); err != nil {
+			t.Fatalf("ssh-keygen: %v: %s", err, out)
+		}
+	}
+	pub, err := os.ReadFile(filepath.Join(dir, "id.pub"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "authorized_keys"), pub, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := fmt.Sprintf("Port 22\nListenAddress 0.0.0.0\nHostKey %[1]s/host_key\nAuthorizedKeysFile %[1]s/authorized_keys\n"+
+		"PermitRootLogin prohibit-password\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"+
+		"PidFile none\nAllowStreamLocalForwarding yes\nClientAliveInterval 1\nClientAliveCountMax 2\n", dir) // the session ends 3 s after the namespace is gone
+	if err := os.WriteFile(filepath.Join(dir, "sshd_config"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll("/run/sshd", 0o755); err != nil { // sshd's privilege-separation directory
+		t.Fatal(err)
+	}
+
+	// The guest's socket: what podman's API socket is in its machine.
+	guestSock := filepath.Join(dir, "guest.sock")
+	gl, err := net.Listen("unix", guestSock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gl.Close()
+	go func() {
+		for {
+			c, err := gl.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				buf := make([]byte, 256)
+				n, _ := c.Read(buf)
+				_, _ = c.Write(append([]byte("guest-sock:"), buf[:n]...))
+			}()
+		}
+	}()
+
+	hostSock := filepath.Join(dir, "host.sock")
+	user := os.Getenv("USER")
+	if user == "" {
+		user = "root"
+	}
+	e := startEnv(t, "[network]\nallow = []\n", envOptions{extraArgs: []string{
+		"-forward-sock", hostSock, "-forward-dest", guestSock, "-forward-user", user, "-forward-identity", filepath.Join(dir, "id")}})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	srv := e.ns.Command(ctx, sshd, "-D", "-e", "-f", filepath.Join(dir, "sshd_config"))
+	sshdLog := &harness.SyncBuffer{}
+	srv.Stdout, srv.Stderr = sshdLog, sshdLog
+	srv.WaitDelay = 2 * time.Second // a session child of sshd may hold the pipes a moment longer
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cancel(); _ = srv.Wait() }()
+
+	ask := func(msg string) (string, error) {
+		c, err := net.DialTimeout("unix", hostSock, 5*time.Second)
+		if err != nil {
+			return "", err
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+		if _, err := c.Write([]byte(msg)); err != nil {
+			return "", err
+		}
+		b, err := io.ReadAll(c)
+		return string(b), err
+	}
+	var got string
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		got, err = ask("hi")
+		if err == nil && got != "" || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(300 * time.Millisecond) // sshd starting in the namespace
+	}
+	if got != "guest-sock:hi" {
+		t.Fatalf("through --forward-sock: %q %v\nsshd:\n%s\ncapsem-net:\n%s", got, err, sshdLog.String(), e.out.String())
+	}
+	if got, err := ask("again"); got != "guest-sock:again" {
+		t.Fatalf("a second connection: %q %v", got, err)
+	}
+	evs := e.stop() // the SSH flow ends with capsem-net and is recorded
+	if n := netEvent(evs, func(n *store.Net) bool {
+		return n.Direction == store.Inbound && n.Port == 22 && n.Reason == "published" && strings.HasPrefix(n.MatchedRule, "forward-sock ")
+	}); n == nil {
+		t.Error("no inbound flow to the guest's port 22 recorded for the forward")
 	}
 }

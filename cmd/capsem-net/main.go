@@ -97,6 +97,10 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			&cli.IntFlag{Name: "listen-fd", Value: -1, Usage: "inherited socket `N`: listening unix socket, or a connected stream/datagram socket"},
 			&cli.UintFlag{Name: "mtu", Value: netstack.DefaultMTU, Usage: "guest link MTU, 576..65520"},
 			&cli.StringFlag{Name: "pcap", Usage: "write every frame, both ways, to pcap `FILE`"},
+			&cli.StringSliceFlag{Name: "forward-sock", Usage: "a host unix socket `PATH` forwarded to a guest socket over SSH, as gvproxy does (repeatable; with --forward-dest, --forward-user, --forward-identity)"},
+			&cli.StringSliceFlag{Name: "forward-dest", Usage: "the guest socket `PATH` of the --forward-sock of the same rank"},
+			&cli.StringSliceFlag{Name: "forward-user", Usage: "the guest `USER` to SSH as, for the --forward-sock of the same rank"},
+			&cli.StringSliceFlag{Name: "forward-identity", Usage: "the SSH private key `FILE`, for the --forward-sock of the same rank"},
 			&cli.StringFlag{Name: "services", Usage: "serve gvproxy's port-forwarder API on unix:///`PATH` or tcp://127.0.0.1:PORT (what podman machine and crc call to publish guest ports)"},
 			&cli.DurationFlag{Name: "dial-timeout", Value: netstack.DefaultDialTimeout, Usage: "how long an allowed flow's upstream connect may take while the guest's SYN waits"},
 			&cli.IntFlag{Name: "max-flows", Value: netstack.DefaultMaxFlows, Usage: "the most TCP connections the guest may hold open at once (flows and DNS over TCP); beyond it a SYN gets a RST"},
@@ -292,6 +296,19 @@ func serve(c *cli.Context, stdout io.Writer) error {
 		defer stopServices()
 		serveServices(sctx, sl, pub, log)
 		fmt.Fprintf(stdout, "services: gvproxy's port forwarder on %s\n", spec)
+	}
+
+	fwds, err := sshForwardsFromFlags(c.StringSlice("forward-sock"), c.StringSlice("forward-dest"), c.StringSlice("forward-user"), c.StringSlice("forward-identity"), fl, log)
+	if err != nil {
+		return err
+	}
+	fctx, stopForwards := context.WithCancel(c.Context)
+	defer stopForwards()
+	for _, f := range fwds {
+		if err := f.serve(fctx); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "forward: %s -> the guest's %s (SSH as %s)\n", f.sock, f.dest, f.user)
 	}
 
 	fmt.Fprintf(stdout, "capsem-net %s: listening on %s, session %s, events in %s\n", version(), ln, w.ID(), c.String("data"))
