@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -129,7 +128,7 @@ resolve = { "iperf.test" = "127.0.0.1", "conn.test" = "127.0.0.1" }
 			if *flagProfile != "" {
 				args = append(args, "--cpu-profile", filepath.Join(*flagProfile, fmt.Sprintf("capsem-net-mtu%d.pprof", mtu)))
 			}
-			stop, err := startProcess(bin, args...)
+			stop, err := peerbin.Start(bin, args...)
 			return "iperf.test", stop, err
 		}}, nil
 	case "gvproxy":
@@ -138,7 +137,7 @@ resolve = { "iperf.test" = "127.0.0.1", "conn.test" = "127.0.0.1" }
 			return peer{}, err
 		}
 		return peer{name: name, guestMAC: peerbin.GvproxyGuestMAC, start: func(dir, sock string, mtu, _, _ int) (string, func(), error) {
-			stop, err := startProcess(bin, "-listen-qemu", "unix://"+sock, "-mtu", strconv.Itoa(mtu), "-ssh-port", "-1")
+			stop, err := peerbin.Start(bin, "-listen-qemu", "unix://"+sock, "-mtu", strconv.Itoa(mtu), "-ssh-port", "-1")
 			// gvproxy NATs 192.168.127.254 to the host's loopback.
 			return "192.168.127.254", stop, err
 		}}, nil
@@ -153,33 +152,13 @@ resolve = { "iperf.test" = "127.0.0.1", "conn.test" = "127.0.0.1" }
 			if err := os.Chmod(dir, 0o777); err != nil {
 				return "", nil, err
 			}
-			stop, err := startProcess(bin, "-f", "-q", "-s", sock, "-m", strconv.Itoa(mtu), "-e", "-4", "-t", "none", "-u", "none")
+			stop, err := peerbin.Start(bin, "-f", "-q", "-s", sock, "-m", strconv.Itoa(mtu), "-e", "-4", "-t", "none", "-u", "none")
 			// passt maps the guest's default gateway to the host's loopback;
 			// the gateway is read from the DHCP lease.
 			return "", stop, err
 		}}, nil
 	}
 	return peer{}, fmt.Errorf("unknown peer %q", name)
-}
-
-func startProcess(bin string, args ...string) (func(), error) {
-	cmd := exec.Command(bin, args...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	return func() {
-		cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-	}, nil
 }
 
 func measure(p peer, mtu, iperfPort, connPort int) (r result) {

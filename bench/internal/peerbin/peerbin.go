@@ -1,11 +1,13 @@
 package peerbin
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"time"
 )
 
 // GvproxyModule is the gvproxy every bench measures: one pin, so that
@@ -47,4 +49,26 @@ func Passt() (string, error) {
 		return "", errors.New("passt not installed (apt-get install passt)")
 	}
 	return bin, nil
+}
+
+// Start runs bin with args, its output kept, and returns how to stop it:
+// an interrupt, then a kill after 5 s.
+func Start(bin string, args ...string) (stop func(), err error) {
+	cmd := exec.Command(bin, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	return func() {
+		cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+	}, nil
 }
