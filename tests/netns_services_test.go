@@ -50,7 +50,7 @@ func TestCapsemNetServices(t *testing.T) {
 	}}}
 	cl := client.New(hc, "http://gvproxy")
 
-	hp := freePort(t)
+	hp := refusedPort(t)
 	local := fmt.Sprintf("127.0.0.1:%d", hp)
 	if err := cl.Expose(&types.ExposeRequest{Local: local, Remote: "192.168.127.2:8000", Protocol: types.TCP}); err != nil {
 		t.Fatalf("expose: %v", err)

@@ -20,17 +20,6 @@ import (
 // asking for a taken host port is refused with why; every connection is
 // an inbound flow in the export.
 
-// freePort is a host TCP port nothing listens on now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // curlUntil runs the real curl against url until it answers (a Python
 // server takes seconds to start under TCG) or within passes.
 func curlUntil(t *testing.T, url string, within time.Duration) string {
@@ -60,7 +49,7 @@ func TestPublishedPorts(t *testing.T) {
 		t.Skip("no curl on the host (apt-get install curl)")
 	}
 	e := newSBEnv(t)
-	hp := freePort(t)
+	hp := refusedPort(t)
 	e.start("web", "--publish", strconv.Itoa(hp)+":8000")
 	e.sh("web", serveScript(8000)+"; "+serveScript(9000))
 
@@ -117,13 +106,7 @@ func TestPublishedPorts(t *testing.T) {
 	}
 
 	// The export: inbound flows, the host peer's address, the bytes.
-	out := filepath.Join(t.TempDir(), "out.db")
-	e.must(0, nil, "export", "--sqlite", out, "--session", sid)
-	db, err := sql.Open("sqlite", out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := e.exportDB(sid)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	rows, err := db.QueryContext(ctx, `SELECT port, src_ip, reason, matched_rule, bytes_sent FROM net_events WHERE direction = 'inbound' AND decision = 'allowed'`)
@@ -160,7 +143,7 @@ func TestRunPublish(t *testing.T) {
 		t.Skip("no curl on the host (apt-get install curl)")
 	}
 	e := newSBEnv(t)
-	hp := freePort(t)
+	hp := refusedPort(t)
 	got := make(chan string, 1)
 	go func() {
 		out, _ := exec.Command("sh", "-c", fmt.Sprintf("for i in $(seq 200); do curl -s --fail -m 5 http://127.0.0.1:%d/index.html && exit 0; sleep 0.3; done; exit 1", hp)).CombinedOutput()
@@ -260,13 +243,7 @@ func TestForward(t *testing.T) {
 
 	sid := e.ls()["fw"].SessionID
 	e.must(0, nil, "stop", "fw")
-	out := filepath.Join(t.TempDir(), "out.db")
-	e.must(0, nil, "export", "--sqlite", out, "--session", sid)
-	db, err := sql.Open("sqlite", out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := e.exportDB(sid)
 	var n int
 	var rule, detail, dir string
 	if err := db.QueryRow(`SELECT count(*), max(matched_rule), max(detail), max(direction) FROM net_events WHERE reason = 'forwarded' AND decision = 'allowed' AND domain = 'db.capsem.internal' AND port = 5432`).Scan(&n, &rule, &detail, &dir); err != nil {
@@ -275,4 +252,18 @@ func TestForward(t *testing.T) {
 	if n != 1 || rule != fmt.Sprintf("forward db.capsem.internal:5432 -> 127.0.0.1:%d", svc) || !strings.Contains(detail, fmt.Sprintf("127.0.0.1:%d", svc)) || dir != "outbound" {
 		t.Errorf("the forwarded flow in the export: %d rows, rule %q, detail %q, direction %q", n, rule, detail, dir)
 	}
+}
+
+// exportDB exports session sid with capsem export --sqlite and opens the
+// file; it is closed when the test ends.
+func (e *sbEnv) exportDB(sid string) *sql.DB {
+	e.t.Helper()
+	out := filepath.Join(e.t.TempDir(), "out.db")
+	e.must(0, nil, "export", "--sqlite", out, "--session", sid)
+	db, err := sql.Open("sqlite", out)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { db.Close() })
+	return db
 }

@@ -176,30 +176,13 @@ func measure(p peer, mtu, iperfPort, connPort int) (r result) {
 		return
 	}
 	defer stop()
-	ns, err := harness.NewNamespace(mtu)
+	g, err := peerbin.AttachGuest(sock, mtu, p.guestMAC)
 	if err != nil {
 		r.err = err
 		return
 	}
-	defer ns.Close()
-	if p.guestMAC != "" {
-		if err := ns.IP("link", "set", "tap0", "address", p.guestMAC); err != nil {
-			r.err = err
-			return
-		}
-	}
-	conn, err := harness.DialQEMU(sock, 10*time.Second)
-	if err != nil {
-		r.err = err
-		return
-	}
-	pump := harness.StartPump(ns.TAP, conn)
-	defer pump.Close()
-	lease, err := ns.DHCP()
-	if err != nil {
-		r.err = fmt.Errorf("dhcp: %w", err)
-		return
-	}
+	defer g.Close()
+	ns, lease := g.NS, g.Lease
 	if target == "" {
 		target = lease.Router
 	}

@@ -32,6 +32,7 @@ var (
 	flagCache    = flag.String("cache", ".cache/bin", "where built peer binaries are kept")
 	flagWorkers  = flag.Int("c", 8, "concurrent keep-alive connections of the requests/s run")
 	flagLatency  = flag.Int("n", 500, "sequential requests of the latency run")
+	flagProfile  = flag.String("capsem-profile", "", "write capsem-net's CPU profile to DIR/capsem-net-ports.pprof (of the last repetition)")
 	flagServe    = flag.String("serve", "", "internal: serve the benchmark's HTTP server on ADDR (run in the guest namespace)")
 )
 
@@ -131,8 +132,13 @@ func makePeer(name, cache string) (peer, error) {
 		}
 		return peer{name: name, start: func(dir, sock string, iperfPort, httpPort int) (func() error, func(), error) {
 			svc := filepath.Join(dir, "services.sock")
-			stop, err := peerbin.Start(bin, "--data", filepath.Join(dir, "data"), "--ca-dir", filepath.Join(dir, "ca"),
-				"--listen-qemu", "unix://"+sock, "--log-level", "warn", "--services", "unix://"+svc)
+			args := []string{"--data", filepath.Join(dir, "data"), "--ca-dir", filepath.Join(dir, "ca"),
+				"--listen-qemu", "unix://" + sock, "--log-level", "warn", "--services", "unix://" + svc}
+			if *flagProfile != "" {
+				p, _ := filepath.Abs(filepath.Join(*flagProfile, "capsem-net-ports.pprof"))
+				args = append(args, "--cpu-profile", p)
+			}
+			stop, err := peerbin.Start(bin, args...)
 			return func() error { return exposeBoth(svc, "198.18.0.2", iperfPort, httpPort) }, stop, err
 		}}, nil
 	case "gvproxy":
@@ -282,29 +288,13 @@ func measure(p peer, self string) (r result) {
 		return
 	}
 	defer stop()
-	ns, err := harness.NewNamespace(1500)
+	g, err := peerbin.AttachGuest(sock, 1500, p.guestMAC)
 	if err != nil {
 		r.err = err
 		return
 	}
-	defer ns.Close()
-	if p.guestMAC != "" {
-		if err := ns.IP("link", "set", "tap0", "address", p.guestMAC); err != nil {
-			r.err = err
-			return
-		}
-	}
-	conn, err := harness.DialQEMU(sock, 10*time.Second)
-	if err != nil {
-		r.err = err
-		return
-	}
-	pump := harness.StartPump(ns.TAP, conn)
-	defer pump.Close()
-	if _, err := ns.DHCP(); err != nil {
-		r.err = fmt.Errorf("dhcp: %w", err)
-		return
-	}
+	defer g.Close()
+	ns := g.NS
 	ctx, cancel := context.WithCancel(context.Background())
 	var servers []*exec.Cmd
 	defer func() {

@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"time"
+
+	"github.com/capsem/capsem/tests/harness"
 )
 
 // GvproxyModule is the gvproxy every bench measures: one pin, so that
@@ -71,4 +73,48 @@ func Start(bin string, args ...string) (stop func(), err error) {
 			<-done
 		}
 	}, nil
+}
+
+// Guest is a namespace whose TAP is pumped to a peer's QEMU-framed socket,
+// configured by the peer's DHCP.
+type Guest struct {
+	NS    *harness.Namespace
+	Lease harness.Lease
+	pump  *harness.Pump
+}
+
+// AttachGuest makes a namespace with the guest link's mtu, gives its TAP
+// mac when set (gvproxy leases by MAC), connects it to the peer's socket
+// and takes a DHCP lease.
+func AttachGuest(sock string, mtu int, mac string) (*Guest, error) {
+	ns, err := harness.NewNamespace(mtu)
+	if err != nil {
+		return nil, err
+	}
+	g := &Guest{NS: ns}
+	if mac != "" {
+		if err := ns.IP("link", "set", "tap0", "address", mac); err != nil {
+			g.Close()
+			return nil, err
+		}
+	}
+	conn, err := harness.DialQEMU(sock, 10*time.Second)
+	if err != nil {
+		g.Close()
+		return nil, err
+	}
+	g.pump = harness.StartPump(ns.TAP, conn)
+	if g.Lease, err = ns.DHCP(); err != nil {
+		g.Close()
+		return nil, fmt.Errorf("dhcp: %w", err)
+	}
+	return g, nil
+}
+
+// Close stops the pump and removes the namespace.
+func (g *Guest) Close() {
+	if g.pump != nil {
+		g.pump.Close()
+	}
+	g.NS.Close()
 }
