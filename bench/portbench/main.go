@@ -33,6 +33,7 @@ var (
 	flagWorkers  = flag.Int("c", 8, "concurrent keep-alive connections of the requests/s run")
 	flagLatency  = flag.Int("n", 500, "sequential requests of the latency run")
 	flagProfile  = flag.String("capsem-profile", "", "write capsem-net's CPU profile to DIR/capsem-net-ports.pprof (of the last repetition)")
+	flagSkip     = flag.String("skip", "", "measurements to skip: any of iperf,reqs,latency")
 	flagServe    = flag.String("serve", "", "internal: serve the benchmark's HTTP server on ADDR (run in the guest namespace)")
 )
 
@@ -351,17 +352,32 @@ func waitHTTP(port int, within time.Duration) error {
 func measureHost(iperfPort, httpPort int) (result, error) {
 	var r result
 	var err error
-	if r.upGbps, err = iperf(iperfPort, false); err != nil {
-		return r, err
+	if !skip("iperf") {
+		if r.upGbps, err = iperf(iperfPort, false); err != nil {
+			return r, err
+		}
+		if r.downGbps, err = iperf(iperfPort, true); err != nil {
+			return r, err
+		}
 	}
-	if r.downGbps, err = iperf(iperfPort, true); err != nil {
-		return r, err
+	if !skip("reqs") {
+		if r.reqs, err = reqsPerSec(httpPort); err != nil {
+			return r, err
+		}
 	}
-	if r.reqs, err = reqsPerSec(httpPort); err != nil {
-		return r, err
+	if !skip("latency") {
+		r.p50us, err = latencyP50(httpPort)
 	}
-	r.p50us, err = latencyP50(httpPort)
 	return r, err
+}
+
+func skip(what string) bool {
+	for _, s := range strings.Split(*flagSkip, ",") {
+		if strings.TrimSpace(s) == what {
+			return true
+		}
+	}
+	return false
 }
 
 // iperf is iperf3's rate from the host's client to the server behind
@@ -490,9 +506,17 @@ func printTable(base result, results []result) {
 			continue
 		}
 		ratio := ""
-		if gv != nil && gv.upGbps > 0 && gv.downGbps > 0 && gv.reqs > 0 {
-			ratio = fmt.Sprintf("%.2f× / %.2f× / %.2f×", r.upGbps/gv.upGbps, r.downGbps/gv.downGbps, r.reqs/gv.reqs)
+		if gv != nil {
+			ratio = strings.Join([]string{times(r.upGbps, gv.upGbps), times(r.downGbps, gv.downGbps), times(r.reqs, gv.reqs)}, " / ")
 		}
 		fmt.Printf("| %s | %.2f | %.2f | %.0f | %.0f | +%.0f µs | %s |\n", r.peer, r.upGbps, r.downGbps, r.reqs, r.p50us, r.p50us-base.p50us, ratio)
 	}
+}
+
+// times is a/b as "1.23×", or "–" when either was not measured.
+func times(a, b float64) string {
+	if a <= 0 || b <= 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f×", a/b)
 }
