@@ -94,14 +94,14 @@ func (s *Stack) Inbound(ctx context.Context, client net.Conn, in Inbound) error 
 		return fail(ReasonGuestRefused, fmt.Errorf("nothing in the guest accepted the connection on port %d (a server must listen on 0.0.0.0 or %s, not 127.0.0.1): %w", in.Port, GuestIP, err))
 	}
 	s.stats.FlowsAllowed.Add(1)
-	// Splice's "upstream" is the host's client here: BytesSent is what
-	// the guest sent it, as for every flow.
 	// Carried until the host side ends it (ctx: the port unpublished) or
 	// the stack closes.
 	fctx, stop := context.WithCancel(ctx)
 	defer stop()
 	unhook := context.AfterFunc(s.ctx, stop)
 	defer unhook()
+	// Splice's "upstream" is the host's client here: BytesSent is what
+	// the guest sent it, as for every flow.
 	res := Splice(fctx, guest, client, &Flow{Port: in.Port, Guest: netip.AddrPortFrom(GuestIP, in.Port), Transport: store.TransportTCP})
 	if ctx.Err() != nil && res.Err == nil {
 		res.Err = fmt.Errorf("cut: %w", context.Cause(ctx))
