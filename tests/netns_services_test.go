@@ -215,3 +215,67 @@ func TestCapsemNetForwardSock(t *testing.T) {
 		t.Error("no inbound flow to the guest's port 22 recorded for the forward")
 	}
 }
+
+// Inbound connections count against the flow cap like the guest's own:
+// with --max-flows 1 and one connection through an exposed port held
+// open, the next is refused (reset) and recorded inbound, flow-cap.
+func TestInboundFlowCap(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "services.sock")
+	e := startEnv(t, "[network]\nallow = []\n", envOptions{extraArgs: []string{"--services", "unix://" + sock, "--max-flows", "1"}})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	srv := e.ns.Command(ctx, "python3", "-c", `
+import socket
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", 7000)); s.listen(8)
+held = []
+while True:
+    c, _ = s.accept(); c.sendall(b"hello\n"); held.append(c)
+`)
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cancel(); _ = srv.Wait() }()
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", sock)
+	}}}
+	local := fmt.Sprintf("127.0.0.1:%d", refusedPort(t))
+	if err := client.New(hc, "http://gvproxy").Expose(&types.ExposeRequest{Local: local, Remote: "192.168.127.2:7000", Protocol: types.TCP}); err != nil {
+		t.Fatal(err)
+	}
+	greet := func() (string, error) {
+		c, err := net.DialTimeout("tcp", local, 5*time.Second)
+		if err != nil {
+			return "", err
+		}
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		buf := make([]byte, 16)
+		n, err := c.Read(buf)
+		if err != nil {
+			c.Close()
+			return "", err
+		}
+		t.Cleanup(func() { c.Close() })
+		return string(buf[:n]), nil
+	}
+	var first string
+	var err error
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		if first, err = greet(); err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	if first != "hello\n" {
+		t.Fatalf("the first connection: %q %v", first, err)
+	}
+	if got, err := greet(); err == nil {
+		t.Fatalf("a second connection over --max-flows 1 was carried: %q", got)
+	}
+	evs := e.stop()
+	if n := netEvent(evs, func(n *store.Net) bool {
+		return n.Direction == store.Inbound && n.Reason == "flow-cap" && n.Decision == store.Denied
+	}); n == nil {
+		t.Error("no inbound flow-cap event recorded")
+	}
+}
