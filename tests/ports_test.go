@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/capsem/capsem/guest/image"
 )
 
 // Published ports, as a user drives them: a server in the guest answers
@@ -78,10 +80,18 @@ func TestPublishedPorts(t *testing.T) {
 		t.Errorf("capsem ls does not show the added port:\n%s", st)
 	}
 
-	// Another sandbox asking for the taken host port is refused, naming it.
+	// Another sandbox asking for the taken host port is refused, naming
+	// it, and without costing the shared boot snapshot: only a failed
+	// restore falls back to a cold boot.
+	snaps := bootSnapshots(t)
 	r2 := e.must(1, nil, "start", "--ca-dir", e.caDir, "--workspace", e.ws, "--publish", strconv.Itoa(hp)+":80", "other")
-	if !strings.Contains(r2.stderr, "127.0.0.1:"+strconv.Itoa(hp)) || !strings.Contains(r2.stderr, "in use") {
+	if !strings.Contains(r2.stderr, "127.0.0.1:"+strconv.Itoa(hp)) || !strings.Contains(r2.stderr, "in use") || strings.Contains(r2.stderr, "booting the kernel") {
 		t.Errorf("a second sandbox on a taken host port: %s", r2.stderr)
+	}
+	for name, mod := range snaps {
+		if now, ok := bootSnapshots(t)[name]; !ok || !now.Equal(mod) {
+			t.Errorf("the boot snapshot %s was removed or made again by a start that failed for a taken port", name)
+		}
 	}
 
 	// Removed at run time: refused at once.
@@ -266,4 +276,25 @@ func (e *sbEnv) exportDB(sid string) *sql.DB {
 	}
 	e.t.Cleanup(func() { db.Close() })
 	return db
+}
+
+// bootSnapshots are the boot snapshots in the image cache, by name, with
+// their modification times.
+func bootSnapshots(t *testing.T) map[string]time.Time {
+	t.Helper()
+	root, err := image.DefaultCacheRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir(filepath.Join(root, "bootsnap"))
+	out := map[string]time.Time{}
+	for _, en := range entries {
+		if fi, err := en.Info(); err == nil && en.IsDir() && !strings.Contains(en.Name(), ".partial") {
+			out[en.Name()] = fi.ModTime()
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("no boot snapshot in the image cache after a sandbox started from one")
+	}
+	return out
 }

@@ -110,8 +110,11 @@ func startAction(c *cli.Context) error {
 		}
 	}
 	err := launchSupervisor(c, d, opts)
-	var ar home.AlreadyRunningError
-	if err != nil && bootSnap != "" && !errors.As(err, &ar) && c.Context.Err() == nil {
+	// Only a failed restore falls back to a cold boot: any other failure
+	// (a bad secret, a host port in use) would fail it the same way, and
+	// would cost the shared boot snapshot for nothing.
+	var re supervisor.RestoreError
+	if err != nil && bootSnap != "" && errors.As(err, &re) && c.Context.Err() == nil {
 		fmt.Fprintf(c.App.ErrWriter, "capsem: warning: the boot snapshot could not be restored (%v); booting the kernel\n", err)
 		_ = os.RemoveAll(bootSnap) // made again next time
 		opts.Cold = true

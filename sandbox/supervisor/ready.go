@@ -16,7 +16,19 @@ type Ready struct {
 	OK      bool   `json:"ok,omitempty"`
 	Error   string `json:"error,omitempty"`
 	Running bool   `json:"running,omitempty"` // the error is that it already runs
+	// Restoring: the guest could not be started from its saved state (a
+	// resume, a fork, a new sandbox's boot snapshot); booting it cold may
+	// work. Any other failure (a bad secret, a host port in use) would
+	// fail a cold boot the same way.
+	Restoring bool `json:"restoring,omitempty"`
 }
+
+// RestoreError is a start that failed restoring the guest from its saved
+// state (Ready.Restoring): the caller may boot it cold instead.
+type RestoreError struct{ Err error }
+
+func (e RestoreError) Error() string { return e.Err.Error() }
+func (e RestoreError) Unwrap() error { return e.Err }
 
 // ReporterFromEnv is the report of a supervisor that Spawn started: it
 // writes the Ready to the descriptor ReadyFDEnv names, and closes it. It

@@ -54,7 +54,11 @@ func Spawn(d home.Dir, exe string, args []string) error {
 		return home.AlreadyRunningError{Name: d.Name}
 	}
 	if !m.OK {
-		return fmt.Errorf("sandbox %s did not start: %s\n(the supervisor's log: %s)", d.Name, m.Error, d.Log())
+		err := fmt.Errorf("sandbox %s did not start: %s\n(the supervisor's log: %s)", d.Name, m.Error, d.Log())
+		if m.Restoring {
+			return RestoreError{err}
+		}
+		return err
 	}
 	return nil
 }

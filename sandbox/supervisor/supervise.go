@@ -70,7 +70,8 @@ func Run(ctx context.Context, data, name string, o Options, report func(Ready)) 
 				m.Error = err.Error()
 			}
 			var ar home.AlreadyRunningError
-			m.Running = errors.As(err, &ar)
+			var re RestoreError
+			m.Running, m.Restoring = errors.As(err, &ar), errors.As(err, &re)
 			report(m)
 		}
 	}()
@@ -185,6 +186,9 @@ func Run(ctx context.Context, data, name string, o Options, report func(Ready)) 
 	if err != nil {
 		_ = rs.End(nil)
 		_, _ = sessionstore.Merge(data, 5*time.Second)
+		if restore != nil {
+			return RestoreError{err}
+		}
 		return err
 	}
 	sup.sb, sup.started = sb, time.Now()
