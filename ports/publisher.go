@@ -77,10 +77,12 @@ func (p *Publisher) Add(asked Spec) (Spec, error) {
 	if p.closed {
 		return Spec{}, errors.New("ports: the sandbox is stopping")
 	}
-	for _, e := range p.entries {
-		if asked.HostPort != 0 && e.spec.HostAddr() == asked.HostAddr() {
-			return Spec{}, fmt.Errorf("ports: %s is published already (to guest port %d)", e.spec.HostAddr(), e.spec.GuestPort)
-		}
+	inForce := make([]Spec, len(p.entries))
+	for i, e := range p.entries {
+		inForce[i] = e.spec
+	}
+	if q, taken := Taken(inForce, asked); taken {
+		return Spec{}, fmt.Errorf("ports: %s is published already (to guest port %d)", q.HostAddr(), q.GuestPort)
 	}
 	ln, err := net.Listen("tcp", asked.HostAddr().String())
 	if err != nil {

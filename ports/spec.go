@@ -111,3 +111,18 @@ func (s Spec) Names(t Spec) bool {
 	}
 	return s.HostAddr() == t.HostAddr()
 }
+
+// Taken returns the spec of published that already holds sp's host
+// address and port: a sandbox publishes a host port once. A free-port
+// spec (host port 0) conflicts with nothing.
+func Taken(published []Spec, sp Spec) (Spec, bool) {
+	if sp.HostPort == 0 {
+		return Spec{}, false
+	}
+	for _, q := range published {
+		if q.HostAddr() == sp.HostAddr() {
+			return q, true
+		}
+	}
+	return Spec{}, false
+}

@@ -98,18 +98,26 @@ func portAdd(c *cli.Context, d home.Dir, spec string) error {
 		fmt.Fprintf(c.App.ErrWriter, "capsem: %s:%d on the host reaches port %d of sandbox %s\n", p.HostIP, p.HostPort, p.GuestPort, d.Name)
 		return nil
 	}
-	return editStoppedPorts(c, d, func(s *home.Settings) error {
-		sp, _ := ports.ParseSpec(spec)
+	sp, _ := ports.ParseSpec(spec)
+	err := editStoppedPorts(c, d, func(s *home.Settings) error {
+		var published []ports.Spec
 		for _, q := range s.Ports {
-			if qs, err := ports.ParseSpec(q); err == nil && sp.HostPort != 0 && qs.HostAddr() == sp.HostAddr() {
-				return fmt.Errorf("sandbox %s publishes %s already (%s)", d.Name, sp.HostAddr(), q)
+			if qs, err := ports.ParseSpec(q); err == nil {
+				published = append(published, qs)
 			}
 		}
+		if q, taken := ports.Taken(published, sp); taken {
+			return fmt.Errorf("sandbox %s publishes %s already (%s)", d.Name, sp.HostAddr(), q)
+		}
 		s.Ports = append(s.Ports, sp.String())
-		fmt.Fprintln(c.App.Writer, sp.String())
-		fmt.Fprintf(c.App.ErrWriter, "capsem: sandbox %s is not running: its next start publishes %s\n", d.Name, sp)
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(c.App.Writer, sp.String())
+	fmt.Fprintf(c.App.ErrWriter, "capsem: sandbox %s is not running: its next start publishes %s\n", d.Name, sp)
+	return nil
 }
 
 func portRm(c *cli.Context, d home.Dir, spec string) error {
@@ -208,10 +216,8 @@ func publishFlag(c *cli.Context) ([]ports.Spec, error) {
 		if err != nil {
 			return nil, usageError{err}
 		}
-		for _, q := range out {
-			if sp.HostPort != 0 && q.HostAddr() == sp.HostAddr() {
-				return nil, usageError{fmt.Errorf("--publish %s: %s is published twice", s, sp.HostAddr())}
-			}
+		if _, taken := ports.Taken(out, sp); taken {
+			return nil, usageError{fmt.Errorf("--publish %s: %s is published twice", s, sp.HostAddr())}
 		}
 		out = append(out, sp)
 	}
