@@ -10,32 +10,48 @@ import uuid
 from conftest import host_events, https_get, required_env, wait_for
 
 
-def serve(port, token):
+class serve:
     """A server on 0.0.0.0:port that writes token and a newline to each
-    connection; close the returned socket to stop it."""
-    s = socket.socket()
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind(("0.0.0.0", port))
-    s.listen(8)
+    connection, until the with block ends. Closing a listening socket does
+    not end an accept blocked on it in another thread (the socket would go
+    on listening: test_sandbox's test_nothing_listens_on_tcp saw it), so
+    the end shuts it down first, which does."""
 
-    def loop():
+    def __init__(self, port, token):
+        self.s = socket.socket()
+        self.s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.s.bind(("0.0.0.0", port))
+        self.s.listen(8)
+        self.token = token.encode() + b"\n"
+        self.t = threading.Thread(target=self.loop, daemon=True)
+        self.t.start()
+
+    def loop(self):
         while True:
             try:
-                c, _ = s.accept()
+                c, _ = self.s.accept()
             except OSError:
                 return
             with c:
-                c.sendall(token.encode() + b"\n")
+                c.sendall(self.token)
 
-    threading.Thread(target=loop, daemon=True).start()
-    return s
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            self.s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.s.close()
+        self.t.join(timeout=5)
+        assert not self.t.is_alive(), "the test server's accept did not end"
 
 
 def test_published_port_reached_from_host(doctor_host):
     port = int(required_env("CAPSEM_DOCTOR_PUBLISHED"))
     token = "published-" + uuid.uuid4().hex[:12]
-    s = serve(port, token)
-    try:
+    with serve(port, token):
         status, body = https_get(doctor_host, f"/reach?guest_port={port}")
         assert status == 200 and body.decode() == "reached " + token, body
         inbound = wait_for(lambda: [
@@ -43,16 +59,11 @@ def test_published_port_reached_from_host(doctor_host):
             if e.get("direction") == "inbound" and e.get("port") == port and e.get("reason") == "published"
         ])
         assert inbound, "the host reached the published port, but recorded no inbound flow"
-    finally:
-        s.close()
 
 
 def test_unpublished_port_unreachable(doctor_host):
     port = int(required_env("CAPSEM_DOCTOR_UNPUBLISHED"))
     token = "unpublished-" + uuid.uuid4().hex[:12]
-    s = serve(port, token)
-    try:
+    with serve(port, token):
         status, body = https_get(doctor_host, f"/reach?guest_port={port}")
         assert status == 200 and body.startswith(b"unreachable"), body
-    finally:
-        s.close()
