@@ -124,9 +124,24 @@ resolve = { "hole.test" = "127.0.0.1:%d" }
 	}
 }
 
-// resetAfter serves one connection at a time: it writes n bytes, then
-// resets the connection (SO_LINGER 0), as a crashing upstream does.
+// resetAfter serves each connection: it writes n bytes, then resets the
+// connection (SO_LINGER 0), as a crashing upstream does.
 func resetAfter(t *testing.T, n int) int {
+	t.Helper()
+	return loopbackServer(t, func(c net.Conn) {
+		buf := make([]byte, 64)
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		c.Read(buf) // the request, whatever it is
+		c.Write([]byte(strings.Repeat("x", n)))
+		time.Sleep(200 * time.Millisecond)
+		c.(*net.TCPConn).SetLinger(0)
+	})
+}
+
+// loopbackServer serves each connection on a host loopback port with
+// handle, which the connection is closed after, until the test ends; it
+// returns the port.
+func loopbackServer(t *testing.T, handle func(net.Conn)) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -140,13 +155,8 @@ func resetAfter(t *testing.T, n int) int {
 				return
 			}
 			go func() {
-				buf := make([]byte, 64)
-				c.SetReadDeadline(time.Now().Add(5 * time.Second))
-				c.Read(buf) // the request, whatever it is
-				c.Write([]byte(strings.Repeat("x", n)))
-				time.Sleep(200 * time.Millisecond)
-				c.(*net.TCPConn).SetLinger(0)
-				c.Close()
+				defer c.Close()
+				handle(c)
 			}()
 		}
 	}()

@@ -175,27 +175,12 @@ func TestRunPublish(t *testing.T) {
 // lineServer answers each connection's first line with prefix and it.
 func lineServer(t *testing.T, prefix string) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				_ = c.SetDeadline(time.Now().Add(30 * time.Second))
-				buf := make([]byte, 256)
-				n, _ := c.Read(buf)
-				_, _ = c.Write([]byte(prefix + string(buf[:n])))
-			}()
-		}
-	}()
-	return ln.Addr().(*net.TCPAddr).Port
+	return loopbackServer(t, func(c net.Conn) {
+		_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+		buf := make([]byte, 256)
+		n, _ := c.Read(buf)
+		_, _ = c.Write([]byte(prefix + string(buf[:n])))
+	})
 }
 
 // guestDial is a guest script that connects to host:port, sends "hi\n" and
