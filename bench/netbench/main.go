@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/capsem/capsem/bench/internal/listflag"
+
 	"github.com/capsem/capsem/bench/internal/peerbin"
 	"github.com/capsem/capsem/bench/internal/stats"
 	"github.com/capsem/capsem/tests/harness"
@@ -236,14 +238,7 @@ func measureReps(p peer, mtu, iperfPort, connPort int) result {
 	return r
 }
 
-func skip(what string) bool {
-	for _, s := range strings.Split(*flagSkip, ",") {
-		if strings.TrimSpace(s) == what {
-			return true
-		}
-	}
-	return false
-}
+func skip(what string) bool { return listflag.Has(*flagSkip, what) }
 
 func iperf(ns *harness.Namespace, target string, port int, reverse bool) (float64, error) {
 	args := []string{"-c", target, "-p", strconv.Itoa(port), "-t", strconv.Itoa(int(flagDuration.Seconds())), "-J"}

@@ -20,6 +20,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/capsem/capsem/bench/internal/listflag"
+
 	"github.com/capsem/capsem/bench/internal/peerbin"
 	"github.com/capsem/capsem/bench/internal/stats"
 	"github.com/capsem/capsem/tests/harness"
@@ -371,14 +373,7 @@ func measureHost(iperfPort, httpPort int) (result, error) {
 	return r, err
 }
 
-func skip(what string) bool {
-	for _, s := range strings.Split(*flagSkip, ",") {
-		if strings.TrimSpace(s) == what {
-			return true
-		}
-	}
-	return false
-}
+func skip(what string) bool { return listflag.Has(*flagSkip, what) }
 
 // iperf is iperf3's rate from the host's client to the server behind
 // port (reverse: from the server).
