@@ -28,25 +28,70 @@
 // darwin/amd64, with tools/darwintypecheck — every Go expression in this
 // package, against the framework binding's Go API; not the binding's C,
 // nor anything only the linker or the SDK would see. Only a Mac build is
-// the final word.
+// the final word: .github/workflows/macos.yml builds, signs and boots it on
+// a GitHub macOS runner (the arm64 image built on Linux and handed over),
+// for whoever has one; this project has never run it.
 //
 // # The guest
 //
-// Config.Kernel must be what the framework's Linux boot loader takes: on
-// Apple silicon an uncompressed arm64 Image (arch/arm64/boot/Image; not
-// Image.gz, not an EFI zboot vmlinuz — New checks the Image header); on an
-// Intel Mac an x86-64 kernel in a form the framework's loader takes (not
-// checked here). The PVH ELF vmlinux the qemu backend boots is an x86 file
-// and does not boot on Apple silicon. The
-// kernel (or its initramfs) needs the virtio-pci transport, virtio_console
-// (hvc0), virtio_blk, virtio_net, virtiofs and vmw_vsock_virtio_transport.
+// It boots the arm64 guest guest/image builds (capsem image build --arch
+// arm64, or go tool task image:arm64; on Linux only, the root filesystem
+// needs mmdebstrap): the same three files the qemu backend boots on
+// arm64, with the boot parameters the sandbox gives any backend
+// (Config.Boot). They are the kernel, an uncompressed arm64 Image (the file
+// "Image", from image.DefaultKernelARM64); the initramfs, whose /init is
+// capsem-agent; and the erofs root, read-only. The initramfs loads the
+// modules image.DefaultModulesARM64 names: virtio_pci (the framework puts
+// its devices on PCI), virtio_console (hvc0), virtio_net, virtio_blk,
+// 9pnet_virtio and 9p (qemu's workspace), virtiofs,
+// vmw_vsock_virtio_transport (the control channel), overlay, erofs and
+// squashfs.
+//
+// Config.Kernel must be what the framework's Linux boot loader takes, and
+// New checks it before anything is built: on Apple silicon the
+// uncompressed Image (arch.IsARM64Image: not Image.gz, not an EFI zboot
+// vmlinuz, not the amd64 guest's x86 ELF vmlinux, each refused with what
+// to use instead); on an Intel Mac an x86-64 kernel in a form the loader
+// takes (only an arm64 Image is refused there; nothing else is checked).
 //
 // The kernel command line is hypervisor.BaseCmdline(0), console=hvc0,
 // (root=/dev/vda ro when there is a root image but no initramfs),
 // Config.Cmdline, and then Config.Boot's capsem.* words with what this
 // backend owns set in it: capsem.root=/dev/vda with a root image,
-// capsem.vsock=PORT and, with a workspace, capsem.ws=virtiofs (the mount tag
-// is bootparam.WorkspaceTag, the guest's default).
+// capsem.rw=/dev/vdb with a data disk, capsem.vsock=PORT and, with a
+// workspace, capsem.ws=virtiofs under the mount tag bootparam.WorkspaceTag
+// (the guest's default: a tag from Config.Boot is replaced by the one the
+// share has).
+//
+// # The VM
+//
+// Plan (plan.go) is the one home of what the VM contains: the boot
+// loader's kernel, initramfs and command line; the vCPUs and memory; the
+// virtio console; a virtio-rng device; the disks in attach order (the root
+// image read-only as /dev/vda, the data disk as /dev/vdb, the transfer
+// disk as /dev/vdc); the NIC; the workspace's virtio-fs device; the
+// virtio-vsock device and the agent's port. No memory balloon, no other
+// device. New makes it (planFor) and buildMachine only translates it into
+// the framework's calls, so the unit tests say what a sandbox's VM
+// contains on any OS; the snapshot's machine name is made from it too.
+//
+// # The workspace
+//
+// The threat model's mapping guarantee — no setuid, setgid or device file
+// and no file of another owner materialises on the host — holds under vz
+// as workspace.go says: the framework's virtio-fs server runs in this
+// process and creates files with its identity, so New refuses to run as
+// root (no other owner, no device node); the guest mounts the share
+// nosuid,nodev; and the setuid and setgid bits of a writable workspace
+// are cleared when the VM stops (between the guest setting one and the
+// stop, another host user who runs that file runs it as the owner; qemu's
+// 9p, which keeps guest modes in extended attributes, has no such window).
+// A read-only workspace is exported read-only to the framework. Symbolic
+// links are where vz falls short of it: the framework's server has no
+// mapped mode like 9p's mapped-xattr, so a link the guest makes is, as far
+// as is known (not yet seen on a Mac), a real link on the host, pointing
+// wherever the guest chose; a host tool that follows it leaves the
+// workspace.
 //
 // # The NIC
 //
@@ -108,6 +153,7 @@
 // old one).
 //
 // What this package must never do: give the guest a network path that does
-// not go through netstack. No NAT attachment, no bridged attachment, no
-// vsock port but the control channel's.
+// not go through netstack, or a host directory but the workspace. No NAT
+// attachment, no bridged attachment, no vsock port but the control
+// channel's, no shared directory but the one Plan.Workspace names.
 package vz

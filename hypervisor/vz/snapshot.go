@@ -39,47 +39,23 @@ func (v *VM) Machine() string {
 	if err != nil {
 		return ""
 	}
-	return machineName(&v.cfg, &v.opts, osv, runtime.GOARCH)
+	return machineName(&v.plan, osv, runtime.GOARCH)
 }
 
 // machineName names what a saved state can only be restored into: the
 // macOS version (major.minor: the framework's; a point update does not
-// change it), the architecture, the vCPUs and memory, and the devices in
-// the order buildMachine configures them, with what of their
+// change it), the architecture, the vCPUs and memory, and the plan's
+// devices in the order buildMachine configures them, with what of their
 // configuration the framework compares (the NIC's MTU, a read-only
-// workspace). Paths are not in it: a restore may attach another copy of
-// the data disk or another workspace. The framework refuses a state saved
-// by another configuration itself; this lets capsem refuse first, with an
-// error that says what to do. Stability: saved in snapshots and compared
-// as a string; any change to it makes earlier snapshots refused.
-func machineName(cfg *hypervisor.Config, opts *Options, macOS, arch string) string {
-	devs := []string{"console", "rng"}
-	if cfg.RootImage != "" {
-		devs = append(devs, "root")
-	}
-	if cfg.DataDisk != "" {
-		devs = append(devs, "data")
-	}
-	if cfg.TransferDisk != "" {
-		devs = append(devs, "transfer")
-	}
-	if cfg.NIC != nil {
-		if opts.MTU > 1500 {
-			devs = append(devs, fmt.Sprintf("net(mtu=%d)", opts.MTU))
-		} else {
-			devs = append(devs, "net")
-		}
-	}
-	if cfg.Workspace != "" {
-		if cfg.WorkspaceReadOnly {
-			devs = append(devs, "virtiofs(ro)")
-		} else {
-			devs = append(devs, "virtiofs")
-		}
-	}
-	devs = append(devs, "vsock")
+// workspace: Plan.devices). Paths are not in it: a restore may attach
+// another copy of the data disk or another workspace. The framework
+// refuses a state saved by another configuration itself; this lets capsem
+// refuse first, with an error that says what to do. Stability: saved in
+// snapshots and compared as a string; any change to it makes earlier
+// snapshots refused.
+func machineName(p *Plan, macOS, arch string) string {
 	return fmt.Sprintf("vz %s %s cpus=%d mem=%dM devices=%s",
-		majorMinor(macOS), arch, cfg.CPUs, cfg.MemoryMiB, strings.Join(devs, ","))
+		majorMinor(macOS), arch, p.CPUs, p.MemoryBytes>>20, strings.Join(p.devices(), ","))
 }
 
 // majorMinor cuts a macOS product version ("14.4.1") to "14.4".
@@ -251,7 +227,7 @@ func (v *VM) checkRestore(r *hypervisor.Restore) error {
 	if err != nil {
 		return fmt.Errorf("vz: cannot tell the macOS version: %w", err)
 	}
-	if have := machineName(&v.cfg, &v.opts, osv, runtime.GOARCH); have != r.Machine {
+	if have := machineName(&v.plan, osv, runtime.GOARCH); have != r.Machine {
 		return fmt.Errorf("vz: the snapshot was saved on another machine (%q), this one is %q: start the sandbox cold, or from a snapshot made on this Mac with this macOS and capsem", r.Machine, have)
 	}
 	return canSnapshot()

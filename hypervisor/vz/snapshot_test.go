@@ -42,14 +42,16 @@ func TestMachineName(t *testing.T) {
 		{hypervisor.Config{CPUs: 2, MemoryMiB: 1024, RootImage: "/r", NIC: nic, Workspace: "/w", WorkspaceReadOnly: true}, Options{MTU: 9000}, "26",
 			"vz 26 arm64 cpus=2 mem=1024M devices=console,rng,root,net(mtu=9000),virtiofs(ro),vsock"},
 	} {
-		if got := machineName(&c.cfg, &c.opts, c.osv, "arm64"); got != c.want {
+		p := layout(&c.cfg, &c.opts)
+		if got := machineName(&p, c.osv, "arm64"); got != c.want {
 			t.Errorf("machineName:\n got %s\nwant %s", got, c.want)
 		}
 	}
 	// Paths are not part of it: another copy of the disk restores.
 	a := hypervisor.Config{CPUs: 1, MemoryMiB: 512, RootImage: "/a", DataDisk: "/a.ext4", Workspace: "/a"}
 	b := hypervisor.Config{CPUs: 1, MemoryMiB: 512, RootImage: "/b", DataDisk: "/b.ext4", Workspace: "/b"}
-	if machineName(&a, &Options{}, "14.5", "arm64") != machineName(&b, &Options{}, "14.5", "arm64") {
+	pa, pb := layout(&a, &Options{}), layout(&b, &Options{})
+	if machineName(&pa, "14.5", "arm64") != machineName(&pb, "14.5", "arm64") {
 		t.Error("machineName depends on paths")
 	}
 }

@@ -52,10 +52,12 @@ var _ hypervisor.VM = (*VM)(nil)
 
 // VM is a guest run by Apple's Virtualization framework.
 type VM struct {
-	cfg     hypervisor.Config
-	opts    Options
-	cmdline string
-	log     *slog.Logger
+	cfg  hypervisor.Config
+	opts Options
+	// plan is what the VM contains (plan.go): layout's in newVM, planFor's
+	// once New has checked this Mac can boot it.
+	plan Plan
+	log  *slog.Logger
 	// build makes the framework VM at Start (nil: not built with vz).
 	build func() (machine, error)
 
@@ -80,14 +82,14 @@ func newVM(cfg hypervisor.Config, opts Options) (*VM, error) {
 	return &VM{
 		cfg:       cfg,
 		opts:      opts,
-		cmdline:   kernelCmdline(&cfg, opts.ControlPort),
+		plan:      layout(&cfg, &opts),
 		log:       opts.Logger,
 		Lifecycle: hypervisor.NewLifecycle("vz"),
 	}, nil
 }
 
 // Cmdline is the guest kernel's command line.
-func (v *VM) Cmdline() string { return v.cmdline }
+func (v *VM) Cmdline() string { return v.plan.Boot.Cmdline }
 
 // Console is the serial console log's path.
 func (v *VM) Console() string { return v.cfg.ConsoleLog }
@@ -116,7 +118,7 @@ func (v *VM) Start(ctx context.Context) error {
 	if r := v.cfg.Restore; r != nil {
 		v.log.Debug("vz: restoring", "state", r.State)
 	} else {
-		v.log.Debug("vz: starting", "kernel", v.cfg.Kernel, "cmdline", v.cmdline)
+		v.log.Debug("vz: starting", "kernel", v.cfg.Kernel, "cmdline", v.plan.Boot.Cmdline)
 	}
 	if err := v.boot(m); err != nil {
 		m.release()
@@ -151,8 +153,8 @@ func (v *VM) finish(err error) {
 		v.mu.Unlock()
 		control.vmExited()
 		m.release()
-		if v.cfg.Workspace != "" && !v.cfg.WorkspaceReadOnly {
-			changed, serr := stripSetID(v.cfg.Workspace)
+		if s := v.plan.Workspace; s != nil && s.ClearSetID {
+			changed, serr := stripSetID(s.Dir)
 			for _, p := range changed {
 				v.log.Warn("vz: the guest set the setuid or setgid bit of a workspace file; cleared", "path", p)
 			}

@@ -7,33 +7,27 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"runtime"
 	"sync"
 	"syscall"
 
 	vzf "github.com/Code-Hex/vz/v3"
 
-	"github.com/capsem/capsem/guest/bootparam"
+	"github.com/capsem/capsem/guest/arch"
 	"github.com/capsem/capsem/hypervisor"
 )
 
-// New checks cfg (and, on Apple silicon, that the kernel is an
-// uncompressed arm64 Image). Nothing touches the framework until Start.
+// New checks cfg and plans the VM (planFor: on Apple silicon the kernel
+// must be an uncompressed arm64 Image, and capsem must not run as root).
+// Nothing touches the framework until Start.
 func New(cfg hypervisor.Config, opts Options) (*VM, error) {
-	if os.Geteuid() == 0 {
-		// The framework's virtio-fs server writes guest files with this
-		// process's identity: as root, a guest could leave root-owned
-		// and device files in the workspace (workspace.go).
-		return nil, errors.New("vz: refusing to run a guest as root: run capsem as the user who owns the workspace")
-	}
 	v, err := newVM(cfg, opts)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkKernel(v.cfg.Kernel, runtime.GOARCH); err != nil {
+	if v.plan, err = planFor(&v.cfg, &v.opts, arch.Host(), os.Geteuid()); err != nil {
 		return nil, err
 	}
-	v.build = func() (machine, error) { return buildMachine(&v.cfg, &v.opts, v.cmdline) }
+	v.build = func() (machine, error) { return buildMachine(&v.plan) }
 	return v, nil
 }
 
@@ -52,13 +46,12 @@ type vzMachine struct {
 	releaseOnce sync.Once
 }
 
-// buildMachine configures a framework VM for cfg. The configuration mirrors
-// the qemu backend's: Linux boot loader, virtio console to the log, root
-// image read-only as the only block device (/dev/vda), one virtio-net NIC
-// on cfg.NIC, the workspace over virtio-fs, plus a virtio-vsock device for
-// the control channel and a virtio-rng device.
-func buildMachine(cfg *hypervisor.Config, opts *Options, cmdline string) (_ machine, err error) {
-	m := &vzMachine{port: opts.ControlPort}
+// buildMachine makes the framework VM p describes, device by device in
+// p's order: what the VM contains is decided in plan.go, and this only
+// says it to the framework (and checks the CPUs and memory against this
+// Mac's limits, which only the framework knows).
+func buildMachine(p *Plan) (_ machine, err error) {
+	m := &vzMachine{port: p.VsockPort}
 	defer func() {
 		if err != nil {
 			m.release()
@@ -66,23 +59,22 @@ func buildMachine(cfg *hypervisor.Config, opts *Options, cmdline string) (_ mach
 	}()
 	wrap := func(what string, err error) error { return fmt.Errorf("vz: %s: %w", what, err) }
 
-	if n, lo, hi := uint(cfg.CPUs), vzf.VirtualMachineConfigurationMinimumAllowedCPUCount(), vzf.VirtualMachineConfigurationMaximumAllowedCPUCount(); n < lo || n > hi {
+	if n, lo, hi := uint(p.CPUs), vzf.VirtualMachineConfigurationMinimumAllowedCPUCount(), vzf.VirtualMachineConfigurationMaximumAllowedCPUCount(); n < lo || n > hi {
 		return nil, fmt.Errorf("vz: %d CPUs: this Mac allows %d..%d", n, lo, hi)
 	}
-	mem := uint64(cfg.MemoryMiB) << 20
-	if lo, hi := vzf.VirtualMachineConfigurationMinimumAllowedMemorySize(), vzf.VirtualMachineConfigurationMaximumAllowedMemorySize(); mem < lo || mem > hi {
-		return nil, fmt.Errorf("vz: %d MiB of memory: this Mac allows %d..%d MiB", cfg.MemoryMiB, lo>>20, hi>>20)
+	if lo, hi := vzf.VirtualMachineConfigurationMinimumAllowedMemorySize(), vzf.VirtualMachineConfigurationMaximumAllowedMemorySize(); p.MemoryBytes < lo || p.MemoryBytes > hi {
+		return nil, fmt.Errorf("vz: %d MiB of memory: this Mac allows %d..%d MiB", p.MemoryBytes>>20, lo>>20, hi>>20)
 	}
 
-	bootOpts := []vzf.LinuxBootLoaderOption{vzf.WithCommandLine(cmdline)}
-	if cfg.Initramfs != "" {
-		bootOpts = append(bootOpts, vzf.WithInitrd(cfg.Initramfs))
+	bootOpts := []vzf.LinuxBootLoaderOption{vzf.WithCommandLine(p.Boot.Cmdline)}
+	if p.Boot.Initrd != "" {
+		bootOpts = append(bootOpts, vzf.WithInitrd(p.Boot.Initrd))
 	}
-	boot, err := vzf.NewLinuxBootLoader(cfg.Kernel, bootOpts...)
+	boot, err := vzf.NewLinuxBootLoader(p.Boot.Kernel, bootOpts...)
 	if err != nil {
 		return nil, wrap("boot loader", err)
 	}
-	conf, err := vzf.NewVirtualMachineConfiguration(boot, uint(cfg.CPUs), mem)
+	conf, err := vzf.NewVirtualMachineConfiguration(boot, uint(p.CPUs), p.MemoryBytes)
 	if err != nil {
 		return nil, wrap("configuration", err)
 	}
@@ -96,10 +88,10 @@ func buildMachine(cfg *hypervisor.Config, opts *Options, cmdline string) (_ mach
 	}
 	m.files = append(m.files, in, inW)
 	var out *os.File
-	if cfg.ConsoleLog != "" {
+	if p.Console.Log != "" {
 		// Through a pipe into a capped log (hypervisor.ConsoleLog): a guest
 		// writing to hvc0 without end must not fill the disk.
-		log, lerr := hypervisor.CreateConsoleLog(cfg.ConsoleLog, cfg.ConsoleLogMax)
+		log, lerr := hypervisor.CreateConsoleLog(p.Console.Log, p.Console.Max)
 		if lerr != nil {
 			return nil, wrap("console log", lerr)
 		}
@@ -129,29 +121,23 @@ func buildMachine(cfg *hypervisor.Config, opts *Options, cmdline string) (_ mach
 	}
 	conf.SetSerialPortsVirtualMachineConfiguration([]*vzf.VirtioConsoleDeviceSerialPortConfiguration{serial})
 
-	entropy, err := vzf.NewVirtioEntropyDeviceConfiguration()
-	if err != nil {
-		return nil, wrap("entropy device", err)
-	}
-	conf.SetEntropyDevicesVirtualMachineConfiguration([]*vzf.VirtioEntropyDeviceConfiguration{entropy})
-
-	// The root image first, the data disk second, the transfer disk
-	// third: the order hypervisor names them in.
-	var disks []vzf.StorageDeviceConfiguration
-	for _, d := range []struct {
-		what, path string
-		readOnly   bool
-	}{{"root image", cfg.RootImage, true}, {"data disk", cfg.DataDisk, false}, {"transfer disk", cfg.TransferDisk, false}} {
-		if d.path == "" {
-			continue
-		}
-		diskAtt, err := vzf.NewDiskImageStorageDeviceAttachment(d.path, d.readOnly)
+	if p.Entropy {
+		entropy, err := vzf.NewVirtioEntropyDeviceConfiguration()
 		if err != nil {
-			return nil, wrap(d.what+" "+d.path, err)
+			return nil, wrap("entropy device", err)
+		}
+		conf.SetEntropyDevicesVirtualMachineConfiguration([]*vzf.VirtioEntropyDeviceConfiguration{entropy})
+	}
+
+	var disks []vzf.StorageDeviceConfiguration
+	for _, d := range p.Disks {
+		diskAtt, err := vzf.NewDiskImageStorageDeviceAttachment(d.Path, d.ReadOnly)
+		if err != nil {
+			return nil, wrap(d.Name+" disk "+d.Path, err)
 		}
 		disk, err := vzf.NewVirtioBlockDeviceConfiguration(diskAtt)
 		if err != nil {
-			return nil, wrap(d.what, err)
+			return nil, wrap(d.Name+" disk", err)
 		}
 		disks = append(disks, disk)
 	}
@@ -159,8 +145,8 @@ func buildMachine(cfg *hypervisor.Config, opts *Options, cmdline string) (_ mach
 		conf.SetStorageDevicesVirtualMachineConfiguration(disks)
 	}
 
-	if cfg.NIC != nil {
-		nic, err := dupFile(cfg.NIC, "nic")
+	if n := p.NIC; n != nil {
+		nic, err := dupFile(n.File, "nic")
 		if err != nil {
 			return nil, wrap("NIC", err)
 		}
@@ -170,16 +156,16 @@ func buildMachine(cfg *hypervisor.Config, opts *Options, cmdline string) (_ mach
 		if err != nil {
 			return nil, wrap("NIC (Config.NIC must come from vz.DatagramPair)", err)
 		}
-		if opts.MTU > 1500 {
-			if err := nicAtt.SetMaximumTransmissionUnit(opts.MTU); err != nil {
-				return nil, wrap(fmt.Sprintf("NIC MTU %d", opts.MTU), err)
+		if n.MTU != 0 {
+			if err := nicAtt.SetMaximumTransmissionUnit(n.MTU); err != nil {
+				return nil, wrap(fmt.Sprintf("NIC MTU %d", n.MTU), err)
 			}
 		}
 		netDev, err := vzf.NewVirtioNetworkDeviceConfiguration(nicAtt)
 		if err != nil {
 			return nil, wrap("NIC", err)
 		}
-		hw, err := net.ParseMAC(cfg.MAC)
+		hw, err := net.ParseMAC(n.MAC) // planFor checked it
 		if err != nil {
 			return nil, wrap("NIC MAC", err)
 		}
@@ -191,14 +177,14 @@ func buildMachine(cfg *hypervisor.Config, opts *Options, cmdline string) (_ mach
 		conf.SetNetworkDevicesVirtualMachineConfiguration([]*vzf.VirtioNetworkDeviceConfiguration{netDev})
 	}
 
-	if cfg.Workspace != "" {
-		fsDev, err := vzf.NewVirtioFileSystemDeviceConfiguration(bootparam.WorkspaceTag)
+	if s := p.Workspace; s != nil {
+		fsDev, err := vzf.NewVirtioFileSystemDeviceConfiguration(s.Tag)
 		if err != nil {
 			return nil, wrap("workspace", err)
 		}
-		dir, err := vzf.NewSharedDirectory(cfg.Workspace, cfg.WorkspaceReadOnly)
+		dir, err := vzf.NewSharedDirectory(s.Dir, s.ReadOnly)
 		if err != nil {
-			return nil, wrap("workspace "+cfg.Workspace, err)
+			return nil, wrap("workspace "+s.Dir, err)
 		}
 		share, err := vzf.NewSingleDirectoryShare(dir)
 		if err != nil {
