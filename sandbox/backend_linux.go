@@ -6,17 +6,22 @@ import (
 	"os"
 	"strings"
 
+	"github.com/capsem/capsem/guest/arch"
 	"github.com/capsem/capsem/hypervisor"
 	"github.com/capsem/capsem/hypervisor/qemu"
 	"github.com/capsem/capsem/netstack"
 )
 
-// CheckHypervisor fails with the command that fixes it when the guest
-// cannot be started on this machine.
-func CheckHypervisor() error {
-	_, err := qemu.FindBinary()
+// CheckHypervisor fails with the command that fixes it when a guest of
+// architecture a cannot be started on this machine.
+func CheckHypervisor(a arch.Arch) error {
+	_, err := qemu.FindBinary(a)
 	if err != nil {
-		return fmt.Errorf("%w\n  fix: go tool task deps   (or: apt-get install qemu-system-x86)", err)
+		task := "deps"
+		if a.Foreign() {
+			task = "deps:" + a.String()
+		}
+		return fmt.Errorf("%w\n  fix: go tool task %s   (or: apt-get install %s)", err, task, a.QEMUSystemPackage())
 	}
 	return nil
 }

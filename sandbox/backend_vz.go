@@ -3,15 +3,22 @@
 package sandbox
 
 import (
+	"fmt"
 	"log/slog"
 	"os"
 
+	"github.com/capsem/capsem/guest/arch"
 	"github.com/capsem/capsem/hypervisor"
 	"github.com/capsem/capsem/hypervisor/vz"
 	"github.com/capsem/capsem/netstack"
 )
 
-func CheckHypervisor() error { return nil }
+func CheckHypervisor(a arch.Arch) error {
+	if a != arch.Host() {
+		return fmt.Errorf("the Virtualization framework runs guests of the host's architecture (%s) only, not %s: leave out --arch", arch.Host(), a)
+	}
+	return nil
+}
 
 // newNIC returns the netstack's end and the VM's end of the guest NIC: a
 // datagram socketpair, one Ethernet frame per datagram (vz's file-handle

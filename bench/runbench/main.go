@@ -40,7 +40,7 @@ func main() {
 	if err != nil {
 		fatal(err)
 	}
-	g, ok, err := cache.FindDefault(agent)
+	g, ok, err := cache.FindDefault(agent, "")
 	if err != nil {
 		fatal(err)
 	}

@@ -88,6 +88,7 @@ func doctorCommand() *cli.Command {
 			&cli.StringFlag{Name: "ca-dir", Usage: "interception CA `DIR` (default: capsem ca path)"},
 			&cli.StringFlag{Name: "log-level", Value: "warn", Usage: "capsem's own log: debug, info, warn, error"},
 			coldFlag(),
+			archFlag(),
 			// For the doctor's own tests: a policy broken on purpose must
 			// make the matching diagnostic fail.
 			&cli.StringSliceFlag{Name: "also-allow", Hidden: true, Usage: "add `NAME[:PORT]` to the doctor policy's allow list"},
@@ -125,7 +126,11 @@ func doctorAction(c *cli.Context) error {
 		return fmt.Errorf("doctor: the path of capsem itself, for the MCP test server and the HTTP/3 client: %w", err)
 	}
 	guestSuite := path.Join(bootparam.WorkspacePath, doctorSuiteDir)
-	h3Env, err := stageH3Get(exe, filepath.Join(ws, doctorSuiteDir), guestSuite)
+	a, err := guestArch(c)
+	if err != nil {
+		return usageError{err}
+	}
+	h3Env, err := stageH3Get(exe, a, filepath.Join(ws, doctorSuiteDir), guestSuite)
 	if err != nil {
 		return err
 	}
@@ -164,6 +169,8 @@ func doctorAction(c *cli.Context) error {
 		argv: pytestArgv(c, guestSuite),
 		env: []string{
 			"CAPSEM_DOCTOR=1",
+			// What uname -m must say: the architecture the image was built for.
+			"CAPSEM_DOCTOR_ARCH=" + a.Uname(),
 			"CAPSEM_DOCTOR_HOST=" + doctorHost,
 			"CAPSEM_DOCTOR_DENIED=" + doctorDenied,
 			"CAPSEM_DOCTOR_WILD=" + doctorWild,

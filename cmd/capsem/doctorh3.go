@@ -7,6 +7,8 @@ import (
 	"path"
 	"path/filepath"
 	"runtime"
+
+	"github.com/capsem/capsem/guest/arch"
 )
 
 // doctorH3Get is capsem itself in the suite's directory of the guest's
@@ -14,13 +16,13 @@ import (
 // image has no HTTP/3 client (bookworm's curl and Python have none).
 const doctorH3Get = "capsem-h3-get"
 
-// stageH3Get copies exe into dir when it can run in the guest (a linux/amd64
-// build: the guest is x86-64), and returns the variable that tells the
+// stageH3Get copies exe into dir when it can run in a guest of
+// architecture a (a linux build for a), and returns the variable that tells the
 // suite where it is in the guest, or why it is absent.
-func stageH3Get(exe, dir, guestDir string) (string, error) {
-	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
-		return fmt.Sprintf("CAPSEM_DOCTOR_H3GET_MISSING=this capsem is built for %s/%s; the guest runs linux/amd64, so the HTTP/3 client cannot be put in it",
-			runtime.GOOS, runtime.GOARCH), nil
+func stageH3Get(exe string, a arch.Arch, dir, guestDir string) (string, error) {
+	if runtime.GOOS != "linux" || runtime.GOARCH != a.String() {
+		return fmt.Sprintf("CAPSEM_DOCTOR_H3GET_MISSING=this capsem is built for %s/%s; the guest runs linux/%s, so the HTTP/3 client (capsem itself) cannot be put in it",
+			runtime.GOOS, runtime.GOARCH, a), nil
 	}
 	src, err := os.Open(exe)
 	if err != nil {

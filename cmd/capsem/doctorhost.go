@@ -11,6 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/capsem/capsem/guest/arch"
 	"github.com/capsem/capsem/guest/image"
 	"github.com/capsem/capsem/hypervisor/qemu"
 	"github.com/capsem/capsem/mitm/ca"
@@ -34,14 +35,14 @@ func hostCheck(c *cli.Context) error {
 	}
 
 	if runtime.GOOS == "linux" {
-		if bin, err := qemu.FindBinary(); err != nil {
+		if bin, err := qemu.FindBinary(""); err != nil {
 			add(false, "qemu", err.Error(), "go tool task deps   (or: apt-get install qemu-system-x86)")
 		} else {
 			out, err := exec.Command(bin, "--version").Output()
 			line, _, _ := strings.Cut(string(out), "\n")
 			add(err == nil, "qemu", strings.TrimSpace(bin+": "+line), "reinstall QEMU: apt-get install --reinstall qemu-system-x86")
 		}
-		a := qemu.ProbeAccel()
+		a := qemu.ProbeAccel(arch.Host())
 		switch {
 		case a.KVM():
 			add(true, "accelerator", "KVM ("+a.Reason+")", "")
@@ -52,14 +53,14 @@ func hostCheck(c *cli.Context) error {
 		default:
 			add(true, "accelerator", "TCG ("+a.Reason+")", "")
 		}
-	} else if err := sandbox.CheckHypervisor(); err != nil {
+	} else if err := sandbox.CheckHypervisor(arch.Host()); err != nil {
 		add(false, "hypervisor", err.Error(), "see the README's capsem run section")
 	}
 
-	agent, err := findAgent()
+	agent, err := findAgent(arch.Host())
 	if err != nil {
 		add(false, "agent", err.Error(), "go tool task build")
-	} else if err := image.CheckStaticAgent(agent); err != nil {
+	} else if err := image.CheckStaticAgent(agent, ""); err != nil {
 		add(false, "agent", err.Error(), "go tool task build")
 	} else {
 		add(true, "agent", agent, "")
@@ -68,7 +69,7 @@ func hostCheck(c *cli.Context) error {
 		case err != nil:
 			add(false, "image", err.Error(), "set XDG_CACHE_HOME or HOME")
 		default:
-			g, ok, err := cache.FindDefault(agent)
+			g, ok, err := cache.FindDefault(agent, "")
 			switch {
 			case err != nil:
 				add(false, "image", err.Error(), "capsem image build --force")

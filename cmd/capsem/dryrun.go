@@ -10,6 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/capsem/capsem/guest/arch"
 	"github.com/capsem/capsem/guest/image"
 	"github.com/capsem/capsem/policy"
 	"github.com/capsem/capsem/sandbox"
@@ -62,7 +63,7 @@ func dryRunFlags() []cli.Flag {
 // building it.
 func defaultImagePlan() planImage {
 	pi := planImage{Kernel: image.DefaultKernel.Package + "=" + image.DefaultKernel.Version}
-	agent, err := findAgent()
+	agent, err := findAgent(arch.Host())
 	if err != nil {
 		pi.Note = err.Error()
 		return pi
@@ -72,7 +73,7 @@ func defaultImagePlan() planImage {
 		pi.Note = err.Error()
 		return pi
 	}
-	g, ok, err := cache.FindDefault(agent)
+	g, ok, err := cache.FindDefault(agent, "")
 	switch {
 	case err != nil:
 		pi.Note = err.Error()

@@ -64,6 +64,7 @@ func runCommand() *cli.Command {
 			&cli.IntFlag{Name: "cpus", Value: defaultCPUs, Usage: "guest vCPUs"},
 			&cli.IntFlag{Name: "memory", Value: defaultMemoryMiB, Usage: "guest memory in `MiB`"},
 			publishCLIFlag(),
+			archFlag(),
 			&cli.DurationFlag{Name: "timeout", Usage: "kill the command after `D` (e.g. 10m; 0: never)"},
 			&cli.BoolFlag{Name: "tty", Aliases: []string{"t"}, Usage: "give the command a pty (default: when stdin and stdout are terminals)"},
 			&cli.BoolFlag{Name: "no-tty", Usage: "never give the command a pty"},
@@ -218,13 +219,17 @@ func runAction(c *cli.Context) error {
 // returns exitStatus(the command's code), or the error that kept it from
 // running.
 func runRecorded(c *cli.Context, o *runOptions) error {
-	if err := sandbox.CheckHypervisor(); err != nil {
+	a, err := guestArch(c)
+	if err != nil {
+		return usageError{err}
+	}
+	if err := sandbox.CheckHypervisor(a); err != nil {
 		return err
 	}
 	t0 := time.Now()
 	phase := func(what string) { o.log.Debug(what, "elapsed", time.Since(t0).Round(time.Millisecond)) }
 	ctx := c.Context
-	guest, err := defaultGuest(ctx, c.App.ErrWriter, false)
+	guest, err := defaultGuest(ctx, c.App.ErrWriter, false, a)
 	if err != nil {
 		return err
 	}

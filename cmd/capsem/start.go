@@ -9,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/capsem/capsem/guest/arch"
 	"github.com/capsem/capsem/guest/image"
 	"github.com/capsem/capsem/sandbox"
 	"github.com/capsem/capsem/sandbox/home"
@@ -50,6 +51,7 @@ func startCommand() *cli.Command {
 			&cli.IntFlag{Name: "cpus", Value: defaultCPUs, Usage: "guest vCPUs"},
 			&cli.IntFlag{Name: "memory", Value: defaultMemoryMiB, Usage: "guest memory in `MiB`"},
 			publishCLIFlag(),
+			archFlag(),
 			&cli.IntFlag{Name: "disk", Value: defaultDiskGiB, Usage: "the writable disk's cap in `GiB` (the host file is sparse: it takes what the guest wrote)"},
 			&cli.BoolFlag{Name: "foreground", Usage: "run the supervisor in this process until the sandbox stops"},
 			&cli.StringFlag{Name: "from", Usage: "start the new sandbox from `SANDBOX[@TAG]`'s snapshot (the newest without @TAG)"},
@@ -88,7 +90,11 @@ func startAction(c *cli.Context) error {
 	if _, err := superviseOptionsFrom(c); err != nil {
 		return err
 	}
-	if err := sandbox.CheckHypervisor(); err != nil {
+	a, err := sandboxArch(c, d)
+	if err != nil {
+		return err
+	}
+	if err := sandbox.CheckHypervisor(a); err != nil {
 		return err
 	}
 	fresh := !d.Exists()
@@ -109,7 +115,7 @@ func startAction(c *cli.Context) error {
 			fmt.Fprintf(c.App.ErrWriter, "capsem: warning: the boot snapshot could not be used (%v); booting the kernel\n", err)
 		}
 	}
-	err := launchSupervisor(c, d, opts)
+	err = launchSupervisor(c, d, opts)
 	// Only a failed restore falls back to a cold boot: any other failure
 	// (a bad secret, a host port in use) would fail it the same way, and
 	// would cost the shared boot snapshot for nothing.
@@ -121,6 +127,21 @@ func startAction(c *cli.Context) error {
 		err = launchSupervisor(c, d, opts)
 	}
 	return err
+}
+
+// sandboxArch is the architecture sandbox d runs: --arch when given, else
+// its settings' when it exists, else the host's.
+func sandboxArch(c *cli.Context, d home.Dir) (arch.Arch, error) {
+	if !c.IsSet("arch") && d.Exists() {
+		if s, err := d.ReadSettings(); err == nil {
+			return s.GuestArch(), nil
+		}
+	}
+	a, err := guestArch(c)
+	if err != nil {
+		return "", usageError{err}
+	}
+	return a, nil
 }
 
 // launchSupervisor runs the sandbox's supervisor: in place with
@@ -143,7 +164,9 @@ func prepareSandbox(c *cli.Context, d home.Dir) error {
 	if err != nil {
 		return err
 	}
-	return supervisor.Prepare(c.Context, d, s, fresh, func() (*image.Guest, error) { return defaultGuest(c.Context, c.App.ErrWriter, false) })
+	return supervisor.Prepare(c.Context, d, s, fresh, func() (*image.Guest, error) {
+		return defaultGuest(c.Context, c.App.ErrWriter, false, s.GuestArch())
+	})
 }
 
 // forkSandbox makes sandbox d from start's --from snapshot, with the
@@ -192,6 +215,16 @@ func resolveSettings(c *cli.Context, d home.Dir, base *home.Settings) (s home.Se
 		}
 	}
 	given := func(flag string) bool { return (fresh && base == nil) || c.IsSet(flag) }
+	if given("arch") {
+		a, err := guestArch(c)
+		if err != nil {
+			return s, fresh, usageError{err}
+		}
+		if !(fresh && base == nil) && a != s.GuestArch() {
+			return s, fresh, usageError{fmt.Errorf("sandbox %s is %s (its image, its disk and its snapshots): --arch %s cannot change it; make a new sandbox", d.Name, s.GuestArch(), a)}
+		}
+		s.Arch = a
+	}
 	if given("policy") {
 		p := c.String("policy")
 		if p != "" {

@@ -81,6 +81,19 @@ def test_kernel_is_linux_6():
     assert (major, minor) >= (6, 1), platform.release()
 
 
+def test_architecture_is_the_images():
+    # The doctor says which architecture it built the image for; the
+    # kernel, the agent and every program in it must be that one.
+    want = os.environ.get("CAPSEM_DOCTOR_ARCH")
+    if not want:
+        pytest.skip("CAPSEM_DOCTOR_ARCH is not set (not run by capsem doctor)")
+    assert platform.machine() == want, f"uname -m is {platform.machine()}, the image was built for {want}"
+    with open("/usr/local/bin/node", "rb") as f:
+        elf = f.read(20)
+    machine = int.from_bytes(elf[18:20], "little")
+    assert elf[:4] == b"\x7fELF" and machine == {"x86_64": 62, "aarch64": 183}[want], f"node's ELF machine is {machine}"
+
+
 def test_os_is_debian_bookworm():
     with open("/etc/os-release") as f:
         kv = dict(line.rstrip("\n").split("=", 1) for line in f if "=" in line)

@@ -66,7 +66,7 @@ func testKernel(t *testing.T) (*Cache, *Kernel) {
 // attached: /init must load every module, see every device, write through
 // 9p, say so on the control port and power off.
 func TestBootToInit(t *testing.T) {
-	if _, err := qemu.FindBinary(); err != nil {
+	if _, err := qemu.FindBinary(""); err != nil {
 		t.Skipf("no QEMU: %v", err)
 	}
 	c, k := testKernel(t)
@@ -92,7 +92,7 @@ func TestBootToInit(t *testing.T) {
 	go io.Copy(io.Discard, host) // no netstack here: frames are dropped
 
 	cfg := hypervisor.Config{
-		Kernel:      k.Vmlinux(),
+		Kernel:      k.Boot(),
 		Initramfs:   initrd,
 		RootImage:   root,
 		NIC:         nic,

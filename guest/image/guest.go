@@ -10,12 +10,15 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+
+	"github.com/capsem/capsem/guest/arch"
 )
 
 // Guest is a bootable guest: the files hypervisor.Config needs.
 type Guest struct {
-	ID            string // content address of the three parts (short hex)
-	Kernel        string // vmlinux path
+	ID            string    // content address of the three parts (short hex)
+	Arch          arch.Arch // what it is built for
+	Kernel        string    // the file the hypervisor boots: amd64's vmlinux, arm64's Image
 	Initramfs     string
 	Rootfs        string // erofs image
 	KernelRelease string
@@ -24,7 +27,8 @@ type Guest struct {
 
 // BuildOptions tune BuildDefault.
 type BuildOptions struct {
-	Agent    string    // path of the static capsem-agent binary to be /init
+	Agent    string    // path of the static capsem-agent binary to be /init, built for Arch
+	Arch     arch.Arch // the guest's architecture; "" is the host's
 	Progress io.Writer // human progress lines, nil = quiet
 	Force    bool      // rebuild even if cached
 }
@@ -36,15 +40,19 @@ const defaultInitramfsCompression = None
 // guestIDLen is the length of Guest.ID.
 const guestIDLen = 12
 
-// BuildDefault returns the default guest, building whatever part of it is
-// not cached: the pinned kernel (apt-get download, ~5 s), the root
-// filesystem (mmdebstrap, npm, mkfs.erofs: a few minutes, as root), and an
-// initramfs whose /init is opts.Agent.
+// BuildDefault returns the default guest of opts.Arch, building whatever
+// part of it is not cached: the pinned kernel (apt-get download, ~5 s), the
+// root filesystem (mmdebstrap, npm, mkfs.erofs: a few minutes, as root),
+// and an initramfs whose /init is opts.Agent.
 func (c *Cache) BuildDefault(ctx context.Context, opts BuildOptions) (*Guest, error) {
-	if err := CheckStaticAgent(opts.Agent); err != nil {
+	t, err := TargetFor(opts.Arch)
+	if err != nil {
 		return nil, err
 	}
-	r := DefaultRootfs
+	if err := CheckStaticAgent(opts.Agent, t.Arch); err != nil {
+		return nil, err
+	}
+	r := t.Rootfs
 	if err := r.check(); err != nil {
 		return nil, err
 	}
@@ -52,15 +60,19 @@ func (c *Cache) BuildDefault(ctx context.Context, opts BuildOptions) (*Guest, er
 	steps := 3 // kernel, root filesystem, initramfs
 	if !rootCached || opts.Force {
 		// Fail before any download if the slow part cannot be built here.
-		if err := RootfsPreflight(); err != nil {
+		if err := RootfsPreflight(t.Arch); err != nil {
 			return nil, err
 		}
 		steps = 4 // the root filesystem is two: Debian, then npm and the image
 	}
 	p := newProgress(opts.Progress, steps)
 
-	p.step("kernel %s…", DefaultKernel)
-	k, cached, err := c.prepareKernel(ctx, KernelOptions{}, opts.Force)
+	pkg := t.Kernel.Package
+	if pkg.Package == "" {
+		pkg = DefaultKernel
+	}
+	p.step("kernel %s…", pkg)
+	k, cached, err := c.prepareKernel(ctx, t.Kernel, opts.Force)
 	if err != nil {
 		return nil, err
 	}
@@ -89,18 +101,22 @@ func (c *Cache) BuildDefault(ctx context.Context, opts BuildOptions) (*Guest, er
 	return g, nil
 }
 
-// FindDefault returns the default guest if every part is already cached,
-// without network access or long work (it hashes the agent binary).
-// ok=false if something must be built.
-func (c *Cache) FindDefault(agent string) (*Guest, bool, error) {
-	if err := CheckStaticAgent(agent); err != nil {
+// FindDefault returns architecture a's default guest ("" is the host's)
+// if every part is already cached, without network access or long work
+// (it hashes the agent binary). ok=false if something must be built.
+func (c *Cache) FindDefault(agent string, a arch.Arch) (*Guest, bool, error) {
+	t, err := TargetFor(a)
+	if err != nil {
 		return nil, false, err
 	}
-	k, ok, err := c.CachedKernel(KernelOptions{})
+	if err := CheckStaticAgent(agent, t.Arch); err != nil {
+		return nil, false, err
+	}
+	k, ok, err := c.CachedKernel(t.Kernel)
 	if err != nil || !ok {
 		return nil, false, err
 	}
-	rootfs, ok := c.cachedRootfs(DefaultRootfs)
+	rootfs, ok := c.cachedRootfs(t.Rootfs)
 	if !ok {
 		return nil, false, nil
 	}
@@ -117,7 +133,8 @@ func (c *Cache) FindDefault(agent string) (*Guest, bool, error) {
 
 func newGuest(k *Kernel, initrd, rootfs string) (*Guest, error) {
 	g := &Guest{
-		Kernel:        k.Vmlinux(),
+		Arch:          k.arch(),
+		Kernel:        k.Boot(),
 		Initramfs:     initrd,
 		Rootfs:        rootfs,
 		KernelRelease: k.Release,
@@ -180,11 +197,14 @@ func (c *Cache) rootfs(ctx context.Context, r RootfsRecipe, force bool, p *progr
 	return filepath.Join(dir, RootfsImageName), false, nil
 }
 
-// CheckStaticAgent checks that path is an x86-64 ELF executable without an
-// interpreter: it runs as /init, before any root filesystem (and its
-// dynamic loader) exists.
-func CheckStaticAgent(path string) error {
-	const build = "build it with CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -o capsem-agent ./guest/cmd/capsem-agent"
+// CheckStaticAgent checks that path is an ELF executable for architecture
+// a ("" is the host's) without an interpreter: it runs as /init, before any
+// root filesystem (and its dynamic loader) exists.
+func CheckStaticAgent(path string, a arch.Arch) error {
+	if a == "" {
+		a = arch.Host()
+	}
+	build := fmt.Sprintf("build it with CGO_ENABLED=0 GOOS=linux GOARCH=%s go build -o %s ./guest/cmd/capsem-agent (go tool task build does)", a, AgentFile(a))
 	if path == "" {
 		return fmt.Errorf("no capsem-agent binary given: %s", build)
 	}
@@ -196,8 +216,8 @@ func CheckStaticAgent(path string) error {
 		return fmt.Errorf("capsem-agent at %s is not an ELF executable (%v): %s", path, err, build)
 	}
 	defer f.Close()
-	if f.Machine != elf.EM_X86_64 {
-		return fmt.Errorf("capsem-agent at %s is built for %s, the guest is x86-64: %s", path, f.Machine, build)
+	if f.Machine != a.Machine() {
+		return fmt.Errorf("capsem-agent at %s is built for %s, the guest is %s (%s): %s", path, f.Machine, a, a.Machine(), build)
 	}
 	if f.Type != elf.ET_EXEC && f.Type != elf.ET_DYN {
 		return fmt.Errorf("capsem-agent at %s is an ELF %s, not an executable: %s", path, f.Type, build)
@@ -208,6 +228,16 @@ func CheckStaticAgent(path string) error {
 		}
 	}
 	return nil
+}
+
+// AgentFile is the file name of the agent built for a, as the build task
+// puts it next to capsem: capsem-agent for the host's architecture,
+// capsem-agent-ARCH for another.
+func AgentFile(a arch.Arch) string {
+	if a == "" || a == arch.Host() {
+		return "capsem-agent"
+	}
+	return "capsem-agent-" + a.String()
 }
 
 func cachedOr(cached bool, what string) string {

@@ -24,7 +24,7 @@ import (
 // that goes nowhere and a 9p workspace, and runs the agent CLIs in it over
 // the control channel.
 func TestBootDefaultGuest(t *testing.T) {
-	if _, err := qemu.FindBinary(); err != nil {
+	if _, err := qemu.FindBinary(""); err != nil {
 		t.Skipf("no QEMU: %v", err)
 	}
 	_, g, _ := testGuest(t)
@@ -86,8 +86,11 @@ func TestBootDefaultGuest(t *testing.T) {
 		t.Errorf("root %q, workspace %q: want the erofs image and /workspace", ready.Root, ready.Workspace)
 	}
 
-	script := `node --version; claude --version; codex --version; gemini --version
-python3 -c 'import pytest, certifi; print("python ok")'
+	script := "node --version\n"
+	for _, tool := range DefaultRootfs.Tools {
+		script += tool.Command + " --version\n"
+	}
+	script += `python3 -c 'import pytest, certifi; print("python ok")'
 echo setid: $(find / -xdev -perm /6000 | wc -l)
 echo from-guest > /workspace/from-guest.txt
 echo pwd: $(pwd)`

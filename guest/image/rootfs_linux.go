@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/capsem/capsem/guest/arch"
 	"github.com/capsem/capsem/guest/bootparam"
 )
 
@@ -28,14 +29,23 @@ var rootfsTools = []struct{ name, fix string }{
 	{"chroot", "apt-get install coreutils"},
 }
 
-// RootfsPreflight says what is missing to build a root filesystem on this
-// host: the tools, and for a normal user what a user namespace needs (see
-// rootfs_userns_linux.go). nil means a build can start.
-func RootfsPreflight() error {
+// RootfsPreflight says what is missing to build a root filesystem of
+// architecture a ("" is the host's) on this host: the tools, for a normal
+// user what a user namespace needs (see rootfs_userns_linux.go), and for a
+// foreign architecture qemu-user through binfmt_misc (binfmt_linux.go),
+// which root's preflight mounts and registers when it can. nil means a
+// build can start.
+func RootfsPreflight(a arch.Arch) error {
+	if a == "" {
+		a = arch.Host()
+	}
 	if os.Geteuid() != 0 {
 		if err := userNSPreflight(); err != nil {
 			return err
 		}
+	}
+	if err := foreignPreflight(a, hostBinfmt); err != nil {
+		return err
 	}
 	var missing, fixes []string
 	for _, t := range rootfsTools {
@@ -93,14 +103,17 @@ type rootfsManifest struct {
 	Built    time.Time         `json:"built"`
 	Versions map[string]string `json:"versions"` // command → its --version
 	Stripped []string          `json:"setid_stripped"`
-	Debs     []string          `json:"debs"` // "package version", sorted
-	TreeSize int64             `json:"tree_bytes"`
-	Size     int64             `json:"image_bytes"`
+	// Scripts are the npm install scripts run in the tree after a foreign
+	// architecture's install, and how each ended (installscripts_linux.go).
+	Scripts  []string `json:"npm_scripts,omitempty"`
+	Debs     []string `json:"debs"` // "package version", sorted
+	TreeSize int64    `json:"tree_bytes"`
+	Size     int64    `json:"image_bytes"`
 }
 
 // buildRootfs builds the image for r into dir (an empty cache directory).
 func buildRootfs(ctx context.Context, r RootfsRecipe, dir string, p *progress) (*rootfsManifest, error) {
-	if err := RootfsPreflight(); err != nil {
+	if err := RootfsPreflight(r.Arch); err != nil {
 		return nil, err
 	}
 	if os.Geteuid() != 0 {
@@ -111,8 +124,8 @@ func buildRootfs(ctx context.Context, r RootfsRecipe, dir string, p *progress) (
 	defer os.RemoveAll(tree) // safe: every mount into it was in a private namespace
 
 	// Debian.
-	p.step("root filesystem: mmdebstrap %s %s, %d packages (about a minute)…", r.Suite, r.Variant, len(r.Packages))
-	args := []string{"--mode=root", "--variant=" + r.Variant, "--include=" + strings.Join(r.Packages, ",")}
+	p.step("root filesystem: mmdebstrap %s %s %s, %d packages (about a minute%s)…", r.Suite, r.arch(), r.Variant, len(r.Packages), foreignNote(r.arch()))
+	args := []string{"--mode=root", "--arch=" + r.arch().String(), "--variant=" + r.Variant, "--include=" + strings.Join(r.Packages, ",")}
 	for _, d := range r.DpkgPaths {
 		args = append(args, "--dpkgopt="+d)
 	}
@@ -132,16 +145,11 @@ func buildRootfs(ctx context.Context, r RootfsRecipe, dir string, p *progress) (
 
 	// Node and the agent CLIs, from npm.
 	p.step("root filesystem: Node.js %s and %d agent CLIs from npm, checks, image…", r.Node.Version, len(r.Tools))
-	prefix := filepath.Join(tree, "usr", "local")
-	if err := npmInstall(ctx, prefix, false, r.Node); err != nil {
+	scripts, err := installNPM(ctx, tree, r)
+	if err != nil {
 		return nil, err
 	}
-	if len(r.Tools) > 0 {
-		// The tools' install scripts run on the tree's Node, not the host's.
-		if err := npmInstall(ctx, prefix, true, r.Tools...); err != nil {
-			return nil, err
-		}
-	}
+	m.Scripts = scripts
 	p.note("npm: %s", joinTools(append([]NPMTool{r.Node}, r.Tools...)))
 
 	// The system around them.
@@ -189,33 +197,6 @@ func buildRootfs(ctx context.Context, r RootfsRecipe, dir string, p *progress) (
 	return m, nil
 }
 
-// npmInstall installs pkgs globally under prefix (the tree's /usr/local).
-// With treeNode, the tree's node runs npm and the packages' install
-// scripts.
-func npmInstall(ctx context.Context, prefix string, treeNode bool, pkgs ...NPMTool) error {
-	args := []string{"install", "--global", "--prefix", prefix, "--no-audit", "--no-fund", "--no-update-notifier", "--loglevel=error"}
-	for _, t := range pkgs {
-		args = append(args, t.String())
-	}
-	cmd := exec.CommandContext(ctx, "npm", args...)
-	cmd.Env = os.Environ()
-	if treeNode {
-		cmd.Env = append(cmd.Env, "PATH="+filepath.Join(prefix, "bin")+string(os.PathListSeparator)+os.Getenv("PATH"))
-	}
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	cmd.WaitDelay = 10 * time.Second
-	tail := newTail(30)
-	cmd.Stdout, cmd.Stderr = tail, tail
-	if err := cmd.Run(); err != nil {
-		if ctx.Err() != nil {
-			return fmt.Errorf("root filesystem: npm install: %w", ctx.Err())
-		}
-		return fmt.Errorf("root filesystem: npm install %s failed (%v); its last lines:\n%s\n(does npm on this host reach its registry? `npm view %s version` should work)",
-			joinTools(pkgs), err, tail, pkgs[0].Package)
-	}
-	return nil
-}
-
 // checkTree runs node and each tool's --version, and Python's TLS
 // pieces, inside the tree. Any failure fails the build: an image whose
 // agent CLI does not start is no use.
@@ -227,7 +208,7 @@ func checkTree(ctx context.Context, tree string, r RootfsRecipe, m *rootfsManife
 	node := "/usr/local/bin/" + r.Node.Command
 	out, err := inTree(ctx, tree, time.Minute, "which", r.Node.Command)
 	if err != nil || out != node {
-		return fmt.Errorf("root filesystem: `%s` in the tree is %q (%v), want %s ahead of Debian's", r.Node.Command, out, err, node)
+		return fmt.Errorf("root filesystem: `%s` in the tree is %q (%v), want %s", r.Node.Command, out, err, node)
 	}
 	for _, t := range append([]NPMTool{r.Node}, r.Tools...) {
 		if t.Command == "" {
@@ -264,6 +245,11 @@ func configureTree(tree string) error {
 		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
 			return err
 		}
+	}
+	// Programs that name /usr/bin/node (#!/usr/bin/node) find the one
+	// Node.js the image has.
+	if err := os.Symlink("/usr/local/bin/node", filepath.Join(tree, "usr", "bin", "node")); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
 	}
 	dirs := map[string]fs.FileMode{
 		bootparam.WorkspacePath: 0o755,
@@ -359,6 +345,14 @@ func mkfsErofsCmd(ctx context.Context, tree, img, comp string, epoch int64) *exe
 	cmd := exec.CommandContext(ctx, "mkfs.erofs", "-z"+comp, "-U"+rootfsUUID, "--quiet", img, tree)
 	cmd.Env = append(os.Environ(), "SOURCE_DATE_EPOCH="+strconv.FormatInt(epoch, 10))
 	return cmd
+}
+
+// foreignNote is what the progress line adds for a foreign architecture.
+func foreignNote(a arch.Arch) string {
+	if a.Foreign() {
+		return "; longer, its programs run under qemu-user"
+	}
+	return ""
 }
 
 func joinTools(ts []NPMTool) string {

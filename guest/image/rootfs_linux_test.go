@@ -28,7 +28,7 @@ func buildAgent(t *testing.T) string {
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build guest/cmd/capsem-agent: %v\n%s", err, b)
 	}
-	if err := CheckStaticAgent(out); err != nil {
+	if err := CheckStaticAgent(out, ""); err != nil {
 		t.Fatal(err)
 	}
 	return out
@@ -42,7 +42,7 @@ func testGuest(t *testing.T) (*Cache, *Guest, string) {
 	c, _ := testKernel(t) // skips without the kernel; fetches it otherwise
 	agent := buildAgent(t)
 	if _, ok := c.cachedRootfs(DefaultRootfs); !ok {
-		if err := RootfsPreflight(); err != nil {
+		if err := RootfsPreflight(""); err != nil {
 			t.Skipf("cannot build the root filesystem here (CI can): %v", err)
 		}
 		t.Logf("building the root filesystem into %s: a few minutes", c.Root)
@@ -155,7 +155,7 @@ ls /var/lib/apt/lists | grep -v -e '^lock$' -e '^partial$' | wc -l | sed 's/^/ap
 	}
 	// FindDefault works offline, with no apt-get (or anything) on PATH.
 	t.Setenv("PATH", "")
-	g3, ok, err := c.FindDefault(agent)
+	g3, ok, err := c.FindDefault(agent, "")
 	if err != nil || !ok || *g3 != *g {
 		t.Errorf("FindDefault = %+v, %v, %v", g3, ok, err)
 	}

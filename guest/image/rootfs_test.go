@@ -10,6 +10,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/capsem/capsem/guest/arch"
 )
 
 func TestRootfsKey(t *testing.T) {
@@ -162,28 +164,34 @@ func TestCheckStaticAgent(t *testing.T) {
 		return p
 	}
 	static := testELF(elf.ET_EXEC, elfNote("Go", 4, []byte("id")), nil)
-	if err := CheckStaticAgent(write("static", static)); err != nil {
+	if err := CheckStaticAgent(write("static", static), arch.AMD64); err != nil {
 		t.Fatalf("static binary: %v", err)
 	}
 	// The same file with its one segment turned into PT_INTERP.
 	dynamic := bytes.Clone(static)
 	binary.LittleEndian.PutUint32(dynamic[64:], uint32(elf.PT_INTERP))
-	err := CheckStaticAgent(write("dynamic", dynamic))
+	err := CheckStaticAgent(write("dynamic", dynamic), arch.AMD64)
 	if err == nil || !strings.Contains(err.Error(), "dynamically linked") || !strings.Contains(err.Error(), "CGO_ENABLED=0") {
 		t.Errorf("dynamic binary: %v", err)
 	}
 	arm := bytes.Clone(static)
 	binary.LittleEndian.PutUint16(arm[18:], uint16(elf.EM_AARCH64))
-	if err := CheckStaticAgent(write("arm", arm)); err == nil || !strings.Contains(err.Error(), "x86-64") {
-		t.Errorf("arm64 binary: %v", err)
+	if err := CheckStaticAgent(write("arm", arm), arch.AMD64); err == nil || !strings.Contains(err.Error(), "the guest is amd64") {
+		t.Errorf("arm64 binary for an amd64 guest: %v", err)
 	}
-	if err := CheckStaticAgent(write("script", []byte("#!/bin/sh\n"))); err == nil || !strings.Contains(err.Error(), "not an ELF") {
+	if err := CheckStaticAgent(write("arm", arm), arch.ARM64); err != nil {
+		t.Errorf("arm64 binary for an arm64 guest: %v", err)
+	}
+	if err := CheckStaticAgent(write("static", static), arch.ARM64); err == nil || !strings.Contains(err.Error(), "GOARCH=arm64") {
+		t.Errorf("x86-64 binary for an arm64 guest: %v, want the build command for arm64", err)
+	}
+	if err := CheckStaticAgent(write("script", []byte("#!/bin/sh\n")), arch.AMD64); err == nil || !strings.Contains(err.Error(), "not an ELF") {
 		t.Errorf("script: %v", err)
 	}
-	if err := CheckStaticAgent(filepath.Join(dir, "missing")); err == nil || !strings.Contains(err.Error(), "does not exist") {
+	if err := CheckStaticAgent(filepath.Join(dir, "missing"), arch.AMD64); err == nil || !strings.Contains(err.Error(), "does not exist") {
 		t.Errorf("missing: %v", err)
 	}
-	if err := CheckStaticAgent(""); err == nil {
+	if err := CheckStaticAgent("", arch.AMD64); err == nil {
 		t.Error("empty path accepted")
 	}
 }

@@ -8,9 +8,6 @@ import (
 	"github.com/capsem/capsem/hypervisor"
 )
 
-// Binary is the QEMU system emulator the backend runs.
-const Binary = "qemu-system-x86_64"
-
 // fdLayout says which descriptor numbers the child sees the inherited
 // sockets at (3 is the first of exec.Cmd.ExtraFiles). -1: not passed.
 type fdLayout struct {
@@ -65,8 +62,12 @@ func optEscape(s string) string { return strings.ReplaceAll(s, ",", ",,") }
 // With an initramfs its /init (guest/boot) mounts the root image, named by
 // capsem.root; without one the kernel itself would (root=, which needs
 // virtio_blk and the filesystem built in).
-func kernelCmdline(cfg *hypervisor.Config, tscKHz int) string {
+func kernelCmdline(cfg *hypervisor.Config, t target, tscKHz int) string {
 	w := hypervisor.BaseCmdline(tscKHz)
+	if t.console != "ttyS0" {
+		// The base names ttyS0; the last console= is /dev/console.
+		w = append(w, "console="+t.console)
+	}
 	p := cfg.Boot
 	w = append(w, hypervisor.DiskBoot(cfg, &p)...)
 	if cfg.Workspace != "" {
@@ -80,7 +81,7 @@ func kernelCmdline(cfg *hypervisor.Config, tscKHz int) string {
 }
 
 // buildArgs is QEMU's command line for cfg (already validated).
-func buildArgs(cfg *hypervisor.Config, accel Accel, tscKHz int, fds fdLayout, facts startFacts) []string {
+func buildArgs(cfg *hypervisor.Config, t target, accel Accel, tscKHz int, fds fdLayout, facts startFacts) []string {
 	// -runas needs setuid and setgid, which elevateprivileges=deny forbids
 	// (QEMU dies of SIGSYS, tried); once QEMU has dropped to a non-root
 	// user those calls cannot give it any privilege back.
@@ -89,12 +90,9 @@ func buildArgs(cfg *hypervisor.Config, accel Accel, tscKHz int, fds fdLayout, fa
 		elevate = "allow"
 	}
 	a := []string{
-		// microvm: no PCI, no firmware beyond qboot, virtio-mmio devices
-		// described to the guest by ACPI. The default option ROMs and the
-		// second IO-APIC are not needed.
-		"-M", "microvm",
+		"-M", t.machine, // see target
 		"-accel", accel.qemuArg(),
-		"-cpu", accel.cpu(),
+		"-cpu", t.cpu(accel),
 		"-smp", fmt.Sprint(cfg.CPUs),
 		"-m", fmt.Sprintf("%dM", cfg.MemoryMiB),
 	}
@@ -113,9 +111,9 @@ func buildArgs(cfg *hypervisor.Config, accel Accel, tscKHz int, fds fdLayout, fa
 	if cfg.Initramfs != "" {
 		a = append(a, "-initrd", cfg.Initramfs)
 	}
-	a = append(a, "-append", kernelCmdline(cfg, tscKHz))
+	a = append(a, "-append", kernelCmdline(cfg, t, tscKHz))
 
-	// The serial console (ttyS0) goes to a socket whose other end capsem
+	// The serial console (target.console) goes to a socket whose other end capsem
 	// writes to the log under a cap (hypervisor.ConsoleLog), or nowhere.
 	if fds.console >= 0 {
 		a = append(a, "-chardev", fmt.Sprintf("socket,id=console,fd=%d", fds.console))
@@ -127,20 +125,20 @@ func buildArgs(cfg *hypervisor.Config, accel Accel, tscKHz int, fds fdLayout, fa
 	// The control channel: a named virtio-serial port on an inherited socket.
 	a = append(a,
 		"-chardev", fmt.Sprintf("socket,id=control,fd=%d", fds.control),
-		"-device", "virtio-serial-device,max_ports=2",
+		"-device", t.virtio("serial")+",max_ports=2",
 		"-device", "virtserialport,chardev=control,name="+bootparam.ControlPort,
 	)
 
 	if fds.nic >= 0 {
 		a = append(a,
 			"-netdev", fmt.Sprintf("stream,id=net0,addr.type=fd,addr.str=%d", fds.nic),
-			"-device", "virtio-net-device,netdev=net0,mac="+cfg.MAC,
+			"-device", t.virtio("net")+",netdev=net0,mac="+cfg.MAC,
 		)
 	}
 	if cfg.RootImage != "" {
 		a = append(a,
 			"-drive", "file="+optEscape(cfg.RootImage)+",if=none,id=root,format=raw,readonly=on",
-			"-device", "virtio-blk-device,drive=root",
+			"-device", t.virtio("blk")+",drive=root",
 		)
 	}
 	if cfg.DataDisk != "" {
@@ -151,7 +149,7 @@ func buildArgs(cfg *hypervisor.Config, accel Accel, tscKHz int, fds fdLayout, fa
 		// commits is on the host's disk.
 		a = append(a,
 			"-drive", "file="+optEscape(cfg.DataDisk)+",if=none,id=data,format=raw,discard=unmap,cache=writeback",
-			"-device", "virtio-blk-device,drive=data",
+			"-device", t.virtio("blk")+",drive=data",
 		)
 	}
 	if cfg.TransferDisk != "" {
@@ -159,7 +157,7 @@ func buildArgs(cfg *hypervisor.Config, accel Accel, tscKHz int, fds fdLayout, fa
 		// punches its holes itself after each transfer.
 		a = append(a,
 			"-drive", "file="+optEscape(cfg.TransferDisk)+",if=none,id=transfer,format=raw,cache=writeback",
-			"-device", "virtio-blk-device,drive=transfer",
+			"-device", t.virtio("blk")+",drive=transfer",
 		)
 	}
 	if cfg.Workspace != "" {
@@ -181,7 +179,7 @@ func buildArgs(cfg *hypervisor.Config, accel Accel, tscKHz int, fds fdLayout, fa
 		}
 		a = append(a,
 			"-fsdev", fsdev,
-			"-device", "virtio-9p-device,fsdev=workspace,mount_tag="+bootparam.WorkspaceTag,
+			"-device", t.virtio("9p")+",fsdev=workspace,mount_tag="+bootparam.WorkspaceTag,
 		)
 	}
 	if fds.qmp >= 0 {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/capsem/capsem/guest/arch"
 	"github.com/capsem/capsem/guest/bootparam"
 	"github.com/capsem/capsem/hypervisor"
 )
@@ -26,7 +27,7 @@ func TestBuildArgsFull(t *testing.T) {
 		NIC:         os.Stdin, // only its presence matters here
 		BootTimeout: 1,
 	}
-	got := buildArgs(cfg, Accel{Name: "tcg"}, 2600000, layoutFor(true, true, false), startFacts{runAs: "1000:1000"})
+	got := buildArgs(cfg, amd64, Accel{Name: "tcg"}, 2600000, layoutFor(true, true, false), startFacts{runAs: "1000:1000"})
 	want := []string{
 		"-M", "microvm",
 		"-accel", "tcg,thread=multi",
@@ -56,9 +57,59 @@ func TestBuildArgsFull(t *testing.T) {
 	}
 }
 
+// TestBuildArgsARM64 is the same guest on arm64: virt with its devices on
+// PCI (the module list vz shares), the PL011 as the console, no TSC.
+func TestBuildArgsARM64(t *testing.T) {
+	cfg := &hypervisor.Config{
+		Kernel:     "/k/Image",
+		Initramfs:  "/k/initrd",
+		RootImage:  "/img/root.erofs",
+		DataDisk:   "/d.ext4",
+		CPUs:       2,
+		MemoryMiB:  1024,
+		MAC:        hypervisor.DefaultMAC,
+		Workspace:  "/home/u/proj",
+		ConsoleLog: "/tmp/console.log",
+		NIC:        os.Stdin,
+	}
+	arm, _ := targetFor(arch.ARM64)
+	got := buildArgs(cfg, arm, Accel{Name: "tcg"}, 0, layoutFor(true, true, false), startFacts{})
+	want := []string{
+		"-M", "virt",
+		"-accel", "tcg,thread=multi",
+		"-cpu", "max,pauth-impdef=on",
+		"-smp", "2",
+		"-m", "1024M",
+		"-no-reboot", "-nodefaults", "-no-user-config", "-nographic",
+		"-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
+		"-kernel", "/k/Image",
+		"-initrd", "/k/initrd",
+		"-append", "console=ttyS0 panic=-1 quiet loglevel=1 mitigations=off no_timer_check audit=0 8250.nr_uarts=1 random.trust_cpu=on console=ttyAMA0 capsem.root=/dev/vda capsem.rw=/dev/vdb capsem.ws=9p",
+		"-chardev", "socket,id=console,fd=5",
+		"-serial", "chardev:console",
+		"-chardev", "socket,id=control,fd=4",
+		"-device", "virtio-serial-pci,max_ports=2",
+		"-device", "virtserialport,chardev=control,name=capsem.control",
+		"-netdev", "stream,id=net0,addr.type=fd,addr.str=3",
+		"-device", "virtio-net-pci,netdev=net0,mac=02:ca:95:e0:00:02",
+		"-drive", "file=/img/root.erofs,if=none,id=root,format=raw,readonly=on",
+		"-device", "virtio-blk-pci,drive=root",
+		"-drive", "file=/d.ext4,if=none,id=data,format=raw,discard=unmap,cache=writeback",
+		"-device", "virtio-blk-pci,drive=data",
+		"-fsdev", "local,id=workspace,path=/home/u/proj,security_model=mapped-xattr,fmode=0644,dmode=0755",
+		"-device", "virtio-9p-pci,fsdev=workspace,mount_tag=workspace",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("args:\n got %q\nwant %q", got, want)
+	}
+	if a := probeAccel(hostPaths, arch.AMD64, arch.ARM64); a.KVM() || !strings.Contains(a.Reason, "emulated") {
+		t.Errorf("an arm64 guest on an x86-64 host: %+v, want TCG because it is emulated", a)
+	}
+}
+
 func TestBuildArgsMinimalKVM(t *testing.T) {
 	cfg := &hypervisor.Config{Kernel: "/k/vmlinux", CPUs: 1, MemoryMiB: 512, MAC: hypervisor.DefaultMAC, WorkspaceReadOnly: true}
-	got := strings.Join(buildArgs(cfg, Accel{Name: "kvm"}, 0, layoutFor(false, false, false), startFacts{}), " ")
+	got := strings.Join(buildArgs(cfg, amd64, Accel{Name: "kvm"}, 0, layoutFor(false, false, false), startFacts{}), " ")
 	for _, want := range []string{
 		"-accel kvm -cpu host",
 		"-chardev null,id=console -serial chardev:console",
@@ -77,7 +128,7 @@ func TestBuildArgsMinimalKVM(t *testing.T) {
 
 func TestBuildArgsWorkspaceReadOnly(t *testing.T) {
 	cfg := &hypervisor.Config{Kernel: "/k", CPUs: 1, MemoryMiB: 512, Workspace: "/w", WorkspaceReadOnly: true}
-	got := buildArgs(cfg, Accel{Name: "tcg"}, 0, layoutFor(false, false, false), startFacts{})
+	got := buildArgs(cfg, amd64, Accel{Name: "tcg"}, 0, layoutFor(false, false, false), startFacts{})
 	if !slices.Contains(got, "local,id=workspace,path=/w,security_model=mapped-xattr,fmode=0644,dmode=0755,readonly=on") {
 		t.Fatalf("read-only workspace not exported read-only: %q", got)
 	}
@@ -85,11 +136,11 @@ func TestBuildArgsWorkspaceReadOnly(t *testing.T) {
 
 func TestKernelCmdlineRoot(t *testing.T) {
 	cfg := &hypervisor.Config{Kernel: "/k", RootImage: "/r"}
-	if got := kernelCmdline(cfg, 0); !strings.HasSuffix(got, " root=/dev/vda ro") {
+	if got := kernelCmdline(cfg, amd64, 0); !strings.HasSuffix(got, " root=/dev/vda ro") {
 		t.Errorf("no initramfs: %s", got)
 	}
 	cfg.Initramfs = "/i"
-	if got := kernelCmdline(cfg, 0); !strings.HasSuffix(got, " capsem.root=/dev/vda") || strings.Contains(got, " root=") {
+	if got := kernelCmdline(cfg, amd64, 0); !strings.HasSuffix(got, " capsem.root=/dev/vda") || strings.Contains(got, " root=") {
 		t.Errorf("with an initramfs: %s", got)
 	}
 }
@@ -99,7 +150,7 @@ func TestKernelCmdlineRoot(t *testing.T) {
 // writable layer.
 func TestDataDisk(t *testing.T) {
 	cfg := &hypervisor.Config{Kernel: "/k", Initramfs: "/i", RootImage: "/r", DataDisk: "/d,1.ext4"}
-	got := buildArgs(cfg, Accel{Name: "tcg"}, 0, layoutFor(false, false, false), startFacts{})
+	got := buildArgs(cfg, amd64, Accel{Name: "tcg"}, 0, layoutFor(false, false, false), startFacts{})
 	root := slices.Index(got, "virtio-blk-device,drive=root")
 	data := slices.Index(got, "virtio-blk-device,drive=data")
 	if root < 0 || data < root {
@@ -108,11 +159,11 @@ func TestDataDisk(t *testing.T) {
 	if !slices.Contains(got, "file=/d,,1.ext4,if=none,id=data,format=raw,discard=unmap,cache=writeback") {
 		t.Errorf("data drive: %q", got)
 	}
-	if line := kernelCmdline(cfg, 0); !strings.HasSuffix(line, "capsem.root=/dev/vda capsem.rw=/dev/vdb") {
+	if line := kernelCmdline(cfg, amd64, 0); !strings.HasSuffix(line, "capsem.root=/dev/vda capsem.rw=/dev/vdb") {
 		t.Errorf("kernel command line: %s", line)
 	}
 	cfg.TransferDisk = "/x"
-	got = buildArgs(cfg, Accel{Name: "tcg"}, 0, layoutFor(false, false, false), startFacts{})
+	got = buildArgs(cfg, amd64, Accel{Name: "tcg"}, 0, layoutFor(false, false, false), startFacts{})
 	if xfer := slices.Index(got, "virtio-blk-device,drive=transfer"); xfer < slices.Index(got, "virtio-blk-device,drive=data") {
 		t.Errorf("the transfer disk must be the third (%s): %q", hypervisor.TransferDevice, got)
 	}
@@ -157,7 +208,7 @@ func TestProbeAccel(t *testing.T) {
 		{"no /dev/kvm", probePaths{vmx, absent, absent}, "tcg", "does not exist"},
 		{"no cpuinfo", probePaths{absent, absent, kvm}, "tcg", "cannot read"},
 	} {
-		got := probeAccel(tc.p)
+		got := probeAccel(tc.p, arch.AMD64, arch.AMD64)
 		if got.Name != tc.want || !strings.Contains(got.Reason, tc.cause) {
 			t.Errorf("%s: got %+v, want %s (%q)", tc.name, got, tc.want, tc.cause)
 		}
@@ -167,7 +218,7 @@ func TestProbeAccel(t *testing.T) {
 		if err := os.Chmod(ro, 0o400); err != nil {
 			t.Fatal(err)
 		}
-		if got := probeAccel(probePaths{vmx, absent, ro}); got.Name != "tcg" || !strings.Contains(got.Reason, "read-write") {
+		if got := probeAccel(probePaths{vmx, absent, ro}, arch.AMD64, arch.AMD64); got.Name != "tcg" || !strings.Contains(got.Reason, "read-write") {
 			t.Errorf("read-only /dev/kvm: got %+v", got)
 		}
 	}
@@ -224,7 +275,7 @@ func TestBuildArgsSnapshots(t *testing.T) {
 	} {
 		cfg := base
 		cfg.Restore = c.restore
-		got := strings.Join(buildArgs(&cfg, Accel{Name: "tcg"}, 0, cfgLayout(&cfg), startFacts{}), " ")
+		got := strings.Join(buildArgs(&cfg, amd64, Accel{Name: "tcg"}, 0, cfgLayout(&cfg), startFacts{}), " ")
 		for _, w := range c.want {
 			if !strings.Contains(got, w) {
 				t.Errorf("%s: args lack %q (%s):\n%s", c.name, w, c.why, got)
@@ -237,3 +288,6 @@ func TestBuildArgsSnapshots(t *testing.T) {
 		}
 	}
 }
+
+// amd64 is the x86-64 machine the tests above describe.
+var amd64, _ = targetFor(arch.AMD64)

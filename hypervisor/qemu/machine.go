@@ -15,7 +15,7 @@ import (
 // another workspace. Stability: saved in snapshots and compared as a
 // string; any change to it makes earlier snapshots refused (which is the
 // point when what it describes changed).
-func machine(cfg *hypervisor.Config, accel Accel, version string) string {
+func machine(cfg *hypervisor.Config, t target, accel Accel, version string) string {
 	devs := []string{"serial", "control"}
 	if cfg.NIC != nil {
 		devs = append(devs, "net")
@@ -32,6 +32,6 @@ func machine(cfg *hypervisor.Config, accel Accel, version string) string {
 	if cfg.Workspace != "" {
 		devs = append(devs, "9p")
 	}
-	return fmt.Sprintf("qemu %s microvm accel=%s cpu=%s smp=%d mem=%dM devices=%s",
-		version, accel.Name, accel.cpu(), cfg.CPUs, cfg.MemoryMiB, strings.Join(devs, ","))
+	return fmt.Sprintf("qemu %s %s accel=%s cpu=%s smp=%d mem=%dM devices=%s",
+		version, t.machine, accel.Name, t.cpu(accel), cfg.CPUs, cfg.MemoryMiB, strings.Join(devs, ","))
 }

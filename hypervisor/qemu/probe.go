@@ -10,6 +10,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/capsem/capsem/guest/arch"
 )
 
 // Accel is the accelerator a VM runs under and why it was chosen.
@@ -31,15 +33,6 @@ func (a Accel) qemuArg() string {
 	return "tcg,thread=multi"
 }
 
-func (a Accel) cpu() string {
-	if a.KVM() {
-		return "host"
-	}
-	// Every feature TCG emulates (rdrand for random.trust_cpu, SSE4 and
-	// AVX for guest programs built for x86-64-v2+), not qemu64's 2003 set.
-	return "max"
-}
-
 // probePaths are the files the accelerator probe reads; tests point them
 // at fakes.
 type probePaths struct {
@@ -54,21 +47,27 @@ var hostPaths = probePaths{
 	devKVM:  "/dev/kvm",
 }
 
-// probeAccel picks KVM only when the CPU advertises hardware
-// virtualisation (vmx or svm), /dev/kvm is not the PVM flavour (stock
-// kernels do not boot under it) and /dev/kvm opens read-write. Anything
-// else is TCG, with the reason.
-func probeAccel(p probePaths) Accel {
+// probeAccel picks KVM for a guest of architecture guest only when it is
+// the host's, and on x86-64 only when the CPU advertises hardware
+// virtualisation (vmx or svm) and /dev/kvm is not the PVM flavour (stock
+// kernels do not boot under it); and /dev/kvm must open read-write.
+// Anything else is TCG, with the reason.
+func probeAccel(p probePaths, host, guest arch.Arch) Accel {
 	tcg := func(why string) Accel { return Accel{Name: "tcg", Reason: why} }
-	info, err := os.ReadFile(p.cpuinfo)
-	if err != nil {
-		return tcg(fmt.Sprintf("cannot read %s: %v", p.cpuinfo, err))
+	if guest != host {
+		return tcg(fmt.Sprintf("the guest is %s and the host %s: emulated", guest, host))
 	}
-	if !cpuHasVirt(info) {
-		return tcg("the CPU has no vmx/svm flag (nested or paravirtual host)")
-	}
-	if _, err := os.Stat(p.pvm); err == nil {
-		return tcg(p.pvm + " is loaded: " + p.devKVM + " is PVM, not hardware KVM")
+	if host == arch.AMD64 {
+		info, err := os.ReadFile(p.cpuinfo)
+		if err != nil {
+			return tcg(fmt.Sprintf("cannot read %s: %v", p.cpuinfo, err))
+		}
+		if !cpuHasVirt(info) {
+			return tcg("the CPU has no vmx/svm flag (nested or paravirtual host)")
+		}
+		if _, err := os.Stat(p.pvm); err == nil {
+			return tcg(p.pvm + " is loaded: " + p.devKVM + " is PVM, not hardware KVM")
+		}
 	}
 	f, err := os.OpenFile(p.devKVM, os.O_RDWR, 0)
 	if err != nil {
@@ -81,7 +80,10 @@ func probeAccel(p probePaths) Accel {
 		return tcg(fmt.Sprintf("cannot open %s: %v", p.devKVM, err))
 	}
 	f.Close()
-	return Accel{Name: "kvm", Reason: "vmx/svm present and " + p.devKVM + " opens read-write"}
+	if host == arch.AMD64 {
+		return Accel{Name: "kvm", Reason: "vmx/svm present and " + p.devKVM + " opens read-write"}
+	}
+	return Accel{Name: "kvm", Reason: p.devKVM + " opens read-write"}
 }
 
 // cpuHasVirt reports whether any "flags" line of /proc/cpuinfo lists vmx
@@ -143,6 +145,6 @@ func hostTSCKHz(p tscPaths) int {
 	return 0
 }
 
-// ProbeAccel is the accelerator a VM started now would get, and why
-// (for `capsem doctor --host`).
-func ProbeAccel() Accel { return probeAccel(hostPaths) }
+// ProbeAccel is the accelerator a VM of architecture a started now would
+// get, and why (for `capsem doctor --host`).
+func ProbeAccel(a arch.Arch) Accel { return probeAccel(hostPaths, arch.Host(), a) }

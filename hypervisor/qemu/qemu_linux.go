@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/capsem/capsem/guest/arch"
 	"github.com/capsem/capsem/hypervisor"
 	"github.com/capsem/capsem/hypervisor/qemu/qmp"
 )
@@ -24,6 +25,7 @@ var _ hypervisor.VM = (*VM)(nil)
 // VM is a guest run by qemu-system-x86_64.
 type VM struct {
 	cfg    hypervisor.Config
+	target target // the machine for the kernel's architecture
 	bin    string
 	accel  Accel
 	tscKHz int
@@ -43,12 +45,16 @@ type VM struct {
 	ramErr    error         // why it does not, set before ramCopied is closed
 }
 
-// FindBinary returns the path of qemu-system-x86_64, or an error that says
-// how to install it.
-func FindBinary() (string, error) {
-	p, err := exec.LookPath(Binary)
+// FindBinary returns the path of the QEMU that emulates a
+// (qemu-system-x86_64, qemu-system-aarch64), or an error that says how to
+// install it.
+func FindBinary(a arch.Arch) (string, error) {
+	if a == "" {
+		a = arch.Host()
+	}
+	p, err := exec.LookPath(a.QEMUSystem())
 	if err != nil {
-		return "", fmt.Errorf("%s not found in PATH: install QEMU (apt-get install qemu-system-x86): %w", Binary, err)
+		return "", fmt.Errorf("%s not found in PATH: install QEMU (apt-get install %s): %w", a.QEMUSystem(), a.QEMUSystemPackage(), err)
 	}
 	return p, nil
 }
@@ -66,17 +72,26 @@ func New(cfg hypervisor.Config, opts Options) (*VM, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	// The kernel says which machine it boots on: amd64's PVH vmlinux or
+	// arm64's Image.
+	a, err := arch.OfKernel(cfg.Kernel)
+	if err != nil {
+		return nil, fmt.Errorf("qemu: %w", err)
+	}
+	t, ok := targetFor(a)
+	if !ok {
+		return nil, fmt.Errorf("qemu: no machine for an %s kernel", a)
+	}
 	bin := opts.Binary
 	if bin == "" {
-		var err error
-		if bin, err = FindBinary(); err != nil {
+		if bin, err = FindBinary(a); err != nil {
 			return nil, err
 		}
 	}
 	var accel Accel
 	switch opts.Accel {
 	case "":
-		accel = probeAccel(hostPaths)
+		accel = probeAccel(hostPaths, arch.Host(), a)
 	case "kvm", "tcg":
 		accel = Accel{Name: opts.Accel, Reason: "forced by the caller"}
 	default:
@@ -87,11 +102,16 @@ func New(cfg hypervisor.Config, opts Options) (*VM, error) {
 	} else {
 		log.Info("qemu: running the guest under TCG (emulation, slower than KVM)", "reason", accel.Reason)
 	}
+	tsc := 0
+	if a == arch.AMD64 && arch.Host() == arch.AMD64 {
+		tsc = hostTSCKHz(hostTSCPaths)
+	}
 	return &VM{
 		cfg:       cfg,
+		target:    t,
 		bin:       bin,
 		accel:     accel,
-		tscKHz:    hostTSCKHz(hostTSCPaths),
+		tscKHz:    tsc,
 		log:       log,
 		Lifecycle: hypervisor.NewLifecycle("qemu"),
 	}, nil
@@ -104,7 +124,7 @@ func (v *VM) Accel() Accel { return v.accel }
 func (v *VM) Args() []string {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	return buildArgs(&v.cfg, v.accel, v.tscKHz, cfgLayout(&v.cfg), v.facts)
+	return buildArgs(&v.cfg, v.target, v.accel, v.tscKHz, cfgLayout(&v.cfg), v.facts)
 }
 
 // Console is the serial console log's path.
@@ -184,7 +204,7 @@ func (v *VM) Start(ctx context.Context) error {
 		extra = append(extra, vmQMP)
 	}
 
-	args := buildArgs(&v.cfg, v.accel, v.tscKHz, fds, v.facts)
+	args := buildArgs(&v.cfg, v.target, v.accel, v.tscKHz, fds, v.facts)
 	cmd := exec.Command(v.bin, args...)
 	cmd.ExtraFiles = extra
 	cmd.Stdin = nil

@@ -4,6 +4,8 @@ package qemu
 
 import (
 	"context"
+	"debug/elf"
+	"encoding/binary"
 	"errors"
 	"io"
 	"log/slog"
@@ -16,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capsem/capsem/guest/arch"
+	"github.com/capsem/capsem/guest/image"
 	"github.com/capsem/capsem/hypervisor"
 )
 
@@ -38,11 +42,26 @@ func fakeQEMU(t *testing.T, body string) (bin, dir string) {
 
 func testConfig(t *testing.T) hypervisor.Config {
 	t.Helper()
-	k := filepath.Join(t.TempDir(), "vmlinux")
-	if err := os.WriteFile(k, []byte("not a kernel"), 0o644); err != nil {
+	return hypervisor.Config{Kernel: fakeKernel(t, arch.AMD64), BootTimeout: 10 * time.Second}
+}
+
+// fakeKernel is a file whose header says it is a's kernel (what New
+// reads to pick the machine) and nothing more.
+func fakeKernel(t *testing.T, a arch.Arch) string {
+	t.Helper()
+	h := make([]byte, 64)
+	switch a {
+	case arch.AMD64:
+		copy(h, "\x7fELF\x02\x01\x01")
+		binary.LittleEndian.PutUint16(h[18:], uint16(elf.EM_X86_64))
+	case arch.ARM64:
+		copy(h[0x38:], "ARM\x64")
+	}
+	k := filepath.Join(t.TempDir(), image.BootFileName(a))
+	if err := os.WriteFile(k, h, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return hypervisor.Config{Kernel: k, BootTimeout: 10 * time.Second}
+	return k
 }
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -280,9 +299,20 @@ func TestNewErrors(t *testing.T) {
 	if _, err := New(testConfig(t), Options{Binary: "/bin/true", Accel: "hvf"}); err == nil {
 		t.Fatal("New accepted accelerator hvf")
 	}
+	notKernel := filepath.Join(t.TempDir(), "vmlinuz")
+	if err := os.WriteFile(notKernel, []byte{0x1f, 0x8b, 8, 0}, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(hypervisor.Config{Kernel: notKernel}, Options{Binary: "/bin/true"}); !errors.Is(err, arch.ErrUnknownKernel) {
+		t.Fatalf("New with a compressed kernel: %v, want arch.ErrUnknownKernel (no machine can be picked for it)", err)
+	}
 	t.Setenv("PATH", t.TempDir())
 	_, err := New(testConfig(t), Options{})
 	if err == nil || !strings.Contains(err.Error(), "apt-get install qemu-system-x86") {
 		t.Fatalf("missing QEMU: %v", err)
+	}
+	_, err = New(hypervisor.Config{Kernel: fakeKernel(t, arch.ARM64)}, Options{})
+	if err == nil || !strings.Contains(err.Error(), "qemu-system-aarch64 not found") || !strings.Contains(err.Error(), "apt-get install qemu-system-arm") {
+		t.Fatalf("missing QEMU for an arm64 kernel: %v", err)
 	}
 }

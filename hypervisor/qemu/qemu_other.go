@@ -9,6 +9,7 @@ import (
 	"io"
 	"runtime"
 
+	"github.com/capsem/capsem/guest/arch"
 	"github.com/capsem/capsem/hypervisor"
 )
 
@@ -23,7 +24,7 @@ var _ hypervisor.VM = (*VM)(nil)
 func New(hypervisor.Config, Options) (*VM, error) { return nil, errUnsupported }
 
 // FindBinary fails: the QEMU backend is Linux-only.
-func FindBinary() (string, error) { return "", errUnsupported }
+func FindBinary(arch.Arch) (string, error) { return "", errUnsupported }
 
 func (*VM) Start(context.Context) error { return errUnsupported }
 func (*VM) Wait() error                 { return errUnsupported }

@@ -38,7 +38,7 @@ func (v *VM) Machine() string {
 	if v.qmp == nil {
 		return ""
 	}
-	return machine(&v.cfg, v.accel, v.qmp.Version().String())
+	return machine(&v.cfg, v.target, v.accel, v.qmp.Version().String())
 }
 
 // monitor is the QMP connection, or why the VM has none.
@@ -152,7 +152,7 @@ func connectQMP(ctx context.Context, c net.Conn) (*qmp.Conn, error) {
 // is too until cont. A snapshot of another machine is refused first.
 func (v *VM) restore(ctx context.Context, q *qmp.Conn) error {
 	r := v.cfg.Restore
-	if have := machine(&v.cfg, v.accel, q.Version().String()); have != r.Machine {
+	if have := machine(&v.cfg, v.target, v.accel, q.Version().String()); have != r.Machine {
 		return fmt.Errorf("qemu: the snapshot was saved on another machine (%q), this one is %q: start the sandbox cold, or from a snapshot made with this capsem and QEMU", r.Machine, have)
 	}
 	f, err := os.Open(r.State)

@@ -16,7 +16,7 @@ func (d Dir) PinImage(g *image.Guest) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	for _, f := range []struct{ src, name string }{{g.Kernel, "vmlinux"}, {g.Initramfs, "initramfs"}, {g.Rootfs, "rootfs.erofs"}} {
+	for _, f := range []struct{ src, name string }{{g.Kernel, image.BootFileName(g.Arch)}, {g.Initramfs, "initramfs"}, {g.Rootfs, "rootfs.erofs"}} {
 		dst := filepath.Join(dir, f.name)
 		_ = os.Remove(dst)
 		if err := os.Link(f.src, dst); err != nil {
@@ -31,7 +31,8 @@ func (d Dir) PinImage(g *image.Guest) error {
 // Guest is the sandbox's pinned image.
 func (d Dir) Guest(s Settings) *image.Guest {
 	dir := d.ImageDir()
-	return &image.Guest{ID: s.Image, Kernel: filepath.Join(dir, "vmlinux"), Initramfs: filepath.Join(dir, "initramfs"), Rootfs: filepath.Join(dir, "rootfs.erofs")}
+	a := s.GuestArch()
+	return &image.Guest{ID: s.Image, Arch: a, Kernel: filepath.Join(dir, image.BootFileName(a)), Initramfs: filepath.Join(dir, "initramfs"), Rootfs: filepath.Join(dir, "rootfs.erofs")}
 }
 
 func copyFile(src, dst string) error {

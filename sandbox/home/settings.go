@@ -9,6 +9,7 @@ package home
 //	  "name": "dev",
 //	  "created": "2025-01-02T03:04:05Z",       RFC 3339, UTC
 //	  "image": "<guest image id>",             its files are in image/
+//	  "arch": "arm64",                         the image's; absent: amd64
 //	  "policy": "/abs/policy.toml",            "": the default policy
 //	  "workspace": "/abs/dir",                 shared as /workspace
 //	  "env": ["K=V", …],                       for every command, under each exec's env
@@ -31,15 +32,19 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/capsem/capsem/guest/arch"
 	"github.com/capsem/capsem/ports"
 	"github.com/capsem/capsem/sandbox/api"
 )
 
 // Settings is settings.json.
 type Settings struct {
-	Name      string    `json:"name"`
-	Created   time.Time `json:"created"`
-	Image     string    `json:"image"`     // the guest's id: its files are in image/
+	Name    string    `json:"name"`
+	Created time.Time `json:"created"`
+	Image   string    `json:"image"` // the guest's id: its files are in image/
+	// Arch is the image's architecture; "" (a sandbox made before arm64)
+	// is amd64.
+	Arch      arch.Arch `json:"arch,omitempty"`
 	Policy    string    `json:"policy"`    // absolute path of the policy file; "": the default policy
 	Workspace string    `json:"workspace"` // absolute host directory shared as /workspace
 	Env       []string  `json:"env"`       // K=V for every command, under each exec's --env
@@ -51,6 +56,14 @@ type Settings struct {
 	// port add): HOSTIP:HOSTPORT:GUESTPORT/tcp, a host port 0 taking a
 	// free one at each start. None: nothing is published.
 	Ports []string `json:"ports,omitempty"`
+}
+
+// GuestArch is the sandbox's architecture: Arch, amd64 for "".
+func (s Settings) GuestArch() arch.Arch {
+	if s.Arch == "" {
+		return arch.AMD64
+	}
+	return s.Arch
 }
 
 // SettingsPorts is the settings' published ports as API Ports (with the
