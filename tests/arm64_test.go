@@ -165,3 +165,31 @@ ca_files = [%q]
 		}
 	}
 }
+
+// TestARM64Sandbox: a long-lived arm64 sandbox starts from its boot
+// snapshot, keeps its architecture in its settings (a restart without
+// --arch is arm64 still, one with --arch amd64 is refused), runs commands
+// and says what it is in capsem ls.
+func TestARM64Sandbox(t *testing.T) {
+	needARM64Guest(t)
+	e := &sbEnv{t: t, data: t.TempDir(), caDir: sharedCADir, ws: t.TempDir(), bin: capsemBin}
+	t.Cleanup(e.removeAll)
+	e.start("arm", "--arch", "arm64")
+	if out := e.sh("arm", "uname -m; echo kept > /root/kept"); out != "aarch64\n" {
+		t.Fatalf("uname -m in the arm64 sandbox: %q", out)
+	}
+	r := e.must(0, nil, "ls", "--json")
+	if !strings.Contains(r.stdout, `"arch": "arm64"`) && !strings.Contains(r.stdout, `"arch":"arm64"`) {
+		t.Errorf("capsem ls --json does not say arm64:\n%s", r.stdout)
+	}
+	e.must(0, nil, "stop", "arm")
+	r = e.must(2, nil, "start", "--ca-dir", e.caDir, "--arch", "amd64", "arm")
+	if !strings.Contains(r.stderr, "cannot change it") {
+		t.Errorf("a restart with --arch amd64: %s, want refused", r.stderr)
+	}
+	e.start("arm")
+	if out := e.sh("arm", "uname -m; cat /root/kept"); out != "aarch64\nkept\n" {
+		t.Errorf("after a restart without --arch: %q, want aarch64 and the file its disk kept", out)
+	}
+	e.must(0, nil, "rm", "--force", "arm")
+}

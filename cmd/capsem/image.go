@@ -151,9 +151,13 @@ func imageCommand() *cli.Command {
 						return nil
 					}
 					tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
-					fmt.Fprintln(tw, "KIND\tKEY\tSIZE\tMODIFIED\tPATH")
+					fmt.Fprintln(tw, "KIND\tARCH\tKEY\tSIZE\tMODIFIED\tPATH")
 					for _, e := range entries {
-						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Kind, e.Key, store.FormatSize(e.Size), e.Modified.Local().Format("2006-01-02 15:04"), e.Path)
+						a := e.Arch.String()
+						if a == "" {
+							a = "-"
+						}
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.Kind, a, e.Key, store.FormatSize(e.Size), e.Modified.Local().Format("2006-01-02 15:04"), e.Path)
 					}
 					return tw.Flush()
 				},

@@ -4,8 +4,18 @@
 // inside its bzImage (for PVH boot), the kernel modules the guest needs in
 // load order, a reproducible initramfs (newc cpio) whose /init is the
 // static capsem-agent, and the root filesystem: an erofs image of Debian
-// bookworm (mmdebstrap) with Node 22 and the agent CLIs installed from npm
-// at pinned versions, no setuid or setgid bit anywhere.
+// bookworm (mmdebstrap) with Node 22, npm and the agent CLIs installed from
+// npm at pinned versions, no setuid or setgid bit anywhere.
+//
+// Two architectures are built (Target, TargetFor): amd64, booted by the
+// qemu backend as a PVH vmlinux on microvm, and arm64, what the vz backend
+// boots on Apple silicon and the qemu backend on -M virt: Debian's arm64
+// kernel Image as the package ships it, virtio over PCI, the same
+// recipe's packages and npm tools built for arm64, the same agent source
+// cross-built. On an x86-64 host the arm64 root filesystem's programs run
+// under qemu-user through binfmt_misc (binfmt_linux.go), and npm's install
+// scripts run inside the tree (installscripts_linux.go), so that each
+// package sees the guest's platform.
 //
 // Guest, BuildDefault and FindDefault are the whole guest as one unit for
 // the CLI; List and Remove manage the cache. A normal user's build runs the

@@ -125,7 +125,12 @@ func (c *Cache) initramfs(k *Kernel, initPath string, comp Compression, force bo
 		if err != nil {
 			return err
 		}
-		return r.WriteFile(filepath.Join(dir, name), comp)
+		if err := r.WriteFile(filepath.Join(dir, name), comp); err != nil {
+			return err
+		}
+		// What `capsem image ls` says of it: the architecture of its
+		// kernel's modules and its /init.
+		return writeArchManifest(dir, k.arch())
 	}
 	var dir string
 	if force {

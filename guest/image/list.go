@@ -1,6 +1,7 @@
 package image
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -9,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/capsem/capsem/guest/arch"
 )
 
 // Entry is one cached artefact: a built directory (Kind kernel, initramfs,
@@ -16,8 +19,11 @@ import (
 // its file name).
 type Entry struct {
 	Kind, Key, Path string
-	Size            int64 // bytes of its files
-	Modified        time.Time
+	// Arch is what the artefact is built for, from its manifest (a
+	// download's from its .deb name); "" when nothing says.
+	Arch     arch.Arch
+	Size     int64 // bytes of its files
+	Modified time.Time
 }
 
 // KindDownload is the Kind of a fetched input in the downloads directory.
@@ -83,7 +89,52 @@ func entryOf(kind, key, p string) (Entry, error) {
 	if err != nil {
 		return Entry{}, fmt.Errorf("image cache: %w", err)
 	}
-	return Entry{Kind: kind, Key: key, Path: p, Size: size, Modified: st.ModTime()}, nil
+	return Entry{Kind: kind, Key: key, Path: p, Arch: archOf(kind, key, p), Size: size, Modified: st.ModTime()}, nil
+}
+
+// archManifest is what archOf reads of a cache directory's manifest.json:
+// a kernel's and an initramfs's "arch", a root filesystem's recipe's.
+type archManifest struct {
+	Arch   arch.Arch `json:"arch"`
+	Recipe *struct {
+		Arch arch.Arch
+	} `json:"recipe"`
+}
+
+// writeArchManifest writes manifest.json with only the architecture in it.
+func writeArchManifest(dir string, a arch.Arch) error {
+	b, err := json.Marshal(archManifest{Arch: a})
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "manifest.json"), append(b, '\n'), 0o644)
+}
+
+// archOf is the architecture of the cache entry at p. An entry written
+// before arm64 existed says none, and is amd64.
+func archOf(kind, key, p string) arch.Arch {
+	if kind == KindDownload {
+		for _, a := range arch.All {
+			if strings.HasSuffix(key, "_"+a.String()+".deb") {
+				return a
+			}
+		}
+		return ""
+	}
+	b, err := os.ReadFile(filepath.Join(p, "manifest.json"))
+	var m archManifest
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && kind == "initramfs":
+		return arch.AMD64
+	case err != nil, json.Unmarshal(b, &m) != nil:
+		return ""
+	case m.Recipe != nil:
+		m.Arch = m.Recipe.Arch
+	}
+	if m.Arch == "" {
+		return arch.AMD64
+	}
+	return m.Arch
 }
 
 // diskSize is the bytes of the regular files at or under p.

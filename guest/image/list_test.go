@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/capsem/capsem/guest/arch"
 )
 
 func TestListRemove(t *testing.T) {
@@ -131,5 +133,49 @@ func TestFindDefaultEmpty(t *testing.T) {
 	}
 	if _, _, err := c.FindDefault("/nonexistent/agent", ""); err == nil {
 		t.Error("missing agent accepted")
+	}
+}
+
+// TestListArch: `capsem image ls` says what each entry is built for, from
+// the manifests the builds write (and a download's .deb name).
+func TestListArch(t *testing.T) {
+	c := &Cache{Root: t.TempDir()}
+	write := func(p, body string) {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(c.Images(), "kernel", "k1", "manifest.json"), `{"package":"linux-image-6.1.0-56-arm64:arm64=6.1.192-2","arch":"arm64"}`)
+	write(filepath.Join(c.Images(), "kernel", "k2", "manifest.json"), `{"package":"linux-image-6.1.0-56-amd64=6.1.192-2"}`)
+	write(filepath.Join(c.Images(), "rootfs", "r1", "manifest.json"), `{"recipe":{"Arch":"arm64","Suite":"bookworm"}}`)
+	write(filepath.Join(c.Images(), "rootfs", "r2", "manifest.json"), `{"recipe":{"Arch":"","Suite":"bookworm"}}`)
+	write(filepath.Join(c.Images(), "initramfs", "i1", "initramfs.cpio"), "x")
+	if err := writeArchManifest(filepath.Join(c.Images(), "initramfs", "i1"), arch.ARM64); err != nil {
+		t.Fatal(err)
+	}
+	write(filepath.Join(c.Images(), "initramfs", "i2", "initramfs.cpio"), "x")
+	write(filepath.Join(c.Downloads(), "linux-image-6.1.0-56-arm64_6.1.192-2_arm64.deb"), "x")
+	ents, err := c.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range ents {
+		got = append(got, e.Kind+" "+e.Key+" "+string(e.Arch))
+	}
+	want := []string{
+		"download linux-image-6.1.0-56-arm64_6.1.192-2_arm64.deb arm64",
+		"initramfs i1 arm64",
+		"initramfs i2 amd64", // written before arm64 existed: no manifest
+		"kernel k1 arm64",
+		"kernel k2 amd64", // a manifest without arch is amd64's
+		"rootfs r1 arm64",
+		"rootfs r2 amd64",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("List:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -1,7 +1,10 @@
-// Package qemu is the Linux hypervisor backend: qemu-system-x86_64 with the
-// microvm machine, the guest kernel booted as a PVH ELF (no firmware, no
-// bzImage decompression), KVM only when the CPU really has hardware
-// virtualisation and TCG otherwise.
+// Package qemu is the Linux hypervisor backend. The kernel file says which
+// machine (target.go): an x86-64 PVH ELF boots on qemu-system-x86_64's
+// microvm (no firmware, no bzImage decompression, virtio-mmio), an arm64
+// Image on qemu-system-aarch64's virt (QEMU's own boot code and device
+// tree, virtio over PCI as under the Virtualization framework). KVM only
+// when the guest is the host's architecture and the host really has
+// hardware virtualisation, TCG otherwise.
 //
 // Everything the guest touches is passed as an inherited file descriptor or
 // an explicit path: the NIC is one end of a socketpair (-netdev stream,

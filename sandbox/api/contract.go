@@ -59,6 +59,7 @@ type Status struct {
 	DiskSize     int64     `json:"disk_size"` // its cap in bytes
 	SessionID    string    `json:"session_id,omitempty"`
 	Image        string    `json:"image"`
+	Arch         string    `json:"arch"`          // the image's architecture: amd64, arm64
 	PID          int       `json:"pid,omitempty"` // the supervisor's, while running
 	Log          string    `json:"log"`           // the supervisor's log
 	Socket       string    `json:"socket"`        // the API's unix socket (while running)

@@ -20,7 +20,7 @@ func (d Dir) Status(policySHA func(path string) string) (api.Status, error) {
 	}
 	st := api.Status{
 		Name: d.Name, Created: s.Created, Policy: s.Policy, Workspace: s.Workspace,
-		CPUs: s.CPUs, MemoryMiB: s.MemoryMiB, DiskSize: int64(s.DiskGiB) << 30, Image: s.Image, Log: d.Log(),
+		CPUs: s.CPUs, MemoryMiB: s.MemoryMiB, DiskSize: int64(s.DiskGiB) << 30, Image: s.Image, Arch: s.GuestArch().String(), Log: d.Log(),
 		Socket: d.SocketPath(),
 	}
 	if used, size, err := image.DiskUsage(d.Disk()); err == nil {
