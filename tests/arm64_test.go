@@ -151,19 +151,10 @@ ca_files = [%q]
 		}
 	}
 
-	db := exportRun(t, data, r.session)
-	for what, q := range map[string]string{
+	wantInExport(t, exportRun(t, data, r.session), map[string]string{
 		"the allowed HTTPS request":     `SELECT count(*) FROM net_events WHERE domain = 'allowed.test' AND decision = 'allowed' AND path = '/hello' AND status_code = 200`,
 		"the DNS query for denied.test": `SELECT count(*) FROM dns_events WHERE qname LIKE 'denied.test%' AND decision = 'denied'`,
-	} {
-		var n int
-		if err := db.QueryRow(q).Scan(&n); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-		if n == 0 {
-			t.Errorf("%s is not in the export (%s)", what, q)
-		}
-	}
+	})
 }
 
 // TestARM64Sandbox: a long-lived arm64 sandbox starts from its boot

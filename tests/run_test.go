@@ -382,6 +382,13 @@ ca_files = [%q]
 		"the DNS query for denied.test": `SELECT count(*) FROM dns_events WHERE qname LIKE 'denied.test%' AND decision = 'denied'`,
 		"the ping to 1.1.1.1":           `SELECT count(*) FROM net_events WHERE transport = 'icmp' AND decision = 'denied'`,
 	}
+	wantInExport(t, db, checks)
+}
+
+// wantInExport fails the test for each what whose count query q finds no
+// row in the export.
+func wantInExport(t *testing.T, db *sql.DB, checks map[string]string) {
+	t.Helper()
 	for what, q := range checks {
 		var n int
 		if err := db.QueryRow(q).Scan(&n); err != nil {

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -101,8 +102,8 @@ func main() {
 			}
 			amd, arm := times[kind{arch.AMD64, cold}], times[kind{arch.ARM64, cold}]
 			fmt.Printf("| %s | %s (%s–%s) | %s (%s–%s) | %.2f× |\n", name,
-				ms(stats.Median(amd)), ms(minOf(amd)), ms(maxOf(amd)),
-				ms(stats.Median(arm)), ms(minOf(arm)), ms(maxOf(arm)),
+				ms(stats.Median(amd)), ms(slices.Min(amd)), ms(slices.Max(amd)),
+				ms(stats.Median(arm)), ms(slices.Min(arm)), ms(slices.Max(arm)),
 				float64(stats.Median(arm))/float64(stats.Median(amd)))
 		}
 	}
@@ -131,22 +132,6 @@ func verdict(ok bool) string {
 
 func secs(d time.Duration) string { return fmt.Sprintf("%.0f s", d.Seconds()) }
 func ms(d time.Duration) string   { return fmt.Sprintf("%.2f s", d.Seconds()) }
-
-func minOf(v []time.Duration) time.Duration {
-	m := v[0]
-	for _, x := range v[1:] {
-		m = min(m, x)
-	}
-	return m
-}
-
-func maxOf(v []time.Duration) time.Duration {
-	m := v[0]
-	for _, x := range v[1:] {
-		m = max(m, x)
-	}
-	return m
-}
 
 func fatal(err error) {
 	fmt.Fprintln(os.Stderr, "archbench:", err)

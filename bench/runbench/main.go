@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -81,8 +82,8 @@ func main() {
 	}
 	fmt.Printf("guest %s (kernel %s), %d vCPUs, %d MiB, %s, %d runs each, %d host CPUs\n\n", g.ID, g.KernelRelease, *flagCPUs, *flagMemory, accel, *flagN, runtime.NumCPU())
 	fmt.Printf("| | median | min | max |\n|---|---|---|---|\n")
-	fmt.Printf("| bare QEMU boot to the agent's first byte | %s | %s | %s |\n", ms(mb), ms(minOf(bare)), ms(maxOf(bare)))
-	fmt.Printf("| `capsem run --cold -- true` (whole command) | %s | %s | %s |\n", ms(mr), ms(minOf(run)), ms(maxOf(run)))
+	fmt.Printf("| bare QEMU boot to the agent's first byte | %s | %s | %s |\n", ms(mb), ms(slices.Min(bare)), ms(slices.Max(bare)))
+	fmt.Printf("| `capsem run --cold -- true` (whole command) | %s | %s | %s |\n", ms(mr), ms(slices.Min(run)), ms(slices.Max(run)))
 	fmt.Printf("\ncapsem adds %+.1f%% over the bare boot (%s)\n", 100*(float64(mr)/float64(mb)-1), ms(mr-mb))
 }
 
@@ -138,22 +139,6 @@ func capsemTrue(capsem, work string) (time.Duration, error) {
 }
 
 func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
-
-func minOf(d []time.Duration) time.Duration {
-	m := d[0]
-	for _, x := range d {
-		m = min(m, x)
-	}
-	return m
-}
-
-func maxOf(d []time.Duration) time.Duration {
-	m := d[0]
-	for _, x := range d {
-		m = max(m, x)
-	}
-	return m
-}
 
 func ms(d time.Duration) string { return fmt.Sprintf("%d ms", d.Milliseconds()) }
 

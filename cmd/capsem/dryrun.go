@@ -47,6 +47,7 @@ type plan struct {
 // planImage is the guest a plan would boot.
 type planImage struct {
 	ID     string `json:"id,omitempty"` // "" when not built yet
+	Arch   string `json:"arch"`         // amd64, arm64
 	Kernel string `json:"kernel"`       // the pinned Debian package=version
 	Built  bool   `json:"built"`
 	Note   string `json:"note,omitempty"`
@@ -59,11 +60,17 @@ func dryRunFlags() []cli.Flag {
 	}
 }
 
-// defaultImagePlan is the default guest as the cache has it, without
-// building it.
-func defaultImagePlan() planImage {
-	pi := planImage{Kernel: image.DefaultKernel.Package + "=" + image.DefaultKernel.Version}
-	agent, err := findAgent(arch.Host())
+// defaultImagePlan is architecture a's default guest as the cache has it,
+// without building it.
+func defaultImagePlan(a arch.Arch) planImage {
+	pi := planImage{Arch: a.String()}
+	t, err := image.TargetFor(a)
+	if err != nil {
+		pi.Note = err.Error()
+		return pi
+	}
+	pi.Kernel = t.Kernel.Package.String()
+	agent, err := findAgent(a)
 	if err != nil {
 		pi.Note = err.Error()
 		return pi
@@ -73,7 +80,7 @@ func defaultImagePlan() planImage {
 		pi.Note = err.Error()
 		return pi
 	}
-	g, ok, err := cache.FindDefault(agent, "")
+	g, ok, err := cache.FindDefault(agent, a)
 	switch {
 	case err != nil:
 		pi.Note = err.Error()
@@ -133,7 +140,7 @@ func printPlan(w io.Writer, p plan, asJSON bool) error {
 	if !p.Image.Built {
 		img = "(" + p.Image.Note + ")"
 	}
-	fmt.Fprintf(tw, "image\t%s, kernel %s\n", img, p.Image.Kernel)
+	fmt.Fprintf(tw, "image\t%s, %s, kernel %s\n", img, p.Image.Arch, p.Image.Kernel)
 	fmt.Fprintf(tw, "size\t%d vCPUs, %d MiB", p.CPUs, p.MemoryMiB)
 	if p.DiskGiB > 0 {
 		fmt.Fprintf(tw, ", disk %d GiB (sparse)", p.DiskGiB)
@@ -161,16 +168,23 @@ func startPlan(c *cli.Context, d home.Dir) error {
 	p := plan{Command: "start", Sandbox: d.Name, Exists: !fresh, Policy: pol.Summarize(), CPUs: s.CPUs, MemoryMiB: s.MemoryMiB,
 		DiskGiB: s.DiskGiB, Workspace: s.Workspace, Data: c.String("data"), EnvNames: envNames(s.Env), Ports: append([]string{}, s.Ports...)}
 	if fresh {
-		p.Image = defaultImagePlan()
+		p.Image = defaultImagePlan(s.GuestArch())
 	} else {
-		p.Image = planImage{ID: s.Image, Built: true, Kernel: image.DefaultKernel.Package + "=" + image.DefaultKernel.Version, Note: "the image the sandbox was created on"}
+		p.Image = planImage{ID: s.Image, Arch: s.GuestArch().String(), Built: true, Note: "the image the sandbox was created on"}
+		if t, err := image.TargetFor(s.GuestArch()); err == nil {
+			p.Image.Kernel = t.Kernel.Package.String()
+		}
 	}
 	return printPlan(c.App.Writer, p, c.Bool("json"))
 }
 
 // runPlan is capsem run --dry-run's plan.
 func runPlan(c *cli.Context, o *runOptions) error {
-	p := plan{Command: "run", Argv: append([]string{}, o.argv...), Policy: o.policy.Summarize(), Image: defaultImagePlan(),
+	a, err := guestArch(c)
+	if err != nil {
+		return usageError{err}
+	}
+	p := plan{Command: "run", Argv: append([]string{}, o.argv...), Policy: o.policy.Summarize(), Image: defaultImagePlan(a),
 		CPUs: o.cpus, MemoryMiB: o.mem, Workspace: o.workspace, Data: o.data, EnvNames: envNames(o.env), Ports: []string{}}
 	for _, sp := range o.publish {
 		p.Ports = append(p.Ports, sp.String())

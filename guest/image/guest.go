@@ -67,11 +67,7 @@ func (c *Cache) BuildDefault(ctx context.Context, opts BuildOptions) (*Guest, er
 	}
 	p := newProgress(opts.Progress, steps)
 
-	pkg := t.Kernel.Package
-	if pkg.Package == "" {
-		pkg = DefaultKernel
-	}
-	p.step("kernel %s…", pkg)
+	p.step("kernel %s…", t.Kernel.Package)
 	k, cached, err := c.prepareKernel(ctx, t.Kernel, opts.Force)
 	if err != nil {
 		return nil, err

@@ -23,7 +23,7 @@ func TargetFor(a arch.Arch) (Target, error) {
 	}
 	switch a {
 	case arch.AMD64:
-		return Target{Arch: a, Kernel: KernelOptions{}, Rootfs: DefaultRootfs}, nil
+		return Target{Arch: a, Kernel: KernelOptions{Package: DefaultKernel, Modules: DefaultModules}, Rootfs: DefaultRootfs}, nil
 	case arch.ARM64:
 		return Target{
 			Arch:   a,
