@@ -75,9 +75,10 @@ type VM interface {
 
 // Config describes a VM. Kernel is required; everything else is optional.
 type Config struct {
-	// Kernel is the guest kernel: for qemu an uncompressed ELF vmlinux with
-	// a PVH entry note (what guest/image extracts from Debian's bzImage),
-	// for vz on Apple silicon an uncompressed arm64 Image.
+	// Kernel is the guest kernel: an x86-64 ELF vmlinux with a PVH entry
+	// note (what guest/image extracts from Debian's bzImage; qemu only), or
+	// an uncompressed arm64 Image (qemu's virt machine, and vz on Apple
+	// silicon). Its header says which (arch.OfKernel).
 	Kernel string
 	// Initramfs is a newc cpio archive (optionally compressed) whose /init
 	// is the capsem agent.
