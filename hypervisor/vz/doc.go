@@ -28,9 +28,10 @@
 // darwin/amd64, with tools/darwintypecheck — every Go expression in this
 // package, against the framework binding's Go API; not the binding's C,
 // nor anything only the linker or the SDK would see. Only a Mac build is
-// the final word: .github/workflows/macos.yml builds, signs and boots it on
-// a GitHub macOS runner (the arm64 image built on Linux and handed over),
-// for whoever has one; this project has never run it.
+// the final word: .github/workflows/macos.yml builds and signs it and, on
+// a self-hosted Apple silicon runner (GitHub's hosted macOS runners cannot
+// run VMs), boots the arm64 image built on Linux and handed over — for
+// whoever has one; this project has never run it.
 //
 // # The guest
 //
