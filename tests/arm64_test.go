@@ -82,19 +82,7 @@ func needARM64Guest(t *testing.T) {
 // recorded.
 func TestARM64Guest(t *testing.T) {
 	needARM64Guest(t)
-	upCA := newTestCA(t, "tests upstream CA")
-	port := startHTTPS(t, upCA, upstreamHandler(), "allowed.test")
-	pol := filepath.Join(t.TempDir(), "policy.toml")
-	if err := os.WriteFile(pol, []byte(fmt.Sprintf(`
-[network]
-default = "deny"
-allow = ["allowed.test"]
-[upstream]
-resolve = { "allowed.test" = "127.0.0.1:%d" }
-ca_files = [%q]
-`, port, upCA.pemPath)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	pol := allowedTestPolicy(t)
 	ws, data := t.TempDir(), t.TempDir()
 	if err := os.Chown(ws, 65534, 65534); err != nil {
 		t.Fatal(err)

@@ -319,10 +319,11 @@ func TestRunWorkspaceBothWays(t *testing.T) {
 	}
 }
 
-// TestRunNetwork: through the MITM to a local upstream without -k, and
-// every other way out refused and logged.
-func TestRunNetwork(t *testing.T) {
-	needGuest(t)
+// allowedTestPolicy starts the test upstream as allowed.test, under a CA of
+// its own, and returns a policy file that allows that one name, sends it
+// there and trusts that CA.
+func allowedTestPolicy(t *testing.T) string {
+	t.Helper()
 	upCA := newTestCA(t, "tests upstream CA")
 	port := startHTTPS(t, upCA, upstreamHandler(), "allowed.test")
 	pol := filepath.Join(t.TempDir(), "policy.toml")
@@ -336,6 +337,14 @@ ca_files = [%q]
 `, port, upCA.pemPath)), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return pol
+}
+
+// TestRunNetwork: through the MITM to a local upstream without -k, and
+// every other way out refused and logged.
+func TestRunNetwork(t *testing.T) {
+	needGuest(t)
+	pol := allowedTestPolicy(t)
 	data := t.TempDir()
 	script := strings.Join([]string{
 		"uname -a",

@@ -34,6 +34,16 @@ func Host() Arch {
 	return ""
 }
 
+// Recorded reads an architecture capsem wrote into a file it keeps (a
+// manifest, a recipe, a sandbox's settings): "" is amd64, since a file
+// written before arm64 existed says none.
+func Recorded(a Arch) Arch {
+	if a == "" {
+		return AMD64
+	}
+	return a
+}
+
 // Valid reports whether a is one of All.
 func (a Arch) Valid() bool { return a == AMD64 || a == ARM64 }
 

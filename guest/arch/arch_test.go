@@ -32,6 +32,21 @@ func TestParse(t *testing.T) {
 	}
 }
 
+func TestRecorded(t *testing.T) {
+	for _, tc := range []struct {
+		in, want Arch
+		why      string
+	}{
+		{"", AMD64, "a file written before arm64 existed names none, and was amd64's"},
+		{AMD64, AMD64, "as written"},
+		{ARM64, ARM64, "as written"},
+	} {
+		if got := Recorded(tc.in); got != tc.want {
+			t.Errorf("Recorded(%q) = %q, want %q (%s)", tc.in, got, tc.want, tc.why)
+		}
+	}
+}
+
 func TestNames(t *testing.T) {
 	if ARM64.QEMUSystem() != "qemu-system-aarch64" || AMD64.QEMUSystem() != "qemu-system-x86_64" {
 		t.Errorf("QEMU binaries: %s, %s", AMD64.QEMUSystem(), ARM64.QEMUSystem())

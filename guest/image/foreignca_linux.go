@@ -4,7 +4,9 @@ package image
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -51,8 +53,8 @@ exec sh "$r` + updateCA + `" --fresh --hooksdir "" --localcertsdir "$r/usr/local
 // with caDivertHooks: natively when the host has the mount points and the
 // tree no update hooks (which the native run would skip), else in the tree.
 func updateForeignCA(ctx context.Context, tree string) error {
-	hooks, _ := os.ReadDir(filepath.Join(tree, "etc", "ca-certificates", "update.d"))
-	if len(hooks) == 0 {
+	hooks, err := os.ReadDir(filepath.Join(tree, "etc", "ca-certificates", "update.d"))
+	if (err == nil || errors.Is(err, fs.ErrNotExist)) && len(hooks) == 0 {
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		defer cancel()
 		out, err := inNamespace(cctx, "sh", "-c", nativeCAScript, "sh", tree).CombinedOutput()

@@ -96,11 +96,11 @@ func findInstallScripts(tree string) ([]npmPackage, error) {
 		if err != nil {
 			return err
 		}
-		if !d.IsDir() || d.Name() == ".bin" {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
+		if !d.IsDir() {
 			return nil
+		}
+		if d.Name() == ".bin" {
+			return filepath.SkipDir
 		}
 		if filepath.Base(filepath.Dir(p)) != "node_modules" && !strings.HasPrefix(filepath.Base(filepath.Dir(p)), "@") {
 			return nil

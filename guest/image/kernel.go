@@ -28,12 +28,7 @@ type KernelPackage struct {
 }
 
 // arch is k's architecture, amd64 for "".
-func (k KernelPackage) arch() arch.Arch {
-	if k.Arch == "" {
-		return arch.AMD64
-	}
-	return k.Arch
-}
+func (k KernelPackage) arch() arch.Arch { return arch.Recorded(k.Arch) }
 
 // DefaultKernel is the guest kernel capsem pins: Debian 12's generic
 // (non-cloud) amd64 kernel, because only it builds 9p (the workspace
@@ -214,12 +209,7 @@ func BootFileName(a arch.Arch) string {
 func (k *Kernel) Boot() string { return filepath.Join(k.Dir, BootFileName(k.arch())) }
 
 // arch is the kernel's architecture, amd64 for "".
-func (k *Kernel) arch() arch.Arch {
-	if k.Arch == "" {
-		return arch.AMD64
-	}
-	return k.Arch
-}
+func (k *Kernel) arch() arch.Arch { return arch.Recorded(k.Arch) }
 
 // Config is the path of the kernel's build configuration.
 func (k *Kernel) Config() string { return filepath.Join(k.Dir, "config") }

@@ -131,10 +131,7 @@ func archOf(kind, key, p string) arch.Arch {
 	case m.Recipe != nil:
 		m.Arch = m.Recipe.Arch
 	}
-	if m.Arch == "" {
-		return arch.AMD64
-	}
-	return m.Arch
+	return arch.Recorded(m.Arch)
 }
 
 // diskSize is the bytes of the regular files at or under p.

