@@ -87,8 +87,9 @@ func (d *FakeDNS) answer(query []byte, pol *policy.Policy, admit func() error) (
 		return buildDNS(rh, &q, nil), ev, nil
 	}
 	// The policy names the entry that allowed the name: "*.x" (with or
-	// without a port) for a wildcard, the name itself otherwise.
-	wildcard := strings.HasPrefix(dec.Rule, "*.")
+	// without a port) for a wildcard, the name itself otherwise, after
+	// GrantRule when a person allowed it.
+	wildcard := strings.HasPrefix(strings.TrimPrefix(dec.Rule, policy.GrantRule), "*.")
 	a, res := d.AddrFor(name, wildcard, pol.MaxWildcardNames())
 	switch res {
 	case allocCapped:

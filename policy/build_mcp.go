@@ -17,13 +17,14 @@ var mcpServerName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 // mcpGatewayEntry is MCPGatewayHost as a host pattern.
 var mcpGatewayEntry = entry{text: MCPGatewayHost, pattern: MCPGatewayHost, base: MCPGatewayHost}
 
-// mcp builds [mcp] hide_denied, and reports [tls] passthrough entries that
+// mcp builds [mcp] hide_denied, unknown and ask_timeout, and reports [tls] passthrough entries that
 // cover the gateway's name: capsem serves that name itself, so it is
 // never spliced.
 func (b *builder) mcp(t *table) {
 	if v, ok := b.cfg.boolAt(t, "hide_denied"); ok {
 		b.p.mcpShowDenied = !v
 	}
+	b.askTable(t, &b.p.mcpAsk, UnknownAllow, UnknownDeny, UnknownAsk)
 	for _, pe := range b.passList {
 		if overlap(pe.e, mcpGatewayEntry) {
 			b.c.add(pe.line, "passthrough entry %q covers %s, the name of capsem's own MCP gateway, which capsem serves and never splices; remove the entry or make it name only other hosts", pe.text, MCPGatewayHost)

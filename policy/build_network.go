@@ -26,6 +26,7 @@ func (b *builder) network(t *table) {
 			b.deny(*l)
 		}
 	}
+	b.askTable(t, &b.p.netAsk, UnknownDeny, UnknownAsk)
 }
 
 // patState tracks the entries seen for one pattern, to find repeats.

@@ -7,6 +7,9 @@
 //	default = "deny"     # optional; "deny" is the only accepted value
 //	allow = ["api.anthropic.com", "*.githubusercontent.com", "pypi.org:443", "example.test:8080"]
 //	deny  = ["uploads.github.com"]
+//	unknown = "deny"     # or "ask": a name or port no entry names is held while a person
+//	                     # is asked (capsem ask NAME); the default refuses it
+//	ask_timeout = 60     # seconds a question waits for its answer, then it is refused; 0: 60
 //
 //	[upstream]
 //	resolve = { "api.anthropic.com" = "127.0.0.1:8443" }
@@ -45,6 +48,8 @@
 //
 //	[mcp]
 //	hide_denied = true            # tools/list results leave denied tools out (the default)
+//	unknown = "allow"             # a tool no rule names: "allow" (the default), "deny" or "ask"
+//	ask_timeout = 60              # seconds a tools/call waits for its answer; 0: 60
 //
 //	[[mcp.rules]]                 # MCP tools/call rules, first match wins; no match: allow
 //	server = "mcp.example.com"    # a name or "*.name", or the NAME of an [mcp.servers.NAME]
@@ -83,6 +88,10 @@
 //     is configured, with no [network] entry).
 //   - QUICMode:    is QUIC to an allowed name intercepted or refused?
 //   - Forward:     is this name and port a [[forward]] to a host service?
+//
+// What a person allowed when asked is laid over a policy by WithGrants
+// (Grants; the overlay file of a sandbox's "always" answers, overlay.go):
+// allow entries after the file's, so a deny entry of the file still wins.
 //
 // Capsem is default-deny: a name or port that no allow entry names is refused,
 // and a deny entry always wins over an allow entry. An empty policy (or

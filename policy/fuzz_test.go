@@ -248,7 +248,8 @@ func checkMCP(t *testing.T, p *Policy, data []byte) {
 		mayDeny := p.MCPMayDeny(n)
 		for _, tool := range tools {
 			d := p.DecideMCPTool(n, tool)
-			if d.Allowed != (d.Reason == ReasonAllowed) || !d.Allowed && d.Reason != ReasonMCPToolDenied {
+			unnamed := d.Reason == ReasonNoMatchingRule && d.Rule == "" && p.MCPUnknown() != UnknownAllow && d.Ask == (p.MCPUnknown() == UnknownAsk)
+			if d.Allowed != (d.Reason == ReasonAllowed) || !d.Allowed && d.Reason != ReasonMCPToolDenied && !unnamed {
 				t.Fatalf("DecideMCPTool(%q, %q) = %+v", n, tool, d)
 			}
 			if !d.Allowed && !mayDeny {

@@ -75,10 +75,10 @@ const (
 
 func TestDecideHTTP(t *testing.T) {
 	p := mustParse(t, httpPolicy)
-	allow := func(rule string) Decision { return Decision{true, rule, ReasonAllowed} }
-	deny := func(rule string) Decision { return Decision{false, rule, ReasonDeniedByRule} }
-	ambiguous := func(rule string) Decision { return Decision{false, rule, ReasonAmbiguousPath} }
-	invalid := Decision{false, "", ReasonInvalidRequest}
+	allow := func(rule string) Decision { return Decision{Allowed: true, Rule: rule, Reason: ReasonAllowed} }
+	deny := func(rule string) Decision { return Decision{Rule: rule, Reason: ReasonDeniedByRule} }
+	ambiguous := func(rule string) Decision { return Decision{Rule: rule, Reason: ReasonAmbiguousPath} }
+	invalid := Decision{Reason: ReasonInvalidRequest}
 	tests := []struct {
 		host, method, path string
 		want               Decision
@@ -144,14 +144,14 @@ func TestDecideHTTP(t *testing.T) {
 		{"x.corp.test", "GET", "/public/a", allow(ruleCorpAllow), "earlier wildcard allow beats a later exact deny"},
 		{"x.corp.test", "GET", "/private", deny(ruleCorpDeny), "then the exact deny"},
 		{"y.corp.test", "GET", "/private", allow("*.corp.test"), "other names under the wildcard: no rule"},
-		{"corp.test", "GET", "/public/a", Decision{false, "", ReasonNoMatchingRule}, "the apex is not under the wildcard (nor allowed)"},
+		{"corp.test", "GET", "/public/a", Decision{Allowed: false, Rule: "", Reason: ReasonNoMatchingRule}, "the apex is not under the wildcard (nor allowed)"},
 
 		// The network decision comes first.
-		{"secret.corp.test", "GET", "/public/a", Decision{false, "secret.corp.test", ReasonDeniedByRule}, "network deny beats an http allow"},
-		{"not-in-network.test", "GET", "/", Decision{false, "", ReasonNoMatchingRule}, "an http allow does not widen the network policy"},
-		{"evil.test", "GET", "/", Decision{false, "", ReasonNoMatchingRule}, "unknown host"},
-		{"api.github.com:443", "GET", "/user", Decision{false, "", ReasonInvalidName}, "host with a port"},
-		{"", "GET", "/", Decision{false, "", ReasonInvalidName}, "empty host"},
+		{"secret.corp.test", "GET", "/public/a", Decision{Allowed: false, Rule: "secret.corp.test", Reason: ReasonDeniedByRule}, "network deny beats an http allow"},
+		{"not-in-network.test", "GET", "/", Decision{Allowed: false, Rule: "", Reason: ReasonNoMatchingRule}, "an http allow does not widen the network policy"},
+		{"evil.test", "GET", "/", Decision{Allowed: false, Rule: "", Reason: ReasonNoMatchingRule}, "unknown host"},
+		{"api.github.com:443", "GET", "/user", Decision{Allowed: false, Rule: "", Reason: ReasonInvalidName}, "host with a port"},
+		{"", "GET", "/", Decision{Allowed: false, Rule: "", Reason: ReasonInvalidName}, "empty host"},
 
 		// Malformed requests.
 		{"open.test", "", "/", invalid, "empty method"},
@@ -178,7 +178,7 @@ func TestDecideHTTP(t *testing.T) {
 
 func TestDecideHTTPWithoutRules(t *testing.T) {
 	p := mustParse(t, "[network]\nallow = [\"a.test\"]\n")
-	if d := p.DecideHTTP("a.test", "DELETE", "/x/../y"); d != (Decision{true, "a.test", ReasonAllowed}) {
+	if d := p.DecideHTTP("a.test", "DELETE", "/x/../y"); d != (Decision{Allowed: true, Rule: "a.test", Reason: ReasonAllowed}) {
 		t.Errorf("no rules: %+v", d)
 	}
 	if d := p.DecideHTTP("a.test", "GET", "/%zz"); d.Reason != ReasonInvalidRequest {
@@ -199,10 +199,10 @@ http = [
 ]
 `
 	p := mustParse(t, src)
-	if d := p.DecideHTTP("a.test", "GET", "/"); d != (Decision{true, "http[1] (line 3) host=a.test methods=GET action=allow", ReasonAllowed}) {
+	if d := p.DecideHTTP("a.test", "GET", "/"); d != (Decision{Allowed: true, Rule: "http[1] (line 3) host=a.test methods=GET action=allow", Reason: ReasonAllowed}) {
 		t.Errorf("GET: %+v", d)
 	}
-	if d := p.DecideHTTP("a.test", "PUT", "/"); d != (Decision{false, "http[2] (line 4) host=a.test action=deny", ReasonDeniedByRule}) {
+	if d := p.DecideHTTP("a.test", "PUT", "/"); d != (Decision{Allowed: false, Rule: "http[2] (line 4) host=a.test action=deny", Reason: ReasonDeniedByRule}) {
 		t.Errorf("PUT: %+v", d)
 	}
 }

@@ -100,12 +100,17 @@ func mcpHost(server string) (string, bool) {
 // and tools match decides: Allowed is its action, Rule names it
 // ("mcp.rules[2] (line 16) server=mcp.example.com tools=read_*,search
 // action=deny", counting from 1; without tools= when it has none) and
-// Reason is ReasonAllowed or ReasonMCPToolDenied. When no rule matches the
-// call is allowed with Rule "". A nil policy allows too: MCP decisions
-// only refine flows that the network policy has already allowed.
+// Reason is ReasonAllowed or ReasonMCPToolDenied. When no rule matches,
+// [mcp] unknown decides with Rule "": the call is allowed (the default),
+// denied with ReasonNoMatchingRule, or denied with Ask set ("ask"). A nil
+// policy allows: MCP decisions only refine flows that the network policy
+// has already allowed.
 func (p *Policy) DecideMCPTool(server, tool string) Decision {
-	if !p.usable() || len(p.mcpRules) == 0 {
+	if !p.usable() {
 		return Decision{Allowed: true, Reason: ReasonAllowed}
+	}
+	if len(p.mcpRules) == 0 {
+		return p.mcpUnnamed()
 	}
 	host, hostOK := mcpHost(server)
 	for i := range p.mcpRules {
@@ -118,18 +123,31 @@ func (p *Policy) DecideMCPTool(server, tool string) Decision {
 		}
 		return Decision{Rule: r.text, Reason: ReasonMCPToolDenied}
 	}
+	return p.mcpUnnamed()
+}
+
+// mcpUnnamed is the decision on a tool no rule names: [mcp] unknown.
+func (p *Policy) mcpUnnamed() Decision {
+	switch p.mcpAsk.mode {
+	case UnknownDeny:
+		return Decision{Reason: ReasonNoMatchingRule}
+	case UnknownAsk:
+		return Decision{Reason: ReasonNoMatchingRule, Ask: true}
+	}
 	return Decision{Allowed: true, Reason: ReasonAllowed}
 }
 
 // MCPMayDeny reports whether DecideMCPTool could deny some tool of server:
 // a deny rule for server comes before any allow rule for server that
-// matches every tool. It is false for most servers of most policies, and
+// matches every tool, or no such allow rule exists and [mcp] unknown is
+// not "allow". It is false for most servers of most policies, and
 // then a caller need not hold an MCP request's body to read its tool
 // before forwarding it.
 func (p *Policy) MCPMayDeny(server string) bool {
-	if !p.usable() || len(p.mcpRules) == 0 {
+	if !p.usable() {
 		return false
 	}
+	unnamed := p.MCPUnknown() != UnknownAllow // a tool no rule names is refused or asked about
 	host, hostOK := mcpHost(server)
 	for i := range p.mcpRules {
 		r := &p.mcpRules[i]
@@ -143,7 +161,7 @@ func (p *Policy) MCPMayDeny(server string) bool {
 			return false
 		}
 	}
-	return false
+	return unnamed
 }
 
 // MCPHideDenied is [mcp] hide_denied: whether tools/list results leave out

@@ -144,7 +144,7 @@ func TestMCPParseErrors(t *testing.T) {
 		name, src, want, why string
 	}{
 		{"hide_denied type", "[mcp]\nhide_denied = \"yes\"\n", `p.toml:2: mcp.hide_denied must be true or false, without quotes; found a string`, "a boolean"},
-		{"mcp key", "[mcp]\nhide = true\n", `p.toml:2: unknown key "hide" in [mcp]: the keys of [mcp] are hide_denied, rules, servers`, "the keys of [mcp] include its tables"},
+		{"mcp key", "[mcp]\nhide = true\n", `p.toml:2: unknown key "hide" in [mcp]: the keys of [mcp] are hide_denied, unknown, ask_timeout, rules, servers`, "the keys of [mcp] include its tables"},
 		{"rule key in [mcp]", "[mcp]\nserver = \"a.test\"\n", `p.toml:2: key "server" belongs in the [[mcp.rules]] table, not in [mcp]`, "a rule's key written in [mcp]"},
 		{"rules as one table", "[mcp.rules]\nserver = \"a.test\"\naction = \"deny\"\n", `p.toml:1: [[mcp.rules]] are an array of tables: start each rule with a "[[mcp.rules]]" line`, "two brackets"},
 		{"rules dotted", "[mcp]\nrules.server = \"a.test\"\n", `p.toml:2: [[mcp.rules]] are an array of tables`, "a dotted key makes one table"},

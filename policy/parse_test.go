@@ -117,12 +117,12 @@ func TestParseErrors(t *testing.T) {
 		{"allow_private type", "[upstream]\n\nallow_private = \"yes\"\n", []string{`p.toml:3: upstream.allow_private must be true or false, without quotes; found a string`}},
 
 		// Keys.
-		{"unknown key", "[network]\nallow = []\nalow = []\n", []string{`p.toml:3: unknown key "alow" in [network]: did you mean "allow"? the keys of [network] are default, allow, deny; remove or rename it`}},
+		{"unknown key", "[network]\nallow = []\nalow = []\n", []string{`p.toml:3: unknown key "alow" in [network]: did you mean "allow"? the keys of [network] are default, allow, deny, unknown, ask_timeout; remove or rename it`}},
 		{"unknown key no hint", "[upstream]\nproxy = \"x\"\n", []string{`p.toml:2: unknown key "proxy" in [upstream]: the keys of [upstream] are resolve, ca_files, allow_private; remove or rename it`}},
 		{"unknown table", "[netwrok]\nallow = []\n", []string{`p.toml:1: unknown table or key "netwrok": did you mean "network"? the policy file has only the tables [network], [upstream], [[http]], [tls], [mitm], [dns], [[secret]], [dlp], [mcp], [quic] and [[forward]]; remove or rename it`}},
-		{"unknown nested table", "[network.extra]\nx = 1\n", []string{`p.toml:1: unknown key "extra" in [network]: the keys of [network] are default, allow, deny; remove or rename it`}},
-		{"unknown key in inline table", "\nnetwork = { allow = [], alow = [] }\n", []string{`p.toml:2: unknown key "alow" in [network]: did you mean "allow"? the keys of [network] are default, allow, deny; remove or rename it`}},
-		{"unknown dotted key", "\n\nnetwork.extra.deep = 1\n", []string{`p.toml:3: unknown key "extra" in [network]: the keys of [network] are default, allow, deny; remove or rename it`}},
+		{"unknown nested table", "[network.extra]\nx = 1\n", []string{`p.toml:1: unknown key "extra" in [network]: the keys of [network] are default, allow, deny, unknown, ask_timeout; remove or rename it`}},
+		{"unknown key in inline table", "\nnetwork = { allow = [], alow = [] }\n", []string{`p.toml:2: unknown key "alow" in [network]: did you mean "allow"? the keys of [network] are default, allow, deny, unknown, ask_timeout; remove or rename it`}},
+		{"unknown dotted key", "\n\nnetwork.extra.deep = 1\n", []string{`p.toml:3: unknown key "extra" in [network]: the keys of [network] are default, allow, deny, unknown, ask_timeout; remove or rename it`}},
 		{"nested array", "[network]\n\nallow = [[\"a.test\"]]\n", []string{`p.toml:3: network.allow must be an array of strings, like allow = ["example.com", "pypi.org:443"]; found an array`}},
 		{"key at top level", "allow = [\"a.test\"]\n", []string{`p.toml:1: key "allow" belongs in the [network] table, not at the top level; move it under a "[network]" line`}},
 		{"key in wrong table", "[network]\nallow_private = true\n", []string{`p.toml:2: key "allow_private" belongs in the [upstream] table, not in [network]; move it under a "[upstream]" line`}},
@@ -131,7 +131,7 @@ func TestParseErrors(t *testing.T) {
 			`p.toml:2: key "Allow" must be written in lower case, as "allow"`,
 		}},
 		{"several unknown keys", "[network]\nx = 1\n[upstream]\ny = 2\n", []string{
-			`p.toml:2: unknown key "x" in [network]: the keys of [network] are default, allow, deny; remove or rename it`,
+			`p.toml:2: unknown key "x" in [network]: the keys of [network] are default, allow, deny, unknown, ask_timeout; remove or rename it`,
 			`p.toml:4: unknown key "y" in [upstream]: the keys of [upstream] are resolve, ca_files, allow_private; remove or rename it`,
 		}},
 
@@ -221,7 +221,7 @@ func TestParseErrors(t *testing.T) {
 			`p.toml:2: ca_files entry "": the path is empty; write the path of a PEM file, or remove the entry`,
 			`p.toml:4: deny entry "x*": a wildcard must be a whole leading label, like "*.example.com"`,
 			`p.toml:5: allow entry "a.test:0": the port "0" must be a number from 1 to 65535 (without leading zeros)`,
-			`p.toml:6: unknown key "bogus" in [network]: the keys of [network] are default, allow, deny; remove or rename it`,
+			`p.toml:6: unknown key "bogus" in [network]: the keys of [network] are default, allow, deny, unknown, ask_timeout; remove or rename it`,
 		}},
 	}
 	for _, tc := range tests {

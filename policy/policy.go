@@ -54,6 +54,11 @@ type Policy struct {
 
 	quicBlock bool // [quic] mode = "block"
 
+	netAsk askRule // [network] unknown, ask_timeout
+	mcpAsk askRule // [mcp] unknown, ask_timeout
+
+	grants Grants // what WithGrants added, in the order added
+
 	forwards    map[forwardKey]Forward // [[forward]], by name and port
 	forwardList []Forward              // the same, in file order
 
@@ -69,8 +74,11 @@ type Policy struct {
 	// Source is the path of the policy file (absolute for Load, the name
 	// given to Parse, "" for DenyAll).
 	Source string
-	// SHA256 is the hex SHA-256 of the policy file's bytes ("" for DenyAll).
+	// SHA256 is the hex SHA-256 of the policy file's bytes ("" for DenyAll),
+	// or, once WithGrants laid grants over it, of that hash and the grants.
 	SHA256 string
+	// baseSHA256 is the file's hash when SHA256 includes grants.
+	baseSHA256 string
 }
 
 // node holds the rules attached to one pattern (an exact name or the base of
@@ -103,6 +111,11 @@ type Decision struct {
 	Rule string
 	// Reason is one of the Reason constants.
 	Reason string
+	// Ask is set on a denial no rule made (ReasonNoMatchingRule,
+	// ReasonPortNotAllowed) when the policy says to ask a person about
+	// what it did not foresee ([network] unknown = "ask", [mcp] unknown =
+	// "ask"): the caller holds the query, connection or call and asks.
+	Ask bool
 }
 
 // Target is where capsem really connects for a name ([upstream] resolve).
@@ -158,7 +171,7 @@ func (p *Policy) DecideName(name string) Decision {
 		}
 	}
 	if firstAllow == "" {
-		return Decision{Reason: ReasonNoMatchingRule}
+		return p.unforeseen("", ReasonNoMatchingRule)
 	}
 	if !portDenies {
 		return Decision{Allowed: true, Rule: firstAllow, Reason: ReasonAllowed}
@@ -249,9 +262,9 @@ func (p *Policy) DecideFlow(name string, port uint16) Decision {
 	case allowRule != "":
 		return Decision{Allowed: true, Rule: allowRule, Reason: ReasonAllowed}
 	case otherPort != "":
-		return Decision{Rule: otherPort, Reason: ReasonPortNotAllowed}
+		return p.unforeseen(otherPort, ReasonPortNotAllowed)
 	}
-	return Decision{Reason: ReasonNoMatchingRule}
+	return p.unforeseen("", ReasonNoMatchingRule)
 }
 
 // matches yields the nodes whose pattern matches the canonical name, most

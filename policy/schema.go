@@ -2,7 +2,7 @@ package policy
 
 // The tables and keys of a policy file (doc.go draws a whole file):
 //
-//	[network]   default allow deny
+//	[network]   default allow deny unknown ask_timeout
 //	[upstream]  resolve ca_files allow_private
 //	[[http]]    host methods paths action        (an array of tables)
 //	[tls]       passthrough
@@ -10,7 +10,7 @@ package policy
 //	[dns]       max_wildcard_names
 //	[[secret]]  name from_env from_file hosts placeholder in   (an array of tables)
 //	[dlp]       action detectors allow_hosts expected_hosts default_expected_hosts
-//	[mcp]       hide_denied
+//	[mcp]       hide_denied unknown ask_timeout
 //	[[mcp.rules]]        server tools action       (an array of tables in [mcp])
 //	[mcp.servers.NAME]   command env cwd url headers   (a table per NAME the user chooses)
 //	[quic]      mode
@@ -115,6 +115,8 @@ var tables = []table{
 			{"default", kindString, "network.default must be the string \"deny\", like default = \"deny\""},
 			{"allow", kindStrings, "network.allow must be an array of strings, like allow = [\"example.com\", \"pypi.org:443\"]"},
 			{"deny", kindStrings, "network.deny must be an array of strings, like deny = [\"uploads.example.com\"]"},
+			{"unknown", kindString, "network.unknown must be the string \"deny\" or \"ask\", like unknown = \"ask\""},
+			{"ask_timeout", kindInt, "network.ask_timeout must be a whole number of seconds, without quotes, like ask_timeout = 60"},
 		},
 		build: (*builder).network,
 	},
@@ -205,6 +207,8 @@ var tables = []table{
 		want: "[mcp] must be a table: an \"[mcp]\" line followed by its keys, with [[mcp.rules]] and [mcp.servers.NAME] tables below it",
 		keys: []key{
 			{"hide_denied", kindBool, "mcp.hide_denied must be true or false, without quotes"},
+			{"unknown", kindString, "mcp.unknown must be the string \"allow\", \"deny\" or \"ask\", like unknown = \"ask\""},
+			{"ask_timeout", kindInt, "mcp.ask_timeout must be a whole number of seconds, without quotes, like ask_timeout = 60"},
 		},
 		build: (*builder).mcp,
 	},
