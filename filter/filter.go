@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/capsem/capsem/ask"
 	"github.com/capsem/capsem/mcpgate"
 	"github.com/capsem/capsem/mitm"
 	"github.com/capsem/capsem/mitm/ca"
@@ -44,6 +45,12 @@ type Config struct {
 	// MaxDNSTCPConns caps the guest's open DNS-over-TCP connections. Zero
 	// means netstack.DefaultMaxDNSTCPConns.
 	MaxDNSTCPConns int
+	// Overlay is the file a sandbox keeps its "always" answers in
+	// (policy.ParseOverlay), laid over every policy set. "": none is kept,
+	// and an "always" answer is refused.
+	Overlay string
+	// Sandbox names the sandbox in the overlay's header ("": none).
+	Sandbox string
 }
 
 // Filter is one guest's network: the netstack, the MITM behind it and the
@@ -52,6 +59,13 @@ type Filter struct {
 	stack   *netstack.Stack
 	proxy   *mitm.Proxy
 	gateway *mcpgate.Gateway // serves [mcp.servers] to the guest
+	asks    *ask.Broker      // what the policy did not foresee, put to a person
+
+	grantMu sync.Mutex     // orders grants and policy swaps
+	file    *policy.Policy // the policy set, before the grants
+	session policy.Grants  // this session's "session" answers
+	overlay string         // Config.Overlay
+	sandbox string
 
 	closeOnce sync.Once
 	closeErr  error
@@ -64,21 +78,25 @@ func New(cfg Config) (*Filter, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	f := &Filter{}
+	f := &Filter{file: cfg.Policy, overlay: cfg.Overlay, sandbox: cfg.Sandbox}
+	f.asks = ask.New(ask.Config{Grant: f.grant})
+	pol, err := f.lay(cfg.Policy)
+	if err != nil {
+		return nil, err
+	}
 	// The MCP gateway reaches remote servers as the netstack reaches any
 	// upstream, verified as the MITM verifies any, under the policy in
 	// force.
 	f.gateway = mcpgate.New(mcpgate.Config{
 		Recorder:     cfg.Recorder,
 		Log:          log,
-		PreviewBytes: cfg.Policy.PreviewBytes(),
+		PreviewBytes: pol.PreviewBytes(),
 		DialContext: mcpgate.PortDialer(func(ctx context.Context, name string, port uint16) (net.Conn, error) {
 			return f.stack.DialUpstream(ctx, name, port)
 		}),
 		Roots: func() (*x509.CertPool, error) { return f.proxy.UpstreamRoots(f.stack.Policy()) },
 	})
-	f.gateway.ApplyPolicy(cfg.Policy)
-	var err error
+	f.gateway.ApplyPolicy(pol)
 	f.proxy, err = mitm.New(mitm.Config{CA: cfg.Authority, Recorder: cfg.Recorder, Logger: log, MCPGateway: f.gateway})
 	if err != nil {
 		_ = f.Close()
@@ -86,8 +104,9 @@ func New(cfg Config) (*Filter, error) {
 	}
 	f.stack, err = netstack.New(netstack.Config{
 		MTU:            cfg.MTU,
-		Policy:         cfg.Policy,
+		Policy:         pol,
 		Recorder:       cfg.Recorder,
+		Asker:          f.asks,
 		GuestMAC:       cfg.GuestMAC,
 		Tap:            cfg.Tap,
 		Logger:         log,

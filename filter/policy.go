@@ -6,9 +6,24 @@ import (
 )
 
 // SetPolicy swaps the policy: flows, queries and requests that start after
-// the call see the new one; those under way keep theirs. A gateway server
-// the new policy removes or changes is stopped.
-func (f *Filter) SetPolicy(p *policy.Policy) {
+// the call see the new one, with the overlay's and this session's asked
+// answers laid over it; those under way keep theirs. A gateway server the
+// new policy removes or changes is stopped. An overlay that cannot be read
+// keeps the policy in force, and the error says why.
+func (f *Filter) SetPolicy(p *policy.Policy) error {
+	f.grantMu.Lock()
+	defer f.grantMu.Unlock()
+	laid, err := f.lay(p)
+	if err != nil {
+		return err
+	}
+	f.file = p
+	f.apply(laid)
+	return nil
+}
+
+// apply puts p in force.
+func (f *Filter) apply(p *policy.Policy) {
 	f.stack.SetPolicy(p)
 	f.gateway.ApplyPolicy(p)
 }
@@ -25,8 +40,10 @@ func (f *Filter) Reload(path string) (*policy.Policy, error) {
 	if err != nil {
 		return nil, err
 	}
-	f.SetPolicy(p)
-	return p, nil
+	if err := f.SetPolicy(p); err != nil {
+		return nil, err
+	}
+	return f.Policy(), nil
 }
 
 // LoadPolicy reads the policy file at path and binds its secrets: real

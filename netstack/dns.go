@@ -9,6 +9,7 @@ import (
 	"golang.org/x/net/dns/dnsmessage"
 	"gvisor.dev/gvisor/pkg/tcpip"
 
+	"github.com/capsem/capsem/ask"
 	"github.com/capsem/capsem/policy"
 	"github.com/capsem/capsem/store"
 )
@@ -25,13 +26,17 @@ var errNoReply = errors.New("dns: no reply for this message")
 // all (responses, messages too short to carry an ID); ev describes the
 // decision in every case.
 func (d *FakeDNS) Answer(query []byte, pol *policy.Policy) (reply []byte, ev store.DNS, err error) {
-	return d.answer(query, pol, nil)
+	return d.answer(query, pol, nil, nil)
 }
+
+// askFunc holds a query while a person is asked about its name (Stack.ask).
+type askFunc func(ask.Question, *policy.Policy) (*policy.Policy, ask.Outcome)
 
 // answer is Answer with admit, when not nil, asked before any allowed
 // answer: an error refuses the query with SERVFAIL (fail closed: no name
-// resolves while its event cannot be recorded).
-func (d *FakeDNS) answer(query []byte, pol *policy.Policy, admit func() error) (reply []byte, ev store.DNS, err error) {
+// resolves while its event cannot be recorded); and with asker, when not
+// nil, asked about a name the policy says to ask about.
+func (d *FakeDNS) answer(query []byte, pol *policy.Policy, admit func() error, asker askFunc) (reply []byte, ev store.DNS, err error) {
 	var p dnsmessage.Parser
 	h, err := p.Start(query)
 	if err != nil {
@@ -65,6 +70,20 @@ func (d *FakeDNS) answer(query []byte, pol *policy.Policy, admit func() error) (
 	}
 	dec := pol.DecideName(name)
 	ev.MatchedRule = dec.Rule
+	var asked *ask.Outcome
+	if !dec.Allowed && dec.Ask && asker != nil {
+		canon, _ := policy.Canonical(name) // valid: the policy asks only about host names
+		aq := ask.Network(canon, 0)
+		granted, out := asker(aq, pol)
+		if out.By != "" {
+			ev.MatchedRule = askedRule(aq, out)
+		}
+		if !out.Allowed {
+			return refuse(out.Reason, dnsmessage.RCodeNameError, &q)
+		}
+		pol, asked = granted, &out
+		dec = pol.DecideName(name)
+	}
 	if !dec.Allowed {
 		reason := ReasonDNSDeniedName
 		switch dec.Reason {
@@ -101,6 +120,9 @@ func (d *FakeDNS) answer(query []byte, pol *policy.Policy, admit func() error) (
 		return refuse(ReasonPoolExhausted, dnsmessage.RCodeServerFailure, &q)
 	}
 	ev.Decision, ev.Reason = store.Allowed, ReasonDNSAllowedName
+	if asked != nil {
+		ev.Reason = asked.Reason
+	}
 	rh.Authoritative = true
 	ev.Answer = a.String()
 	return buildDNS(rh, &q, &a), ev, nil
@@ -160,6 +182,24 @@ func typeName(t dnsmessage.Type) string {
 // serveUDPDNS answers a UDP query sent to dst:53 from the guest's sport,
 // from dst itself: whatever resolver the guest asked, capsem answers.
 func (s *Stack) serveUDPDNS(dst tcpip.Address, sport uint16, payload []byte) {
+	if s.cfg.Asker != nil && s.policy.Load().AskNetwork() {
+		// A query may be held while a person is asked: off the frame
+		// loop, which the guest's other traffic goes through.
+		if !s.flowStart() {
+			return
+		}
+		payload = append([]byte(nil), payload...) // the frame's buffer is reused
+		go func() {
+			defer s.flowsWG.Done()
+			s.replyUDPDNS(dst, sport, payload)
+		}()
+		return
+	}
+	s.replyUDPDNS(dst, sport, payload)
+}
+
+// replyUDPDNS answers one UDP query and sends the reply.
+func (s *Stack) replyUDPDNS(dst tcpip.Address, sport uint16, payload []byte) {
 	s.stats.DNSQueries.Add(1)
 	reply, ev := s.answerDNS(payload, addrOf(dst), store.TransportUDP)
 	if reply == nil {
@@ -179,7 +219,7 @@ func (s *Stack) serveUDPDNS(dst tcpip.Address, sport uint16, payload []byte) {
 // reason, every query counted).
 func (s *Stack) answerDNS(query []byte, resolver netip.Addr, transport store.Transport) ([]byte, store.DNS) {
 	pol := s.policy.Load()
-	reply, ev, _ := s.dns.answer(query, pol, s.admit) // reply is nil when err is set
+	reply, ev, _ := s.dns.answer(query, pol, s.admit, s.ask) // reply is nil when err is set
 	ev.ResolverAsked = resolver
 	ev.Transport = transport
 	if ev.Decision == store.Allowed {

@@ -127,6 +127,11 @@ type Config struct {
 	// QUICIdleTimeout ends a QUIC flow after this long without a datagram
 	// either way. Zero means DefaultQUICIdleTimeout (30 s).
 	QUICIdleTimeout time.Duration
+	// Asker is asked about the names and ports no entry names while the
+	// policy says [network] unknown = "ask"; the query or SYN waits for
+	// the answer (ask.go). Nil: nobody is asked, and such a policy refuses
+	// them at once (ask-unanswered).
+	Asker Asker
 	// Logger for operational messages (not events). Nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -198,6 +203,7 @@ type Stack struct {
 	synCapSeen          atomic.Uint64 // gVisor's in-flight drops already recorded
 	storeDown           atomic.Bool   // the recorder refused the last Admit
 	wildCapWarned       atomic.Bool
+	asks                asks
 	flusherDone         chan struct{}
 
 	// guestMAC is the locked guest MAC (6 bytes) or empty.
@@ -273,6 +279,7 @@ func New(cfg Config) (*Stack, error) {
 	s.flowSlots.max = int64(cfg.MaxFlows)
 	s.dnsSlots.max = int64(cfg.MaxDNSTCPConns)
 	s.quic.handshakes.max = int64(cfg.MaxQUICHandshakes)
+	s.asks.held.max = maxHeldAsks
 	s.link = newLink(cfg.MTU, tcpip.LinkAddress(GatewayMAC), &s.stats)
 	s.link.tap = cfg.Tap
 	if cfg.GuestMAC != nil {

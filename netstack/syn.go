@@ -11,6 +11,8 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
 	"gvisor.dev/gvisor/pkg/waiter"
 
+	"github.com/capsem/capsem/ask"
+	"github.com/capsem/capsem/policy"
 	"github.com/capsem/capsem/store"
 )
 
@@ -105,6 +107,36 @@ func (s *Stack) handleTCP(r *tcp.ForwarderRequest) {
 	pol := s.policy.Load()
 	dec := pol.DecideFlow(name, dst.Port())
 	ev.MatchedRule = dec.Rule
+	current := s.policy.Load // what the flow's requests decide under
+	if !dec.Allowed && dec.Ask {
+		// A person is asked, unless they allowed the name once at its DNS
+		// query and this is that connection.
+		aq := ask.Network(name, dst.Port())
+		var out ask.Outcome
+		granted := (*policy.Policy)(nil)
+		if by, ok := s.asks.takeOnce(name, dst.Port()); ok {
+			granted, _ = pol.WithGrants(aq.Grants())
+			out = ask.Outcome{Allowed: granted != nil, Answer: ask.Once, By: by, Reason: ask.ReasonAllowed}
+		} else {
+			granted, out = s.ask(aq, pol)
+		}
+		if out.By != "" {
+			ev.MatchedRule = askedRule(aq, out)
+		}
+		switch {
+		case out.By == "": // nobody answered: as frequent as the guest makes it, so rate-limited
+			refuse(out.Reason, out.Detail())
+			return
+		case !out.Allowed || granted == nil:
+			deny(out.Reason, out.Detail())
+			return
+		}
+		pol, dec = granted, granted.DecideFlow(name, dst.Port())
+		if out.Answer == ask.Once {
+			current = s.grantedCurrent(aq.Grants())
+		}
+		dec.Reason = out.Reason
+	}
 	if !dec.Allowed {
 		refuse(dec.Reason, "")
 		return
@@ -162,7 +194,7 @@ func (s *Stack) handleTCP(r *tcp.ForwarderRequest) {
 	s.stats.FlowsAllowed.Add(1)
 	guest := &guestConn{TCPConn: gonet.NewTCPConn(&wq, ep), ep: ep}
 	flow := &Flow{Name: name, Port: dst.Port(), Guest: src, Dst: dst, Transport: store.TransportTCP,
-		Current:  s.policy.Load,
+		Current:  current,
 		Local:    local,
 		Pooled:   pooled,
 		Redial:   s.redial(name, dst.Port(), local),

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/capsem/capsem/ask"
 	"github.com/capsem/capsem/filter"
 	"github.com/capsem/capsem/guest/bootparam"
 	"github.com/capsem/capsem/guest/image"
@@ -58,6 +59,10 @@ type Config struct {
 	// mounted (bootparam WSDefer): the first Thaw mounts it. A boot
 	// snapshot is taken so, before any workspace is mounted.
 	DeferWorkspace bool
+	// Overlay is the file the sandbox keeps its "always" answers in
+	// (filter.Config.Overlay); Name names it there. "": none is kept.
+	Overlay string
+	Name    string
 }
 
 // Restore is a save to start from: the directory Save wrote and what it
@@ -132,6 +137,8 @@ func Start(ctx context.Context, cfg Config) (sb *Sandbox, err error) {
 		Authority: cfg.Authority,
 		Logger:    log,
 		MTU:       mtu,
+		Overlay:   cfg.Overlay,
+		Sandbox:   cfg.Name,
 	})
 	if err != nil {
 		return sb, err
@@ -397,10 +404,14 @@ func (sb *Sandbox) Done() <-chan struct{} { return sb.client.Done() }
 // proto.ErrViolation when the agent was cut off and the VM stopped.
 func (sb *Sandbox) Err() error { return sb.client.Err() }
 
-// SetPolicy swaps the policy: flows, queries and requests that start after
-// the call see the new one; those under way keep theirs.
-// A gateway server the new policy removes or changes is stopped.
-func (sb *Sandbox) SetPolicy(p *policy.Policy) { sb.net.SetPolicy(p) }
+// SetPolicy swaps the policy, with the asked answers laid over it
+// (filter.Filter.SetPolicy): flows, queries and requests that start after
+// the call see the new one; those under way keep theirs. A gateway server
+// the new policy removes or changes is stopped.
+func (sb *Sandbox) SetPolicy(p *policy.Policy) error { return sb.net.SetPolicy(p) }
+
+// Asks is the broker of the guest's questions (filter.Filter.Asks).
+func (sb *Sandbox) Asks() *ask.Broker { return sb.net.Asks() }
 
 // Inbound carries a connection accepted on a published host port into
 // the guest, recorded as an inbound flow (netstack.Stack.Inbound); the

@@ -29,6 +29,11 @@ const (
 	// PathPorts lists the published ports (GET: []Port), publishes one
 	// (POST PortRequest: Port) and unpublishes one (DELETE ?spec=SPEC).
 	PathPorts = "/v1/ports"
+	// PathAsks lists the questions the guest's unforeseen names, ports
+	// and tools wait on (GET; ?follow=1: a stream of ask.Update, and while
+	// one is open the sandbox asks rather than denies); POST PathAsks/ID
+	// answers one (ask.Answer).
+	PathAsks = "/v1/asks"
 )
 
 // ExecProtocol is the Upgrade token of a streamed exec.

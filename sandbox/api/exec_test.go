@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capsem/capsem/ask"
 	"github.com/capsem/capsem/guest/proto"
 	"github.com/capsem/capsem/store"
 )
@@ -25,6 +26,7 @@ type silentBackend struct {
 	cl      *proto.Client
 	started chan error
 	last    atomic.Pointer[proto.Session] // the last session Exec started
+	asks    *ask.Broker
 }
 
 func newSilentBackend(t *testing.T) *silentBackend {
@@ -43,7 +45,7 @@ func newSilentBackend(t *testing.T) *silentBackend {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cl.Close(); a.Close() })
-	return &silentBackend{cl: cl, started: make(chan error, 4)}
+	return &silentBackend{cl: cl, started: make(chan error, 4), asks: ask.New(ask.Config{})}
 }
 
 func (b *silentBackend) Exec(ctx context.Context, ex proto.Exec) (*proto.Session, error) {
@@ -70,6 +72,7 @@ func (b *silentBackend) Suspend(context.Context) (Snapshot, error) {
 	return Snapshot{}, errors.New("not here")
 }
 func (b *silentBackend) Ports() []Port                  { return nil }
+func (b *silentBackend) Asks() *ask.Broker              { return b.asks }
 func (b *silentBackend) Publish(string) (Port, error)   { return Port{}, errors.New("not here") }
 func (b *silentBackend) Unpublish(string) (Port, error) { return Port{}, errors.New("not here") }
 func (b *silentBackend) PutFile(context.Context, string, string, int64, io.Reader) (int64, error) {
@@ -153,7 +156,7 @@ func newMuteBackend(t *testing.T) *silentBackend {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cl.Close(); a.Close() })
-	return &silentBackend{cl: cl, started: make(chan error, 4)}
+	return &silentBackend{cl: cl, started: make(chan error, 4), asks: ask.New(ask.Config{})}
 }
 
 // An exec's timeout holds against a guest that takes the KILL and never

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/capsem/capsem/ask"
 	"github.com/capsem/capsem/guest/proto"
 	"github.com/capsem/capsem/store"
 	"github.com/capsem/capsem/store/sqliteexport"
@@ -57,6 +58,9 @@ type Backend interface {
 	// PutFile writes body (size bytes, -1 when unknown) to path in the
 	// guest, mode "" keeping the default; it returns the bytes taken.
 	PutFile(ctx context.Context, path, mode string, size int64, body io.Reader) (int64, error)
+	// Asks is the broker of the guest's questions ([network] unknown =
+	// "ask").
+	Asks() *ask.Broker
 	// GetFile copies the guest's file at path to what open returns, open
 	// being called once with its size; an error with NotFound() true says
 	// it was not there.
@@ -101,12 +105,13 @@ func Handler(b Backend) http.Handler {
 	mux.HandleFunc("POST "+PathStoreCopyOld, storeCopy)
 	serveSnapshots(mux, b)
 	servePorts(mux, b)
+	serveAsks(mux, b)
 	mux.HandleFunc("GET "+PathEvents, func(w http.ResponseWriter, r *http.Request) { serveEvents(b, w, r) })
 	mux.HandleFunc("PUT "+PathFiles, func(w http.ResponseWriter, r *http.Request) { servePut(b, w, r) })
 	mux.HandleFunc("GET "+PathFiles, func(w http.ResponseWriter, r *http.Request) { serveGet(b, w, r) })
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		WriteError(w, http.StatusNotFound, fmt.Sprintf("no %s %s in this API: see docs/API.md (GET %s, POST %s, POST %s, POST %s, GET %s, PUT/GET %s, POST %s, POST/GET/DELETE %s, POST %s)",
-			r.Method, r.URL.Path, PathSandbox, PathExec, PathPolicyReload, PathStop, PathEvents, PathFiles, PathStoreCopy, PathSnapshots, PathSuspend))
+		WriteError(w, http.StatusNotFound, fmt.Sprintf("no %s %s in this API: see docs/API.md (GET %s, POST %s, POST %s, POST %s, GET %s, PUT/GET %s, POST %s, POST/GET/DELETE %s, POST %s, GET/POST/DELETE %s, GET %s, POST %s/ID)",
+			r.Method, r.URL.Path, PathSandbox, PathExec, PathPolicyReload, PathStop, PathEvents, PathFiles, PathStoreCopy, PathSnapshots, PathSuspend, PathPorts, PathAsks, PathAsks))
 	})
 	return mux
 }

@@ -26,6 +26,8 @@ import (
 //	  store-copies/   copies of the running session's store for readers (POST /v1/store/copy)
 //	  snapshots/TAG/  saved guests (snapshots.go)
 //	  suspended/      the saved guest the next start resumes (snapshots.go)
+//	  policy-asked.toml  what a person answered "always" when capsem asked
+//	                  (policy.ParseOverlay), laid over the policy at every start
 //
 // The names are a contract: clients in other languages find the socket
 // by them (sdk/python). The CLI reads these files; only the supervisor
@@ -66,6 +68,7 @@ func (d Dir) LockPath() string       { return filepath.Join(d.Dir, "lock") }
 func (d Dir) LaunchPath() string     { return filepath.Join(d.Dir, "run.json") }
 func (d Dir) CrashPath() string      { return filepath.Join(d.Dir, "crash") }
 func (d Dir) StoreCopiesDir() string { return filepath.Join(d.Dir, "store-copies") }
+func (d Dir) Overlay() string        { return filepath.Join(d.Dir, "policy-asked.toml") }
 
 // SocketPath is where the sandbox's API listens (SocketPathIn).
 func (d Dir) SocketPath() string { return SocketPathIn(d.Dir, d.Name) }

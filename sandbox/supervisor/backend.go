@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/capsem/capsem/ask"
 	"github.com/capsem/capsem/guest/proto"
 	"github.com/capsem/capsem/sandbox"
 	"github.com/capsem/capsem/sandbox/api"
@@ -70,7 +71,10 @@ func (s *supervisor) ReloadPolicy() (api.Reload, error) {
 	if err != nil {
 		return api.Reload{}, err
 	}
-	s.sb.SetPolicy(p)
+	if err := s.sb.SetPolicy(p); err != nil {
+		return api.Reload{}, err
+	}
+	p = s.sb.Policy()
 	s.mu.Lock()
 	s.launch.PolicySHA256 = p.SHA256
 	s.mu.Unlock()
@@ -118,3 +122,6 @@ func (s *supervisor) GetFile(ctx context.Context, path string, open func(int64) 
 	}
 	return n, err
 }
+
+// Asks is the broker of the guest's questions.
+func (s *supervisor) Asks() *ask.Broker { return s.sb.Asks() }

@@ -182,6 +182,8 @@ func Run(ctx context.Context, data, name string, o Options, report func(Ready)) 
 		Host:         o.Host,
 		RAMFile:      ramFile,
 		Restore:      restore.config(),
+		Overlay:      d.Overlay(),
+		Name:         name,
 	})
 	if err != nil {
 		_ = rs.End(nil)

@@ -1,0 +1,131 @@
+package netstack
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/capsem/capsem/ask"
+	"github.com/capsem/capsem/policy"
+)
+
+// Asker puts to a person what the policy did not foresee ([network]
+// unknown = "ask"): *ask.Broker is one.
+type Asker interface {
+	Ask(ctx context.Context, q ask.Question, timeout time.Duration) ask.Outcome
+}
+
+// maxHeldAsks caps the DNS queries and SYNs held at once while a person
+// is asked: the questions are capped at ask.MaxPending, but a guest can
+// hold thousands of queries on one question. Each held query is a
+// goroutine and its buffer, each held SYN a slot of MaxInFlightSYN
+// (1,024); 256 leaves most of those to the flows the policy allows.
+const maxHeldAsks = 256
+
+// onceWindow is how long a name allowed once, at its DNS query, waits for
+// its connection: a client dials within milliseconds of its answer; a
+// minute covers one that resolves, then waits on something else.
+const onceWindow = time.Minute
+
+// asks is the stack's side of asking: held queries and SYNs, and the
+// names allowed once at their DNS query whose connection has not come.
+type asks struct {
+	held slots
+
+	mu   sync.Mutex
+	once map[string]onceAllowed // by canonical name
+}
+
+// onceAllowed is a name allowed once at its DNS query: its one connection
+// on port 443 may come until until.
+type onceAllowed struct {
+	until time.Time
+	by    string // who answered
+}
+
+// ask holds the caller while q is put to the Asker under pol's timeout.
+// On an allow it returns the policy the held query or connection goes on
+// under: the policy in force for an answer kept (the owner of the Asker
+// laid it over before answering), pol with q's grants for "once".
+func (s *Stack) ask(q ask.Question, pol *policy.Policy) (*policy.Policy, ask.Outcome) {
+	if s.cfg.Asker == nil {
+		return nil, ask.Outcome{Reason: ask.ReasonUnanswered}
+	}
+	if !s.asks.held.take() {
+		return nil, ask.Outcome{Reason: ask.ReasonCapped}
+	}
+	defer s.asks.held.give()
+	out := s.cfg.Asker.Ask(s.ctx, q, pol.NetworkAskTimeout())
+	if !out.Allowed {
+		return nil, out
+	}
+	if out.Answer != ask.Once {
+		return s.policy.Load(), out
+	}
+	granted, err := pol.WithGrants(q.Grants())
+	if err != nil {
+		s.log.Warn("an answer could not be laid over the policy; the guest is refused", "entry", q.Entry, "err", err)
+		return nil, ask.Outcome{Answer: ask.Deny, By: out.By, Reason: ask.ReasonDenied}
+	}
+	if q.Port == 0 {
+		s.asks.allowOnce(q.Name, out.By)
+	}
+	return granted, out
+}
+
+// allowOnce lets the next connection to name on port 443 through without
+// asking again: its DNS query was allowed once.
+func (a *asks) allowOnce(name, by string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.once == nil {
+		a.once = map[string]onceAllowed{}
+	}
+	now := time.Now()
+	for n, o := range a.once { // keeps the map to the names of the last minute
+		if now.After(o.until) {
+			delete(a.once, n)
+		}
+	}
+	a.once[name] = onceAllowed{until: now.Add(onceWindow), by: by}
+}
+
+// takeOnce reports whether name was allowed once at its DNS query (by
+// whom) and this, on port, is its connection; it uses the allowance up.
+func (a *asks) takeOnce(name string, port uint16) (by string, ok bool) {
+	if port != policy.DefaultPort {
+		return "", false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	o, ok := a.once[name]
+	delete(a.once, name)
+	return o.by, ok && time.Now().Before(o.until)
+}
+
+// grantedCurrent is a once-allowed flow's Flow.Current: the policy in
+// force with q's grants laid over it, made again only when the policy in
+// force changes (a request decides under Current, and the MITM pools
+// upstream connections per policy).
+func (s *Stack) grantedCurrent(g policy.Grants) func() *policy.Policy {
+	var mu sync.Mutex
+	var base, granted *policy.Policy
+	return func() *policy.Policy {
+		now := s.policy.Load()
+		mu.Lock()
+		defer mu.Unlock()
+		if now != base {
+			base, granted = now, now
+			if p, err := now.WithGrants(g); err == nil {
+				granted = p
+			}
+		}
+		return granted
+	}
+}
+
+// askedRule is the matched_rule of a decision a person made: the entry
+// and who answered, "asked: pypi.org (once, by cli)".
+func askedRule(q ask.Question, out ask.Outcome) string {
+	return policy.GrantRule + q.Entry + " (" + out.Detail() + ")"
+}

@@ -1,0 +1,119 @@
+package api
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+
+	"github.com/capsem/capsem/ask"
+)
+
+// serveAsks adds PathAsks: GET lists the questions waiting (?follow=1:
+// streams ask.Update lines, the waiting ones first, while the client
+// stays; an open stream is what makes the sandbox ask rather than deny),
+// POST PathAsks/ID answers one.
+func serveAsks(mux *http.ServeMux, b Backend) {
+	mux.HandleFunc("GET "+PathAsks, func(w http.ResponseWriter, r *http.Request) {
+		asks := b.Asks()
+		if r.URL.Query().Get("follow") != "1" {
+			writeJSON(w, http.StatusOK, asks.Pending())
+			return
+		}
+		l := asks.Listen()
+		defer l.Close()
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		w.WriteHeader(http.StatusOK)
+		flusher, _ := w.(http.Flusher)
+		enc := json.NewEncoder(w)
+		enc.SetEscapeHTML(false)
+		for {
+			if flusher != nil {
+				flusher.Flush()
+			}
+			select {
+			case <-r.Context().Done():
+				return
+			case <-b.Done():
+				return
+			case u, ok := <-l.Updates():
+				if !ok {
+					return // it fell behind: the client reconnects and sees what waits
+				}
+				if enc.Encode(u) != nil {
+					return
+				}
+			}
+		}
+	})
+	mux.HandleFunc("POST "+PathAsks+"/{id}", func(w http.ResponseWriter, r *http.Request) {
+		var a ask.Answer
+		if err := json.NewDecoder(io.LimitReader(r.Body, maxRequestJSON)).Decode(&a); err != nil {
+			WriteError(w, http.StatusBadRequest, `the body is not an answer ({"answer": "once" | "session" | "always" | "deny", "by": "cli" | "api" | "ui"})`)
+			return
+		}
+		id := r.PathValue("id")
+		if err := b.Asks().Answer(id, a); err != nil {
+			status := http.StatusConflict // the answer could not be kept: denied
+			switch {
+			case errors.Is(err, ask.ErrNoQuestion):
+				status = http.StatusNotFound
+			case !errors.Is(err, ask.ErrNotKept):
+				status = http.StatusBadRequest
+			}
+			WriteError(w, status, err.Error())
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"id": id, "answer": a.Answer})
+	})
+}
+
+// Asks is GET /v1/asks: the questions waiting.
+func (c *Client) Asks(ctx context.Context) ([]ask.Question, error) {
+	var qs []ask.Question
+	err := c.do(ctx, http.MethodGet, PathAsks, nil, nil, &qs)
+	return qs, err
+}
+
+// FollowAsks is GET /v1/asks?follow=1: fn gets each update, the questions
+// waiting first, until ctx ends, the sandbox stops or fn fails. While it
+// runs the sandbox asks rather than denies.
+func (c *Client) FollowAsks(ctx context.Context, fn func(ask.Update) error) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url(PathAsks, url.Values{"follow": {"1"}}), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.send(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		var u ask.Update
+		if err := json.Unmarshal(sc.Bytes(), &u); err != nil {
+			return err
+		}
+		if err := fn(u); err != nil {
+			return err
+		}
+	}
+	if err := sc.Err(); err != nil && ctx.Err() == nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+// Answer is POST /v1/asks/ID.
+func (c *Client) Answer(ctx context.Context, id string, a ask.Answer) error {
+	body, err := json.Marshal(a)
+	if err != nil {
+		return err
+	}
+	return c.do(ctx, http.MethodPost, PathAsks+"/"+url.PathEscape(id), nil, bytes.NewReader(body), nil)
+}
