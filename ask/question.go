@@ -17,7 +17,9 @@ func Network(name string, port uint16) Question {
 
 // MCP is the question about a tools/call of tool on server.
 func MCP(server, tool string) Question {
-	return Question{Kind: KindMCP, Name: server, Tool: tool, Entry: "server=" + server + " tools=" + tool}
+	q := Question{Kind: KindMCP, Name: server, Tool: tool}
+	q.Entry = q.Grants().Entries()[0]
+	return q
 }
 
 // Grants is what allowing q adds to a policy.

@@ -3,9 +3,6 @@ package filter
 import (
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 
 	"github.com/capsem/capsem/ask"
 	"github.com/capsem/capsem/policy"
@@ -23,19 +20,11 @@ func (f *Filter) grant(q ask.Question, answer string) error {
 	defer f.grantMu.Unlock()
 	g := q.Grants()
 	if answer == ask.Always {
-		if f.overlay == "" {
+		if f.overlay == nil {
 			return errors.New("filter: only a sandbox keeps \"always\" answers (capsem start NAME); answer \"session\" or \"once\"")
 		}
-		kept, err := readOverlay(f.overlay)
-		if err != nil {
+		if err := f.overlay.Keep(g); err != nil {
 			return err
-		}
-		data, err := policy.FormatOverlay(f.sandbox, kept.Union(g))
-		if err != nil {
-			return err
-		}
-		if err := writeFileAtomic(f.overlay, data); err != nil {
-			return fmt.Errorf("filter: the answer is not kept: %w", err)
 		}
 	} else {
 		f.session = f.session.Union(g)
@@ -51,8 +40,8 @@ func (f *Filter) grant(q ask.Question, answer string) error {
 // lay returns p with the overlay's and the session's grants laid over it.
 func (f *Filter) lay(p *policy.Policy) (*policy.Policy, error) {
 	g := f.session
-	if f.overlay != "" {
-		kept, err := readOverlay(f.overlay)
+	if f.overlay != nil {
+		kept, err := f.overlay.Grants()
 		if err != nil {
 			return nil, err
 		}
@@ -63,50 +52,16 @@ func (f *Filter) lay(p *policy.Policy) (*policy.Policy, error) {
 	}
 	laid, err := p.WithGrants(g)
 	if err != nil {
-		return nil, fmt.Errorf("%w (in %s or this session's answers; fix or remove the entry)", err, f.overlay)
+		return nil, fmt.Errorf("%w (in the overlay of asked answers or this session's; fix or remove the entry, then capsem policy reload)", err)
 	}
 	return laid, nil
 }
 
-// readOverlay reads the overlay file at path; none is no grants.
-func readOverlay(path string) (policy.Grants, error) {
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return policy.Grants{}, nil
-	}
-	if err != nil {
-		return policy.Grants{}, fmt.Errorf("filter: the overlay of asked answers: %w", err)
-	}
-	return policy.ParseOverlay(path, data)
-}
-
-// ReadOverlay is what the overlay file at path allows ("" or no file:
-// nothing), for capsem ls and --dry-run.
-func ReadOverlay(path string) (policy.Grants, error) {
-	if path == "" {
-		return policy.Grants{}, nil
-	}
-	return readOverlay(path)
-}
-
-// writeFileAtomic replaces path with data: a reader (a start, a reload)
-// sees the old file or the new one, never half of one.
-func writeFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // after the rename: nothing to remove
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+// Overlay keeps a sandbox's "always" answers (sandbox/home.Overlay is
+// one).
+type Overlay interface {
+	// Grants reads what it allows.
+	Grants() (policy.Grants, error)
+	// Keep adds g.
+	Keep(g policy.Grants) error
 }

@@ -45,12 +45,9 @@ type Config struct {
 	// MaxDNSTCPConns caps the guest's open DNS-over-TCP connections. Zero
 	// means netstack.DefaultMaxDNSTCPConns.
 	MaxDNSTCPConns int
-	// Overlay is the file a sandbox keeps its "always" answers in
-	// (policy.ParseOverlay), laid over every policy set. "": none is kept,
-	// and an "always" answer is refused.
-	Overlay string
-	// Sandbox names the sandbox in the overlay's header ("": none).
-	Sandbox string
+	// Overlay keeps a sandbox's "always" answers, laid over every policy
+	// set. Nil: none is kept, and an "always" answer is refused.
+	Overlay Overlay
 }
 
 // Filter is one guest's network: the netstack, the MITM behind it and the
@@ -64,8 +61,7 @@ type Filter struct {
 	grantMu sync.Mutex     // orders grants and policy swaps
 	file    *policy.Policy // the policy set, before the grants
 	session policy.Grants  // this session's "session" answers
-	overlay string         // Config.Overlay
-	sandbox string
+	overlay Overlay        // Config.Overlay
 
 	closeOnce sync.Once
 	closeErr  error
@@ -78,7 +74,7 @@ func New(cfg Config) (*Filter, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	f := &Filter{file: cfg.Policy, overlay: cfg.Overlay, sandbox: cfg.Sandbox}
+	f := &Filter{file: cfg.Policy, overlay: cfg.Overlay}
 	f.asks = ask.New(ask.Config{Grant: f.grant})
 	pol, err := f.lay(cfg.Policy)
 	if err != nil {

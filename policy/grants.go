@@ -51,6 +51,19 @@ func (g Grants) Union(o Grants) Grants {
 	return out
 }
 
+// Entries are g's grants in words: the network entries, then each MCP
+// grant as "server=NAME tools=TOOL".
+func (g Grants) Entries() []string {
+	var out []string
+	out = append(out, g.Network...)
+	for _, m := range g.MCP {
+		out = append(out, m.entry())
+	}
+	return out
+}
+
+func (m MCPGrant) entry() string { return "server=" + m.Server + " tools=" + m.Tool }
+
 // Grants returns what WithGrants laid over p, in the order added.
 func (p *Policy) Grants() Grants {
 	if !p.usable() {
@@ -156,7 +169,7 @@ func (p *Policy) FileSHA256() string {
 
 // grantRule is the [[mcp.rules]] allow rule of mg.
 func (p *Policy) grantRule(mg MCPGrant) (mcpRule, error) {
-	r := mcpRule{allow: true, tools: []string{mg.Tool}, text: GrantRule + "server=" + mg.Server + " tools=" + mg.Tool}
+	r := mcpRule{allow: true, tools: []string{mg.Tool}, text: GrantRule + mg.entry()}
 	if mg.Tool == "" || strings.ContainsAny(mg.Tool, "\x00\n") {
 		return r, fmt.Errorf("allowed MCP tool %q of %q: write the tool's name", mg.Tool, mg.Server)
 	}

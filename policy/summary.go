@@ -37,12 +37,24 @@ type Summary struct {
 	// Forwards are the [[forward]] tables, in file order: "forward
 	// db.capsem.internal:5432 -> 127.0.0.1:5432".
 	Forwards []string `json:"forwards"`
+	// Unknown is [network] unknown in force (UnknownDeny or UnknownAsk),
+	// MCPUnknown [mcp]'s; AskTimeoutS [network] ask_timeout in seconds.
+	Unknown     string `json:"network_unknown"`
+	MCPUnknown  string `json:"mcp_unknown"`
+	AskTimeoutS int    `json:"ask_timeout_s"`
+	// Asked are the grants laid over the file's policy (Grants.Entries).
+	Asked []string `json:"asked"`
 }
 
 // Summarize describes p. Lists are never nil, so that JSON shows [].
 func (p *Policy) Summarize() Summary {
 	s := Summary{Allow: []string{}, Deny: []string{}, HTTP: []string{}, Passthrough: []string{}, CAFiles: []string{}, Secrets: []string{},
-		MCPRules: []string{}, MCPServers: []string{}, MCPHideDenied: p.MCPHideDenied(), QUIC: p.QUICMode(), Forwards: []string{}}
+		MCPRules: []string{}, MCPServers: []string{}, MCPHideDenied: p.MCPHideDenied(), QUIC: p.QUICMode(), Forwards: []string{},
+		Unknown: UnknownDeny, MCPUnknown: p.MCPUnknown(), AskTimeoutS: int(p.NetworkAskTimeout().Seconds()), Asked: []string{}}
+	if p.AskNetwork() {
+		s.Unknown = UnknownAsk
+	}
+	s.Asked = append(s.Asked, p.Grants().Entries()...)
 	if !p.usable() {
 		return s
 	}

@@ -59,10 +59,9 @@ type Config struct {
 	// mounted (bootparam WSDefer): the first Thaw mounts it. A boot
 	// snapshot is taken so, before any workspace is mounted.
 	DeferWorkspace bool
-	// Overlay is the file the sandbox keeps its "always" answers in
-	// (filter.Config.Overlay); Name names it there. "": none is kept.
-	Overlay string
-	Name    string
+	// Overlay keeps the sandbox's "always" answers (filter.Config.Overlay).
+	// Nil: none is kept.
+	Overlay filter.Overlay
 }
 
 // Restore is a save to start from: the directory Save wrote and what it
@@ -138,7 +137,6 @@ func Start(ctx context.Context, cfg Config) (sb *Sandbox, err error) {
 		Logger:    log,
 		MTU:       mtu,
 		Overlay:   cfg.Overlay,
-		Sandbox:   cfg.Name,
 	})
 	if err != nil {
 		return sb, err

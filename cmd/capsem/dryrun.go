@@ -135,6 +135,15 @@ func printPlan(w io.Writer, p plan, asJSON bool) error {
 	fmt.Fprintf(tw, "  request rules\t%s\n", list(p.Policy.HTTP))
 	fmt.Fprintf(tw, "  TLS not intercepted\t%s\n", list(p.Policy.Passthrough))
 	fmt.Fprintf(tw, "  host services\t%s\n", list(p.Policy.Forwards))
+	unknown := "refused"
+	if p.Policy.Unknown == policy.UnknownAsk {
+		unknown = fmt.Sprintf("held while a person is asked (capsem ask), up to %d s", p.Policy.AskTimeoutS)
+	}
+	fmt.Fprintf(tw, "  names and ports no entry names\t%s\n", unknown)
+	fmt.Fprintf(tw, "  MCP tools no rule names\t%s\n", p.Policy.MCPUnknown)
+	if p.Command == "start" {
+		fmt.Fprintf(tw, "  answered \"always\" when asked\t%s\n", list(p.Policy.Asked))
+	}
 	fmt.Fprintf(tw, "published ports\t%s\n", list(p.Ports))
 	img := p.Image.ID
 	if !p.Image.Built {
@@ -164,6 +173,13 @@ func startPlan(c *cli.Context, d home.Dir) error {
 	pol, err := sandbox.LoadPolicy(s.Policy, nil)
 	if err != nil {
 		return usageError{err}
+	}
+	kept, err := d.Overlay().Grants()
+	if err == nil {
+		pol, err = pol.WithGrants(kept)
+	}
+	if err != nil {
+		return usageError{fmt.Errorf("%w; fix or remove %s", err, d.OverlayPath())}
 	}
 	p := plan{Command: "start", Sandbox: d.Name, Exists: !fresh, Policy: pol.Summarize(), CPUs: s.CPUs, MemoryMiB: s.MemoryMiB,
 		DiskGiB: s.DiskGiB, Workspace: s.Workspace, Data: c.String("data"), EnvNames: envNames(s.Env), Ports: append([]string{}, s.Ports...)}

@@ -83,7 +83,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		ErrWriter:       stderr,
 		HideHelpCommand: true,
 		OnUsageError:    onUsageError,
-		Commands: []*cli.Command{runCommand(), startCommand(), execCommand(), shellCommand(), lsCommand(), stopCommand(), suspendCommand(), snapshotCommand(), snapshotsCommand(), portCommand(), rmCommand(), policyCommand(),
+		Commands: []*cli.Command{runCommand(), startCommand(), execCommand(), shellCommand(), lsCommand(), stopCommand(), suspendCommand(), snapshotCommand(), snapshotsCommand(), portCommand(), rmCommand(), policyCommand(), askCommand(),
 			doctorCommand(), imageCommand(), caCommand(), exportCommand(), sessionsCommand(), inspectCommand(), superviseCommand(), mcpTestServerCommand(), h3GetCommand(), uiCommand()},
 	}
 	usageErrorsExit2(app.Commands)

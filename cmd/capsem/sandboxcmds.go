@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -54,10 +55,14 @@ func lsCommand() *cli.Command {
 				if st.State == api.StateCrashed {
 					state += " (log: " + st.Log + ")"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d MiB\t%s / %s\t%s\t%s\t%s\t%s %.12s\t%s\n", st.Name, state,
+				asked := ""
+				if len(st.Asked) > 0 {
+					asked = fmt.Sprintf(" +%d asked (%s)", len(st.Asked), strings.Join(st.Asked, ", "))
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d MiB\t%s / %s\t%s\t%s\t%s\t%s %.12s%s\t%s\n", st.Name, state,
 					st.Created.Local().Format("2006-01-02 15:04"), started, st.CPUs, st.MemoryMiB,
 					store.FormatSize(st.DiskUsed), store.FormatSize(st.DiskSize), store.FormatSize(st.SnapshotBytes), dash(st.SessionID), st.Workspace, sandbox.PolicyName(st.Policy), st.PolicySHA256,
-					dash(portsText(st.Ports)))
+					asked, dash(portsText(st.Ports)))
 			}
 			return tw.Flush()
 		},

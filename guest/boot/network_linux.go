@@ -208,6 +208,13 @@ func WriteResolver(root, hostname string, dns []netip.Addr) error {
 	for _, a := range dns {
 		fmt.Fprintf(&rc, "nameserver %s\n", a)
 	}
+	// glibc gives a query 5 s and one retry by default: 10 s, after which
+	// getaddrinfo fails. Capsem answers at once, except a query it holds
+	// while a person is asked about the name ([network] unknown = "ask",
+	// 60 s by default): 30 s a try, two tries, keeps the guest's programs
+	// waiting that long. The host's answers cross no real network, so a
+	// lost reply, which the long timeout would make slow, does not happen.
+	rc.WriteString("options timeout:30 attempts:2\n")
 	hosts := fmt.Sprintf("127.0.0.1\tlocalhost\n127.0.1.1\t%s\n", hostname)
 	etc := filepath.Join(root, "etc")
 	if err := os.MkdirAll(etc, 0o755); err != nil {

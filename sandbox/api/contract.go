@@ -75,6 +75,10 @@ type Status struct {
 	// Ports are its published ports: those in force while it runs, else
 	// those its next start publishes.
 	Ports []Port `json:"ports,omitempty"`
+	// Asked is what a person answered "always" when the sandbox asked:
+	// its overlay's entries (policy-asked.toml in its directory), laid
+	// over its policy at every start.
+	Asked []string `json:"asked,omitempty"`
 }
 
 // SnapshotRequest is POST /v1/snapshots' body.

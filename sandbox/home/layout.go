@@ -68,7 +68,7 @@ func (d Dir) LockPath() string       { return filepath.Join(d.Dir, "lock") }
 func (d Dir) LaunchPath() string     { return filepath.Join(d.Dir, "run.json") }
 func (d Dir) CrashPath() string      { return filepath.Join(d.Dir, "crash") }
 func (d Dir) StoreCopiesDir() string { return filepath.Join(d.Dir, "store-copies") }
-func (d Dir) Overlay() string        { return filepath.Join(d.Dir, "policy-asked.toml") }
+func (d Dir) OverlayPath() string    { return filepath.Join(d.Dir, "policy-asked.toml") }
 
 // SocketPath is where the sandbox's API listens (SocketPathIn).
 func (d Dir) SocketPath() string { return SocketPathIn(d.Dir, d.Name) }

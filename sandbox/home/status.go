@@ -40,6 +40,11 @@ func (d Dir) Status(policySHA func(path string) string) (api.Status, error) {
 		}
 	}
 	st.SnapshotBytes = d.SnapshotBytes()
+	if g, err := d.Overlay().Grants(); err != nil {
+		st.Asked = []string{"(unreadable: " + err.Error() + ")"}
+	} else {
+		st.Asked = g.Entries()
+	}
 	if b, err := os.ReadFile(d.CrashPath()); err == nil && len(b) > 0 {
 		st.State, st.Crash = api.StateCrashed, string(b)
 	}

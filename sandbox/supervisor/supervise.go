@@ -183,7 +183,6 @@ func Run(ctx context.Context, data, name string, o Options, report func(Ready)) 
 		RAMFile:      ramFile,
 		Restore:      restore.config(),
 		Overlay:      d.Overlay(),
-		Name:         name,
 	})
 	if err != nil {
 		_ = rs.End(nil)
