@@ -1,6 +1,9 @@
 package netstack
 
-import "github.com/capsem/capsem/policy"
+import (
+	"github.com/capsem/capsem/ask"
+	"github.com/capsem/capsem/policy"
+)
 
 // The reasons netstack records in events (store.Net.Reason, store.DNS.Reason).
 //
@@ -86,6 +89,16 @@ const (
 	// The store.
 
 	ReasonStoreDown = "store-unavailable" // refused because its event could not be recorded (fail closed)
+
+	// Asked (ask.go): a DNS query or SYN the policy did not foresee
+	// ([network] unknown = "ask"), held while a person was asked;
+	// matched_rule says who answered ("asked: NAME (once, by cli)").
+
+	ReasonAskedAllowed = ask.ReasonAllowed    // a person allowed it: once, for the session or always
+	ReasonAskedDenied  = ask.ReasonDenied     // a person denied it: NXDOMAIN, RST
+	ReasonAskTimeout   = ask.ReasonTimeout    // nobody answered within ask_timeout: NXDOMAIN, RST
+	ReasonAskUnheard   = ask.ReasonUnanswered // nobody was listening: refused at once
+	ReasonAskCapped    = ask.ReasonCapped     // 64 questions (or 256 held queries and SYNs) were waiting: refused at once
 )
 
 // Reasons is every reason netstack records: its own, and the policy's
@@ -112,6 +125,8 @@ func Reasons() []string {
 		ReasonPublished, ReasonGuestRefused, ReasonForwardFailed,
 
 		ReasonStoreDown,
+
+		ReasonAskedAllowed, ReasonAskedDenied, ReasonAskTimeout, ReasonAskUnheard, ReasonAskCapped,
 
 		// A flow's [network] decision (syn.go), recorded as policy words it.
 		policy.ReasonAllowed, policy.ReasonDeniedByRule, policy.ReasonNoMatchingRule, policy.ReasonPortNotAllowed,
