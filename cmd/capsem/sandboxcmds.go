@@ -151,7 +151,7 @@ func rmCommand() *cli.Command {
 func policyCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "policy",
-		Usage: "a running sandbox's policy",
+		Usage: "a running sandbox's policy; the policy sessions needed, and what another would have decided",
 		Flags: []cli.Flag{dataFlag()},
 		Subcommands: []*cli.Command{{
 			Name:      "reload",
@@ -178,6 +178,6 @@ func policyCommand() *cli.Command {
 				fmt.Fprintf(c.App.ErrWriter, "capsem: %s: policy %s (sha256 %.12s) in force\n", c.Args().First(), rl.Policy, rl.SHA256)
 				return nil
 			},
-		}},
+		}, policySuggestCommand(), policyCheckCommand()},
 	}
 }

@@ -1,0 +1,134 @@
+package learn
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/capsem/capsem/store"
+)
+
+func dnsEv(name string, allowed bool) store.Event {
+	d, r := store.Denied, "denied-name"
+	if allowed {
+		d, r = store.Allowed, "allowed-name"
+	}
+	return store.Event{DNS: &store.DNS{QName: name, QType: "A", Decision: d, Reason: r}}
+}
+
+func flowEv(name string, port uint16) store.Event {
+	return store.Event{Net: &store.Net{Domain: name, Port: port, Decision: store.Allowed, Reason: "allowed"}}
+}
+
+func reqEv(method, path string) store.Event {
+	return store.Event{Net: &store.Net{Domain: "api.test", Port: 443, Method: method, Path: path, Decision: store.Allowed, Reason: "allowed"}}
+}
+
+func TestSuggestWildcards(t *testing.T) {
+	tests := []struct {
+		events []store.Event
+		want   []string // lines the suggestion holds
+		not    []string // and does not
+		why    string
+	}{
+		{
+			[]store.Event{flowEv("a.cdn.test", 443), flowEv("b.cdn.test", 443), flowEv("c.cdn.test", 443)},
+			[]string{`"*.cdn.test", # 3 events; 3 names under cdn.test were used (a.cdn.test, b.cdn.test, c.cdn.test): 3 siblings make a wildcard`},
+			[]string{`"a.cdn.test"`},
+			"three siblings make a wildcard",
+		},
+		{
+			[]store.Event{flowEv("a.cdn.test", 443), flowEv("b.cdn.test", 443)},
+			[]string{`"a.cdn.test"`, `"b.cdn.test"`},
+			[]string{`*.cdn.test`},
+			"two are chance",
+		},
+		{
+			[]store.Event{flowEv("a.cdn.test", 443), flowEv("b.cdn.test", 443), flowEv("c.cdn.test", 443), dnsEv("evil.cdn.test", false)},
+			[]string{`"a.cdn.test"`, `"c.cdn.test"`},
+			[]string{`*.cdn.test`},
+			"a refused sibling keeps the names exact",
+		},
+		{
+			[]store.Event{flowEv("a.test", 443), flowEv("b.test", 443), flowEv("c.test", 443)},
+			[]string{`"a.test"`},
+			[]string{`*.test`},
+			"never a wildcard over a top-level domain",
+		},
+		{
+			[]store.Event{flowEv("a.cdn.test", 443), flowEv("b.cdn.test", 8080), flowEv("c.cdn.test", 443)},
+			[]string{`"a.cdn.test"`, `"b.cdn.test:8080"`},
+			[]string{`*.cdn.test`},
+			"siblings on other ports are not one pattern",
+		},
+		{
+			[]store.Event{dnsEv("only.test", true)},
+			[]string{`"only.test", # 1 DNS answer; resolved, never connected to`},
+			nil,
+			"a name resolved only is allowed (on 443, as an entry without a port)",
+		},
+	}
+	for _, tc := range tests {
+		rec := NewRecord()
+		for _, ev := range tc.events {
+			rec.Add("s1", ev)
+		}
+		s, err := Suggest(rec, Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.why, err)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(string(s.Text), w) {
+				t.Errorf("%s: no %q in\n%s", tc.why, w, s.Text)
+			}
+		}
+		for _, n := range tc.not {
+			if strings.Contains(string(s.Text), n) {
+				t.Errorf("%s: %q in\n%s", tc.why, n, s.Text)
+			}
+		}
+		if len(s.Remaining) != 0 {
+			t.Errorf("%s: the suggestion decides otherwise: %v", tc.why, s.Remaining)
+		}
+	}
+}
+
+func TestSuggestHTTP(t *testing.T) {
+	narrow := []store.Event{reqEv("GET", "/repos/a/b/issues"), reqEv("GET", "/repos/c/d"), reqEv("POST", "/graphql")}
+	wide := []store.Event{}
+	for _, p := range []string{"/a", "/b", "/c", "/d", "/e", "/f", "/g"} {
+		wide = append(wide, reqEv("GET", p))
+	}
+	tests := []struct {
+		events []store.Event
+		want   []string
+		not    []string
+		why    string
+	}{
+		{narrow, []string{`paths = ["/repos/a/*", "/repos/c/*"]`, `paths = ["/graphql"]`, "action = \"deny\""}, nil, "few prefixes: allow them, deny the rest"},
+		{wide, []string{"spread over more than 6 path prefixes"}, []string{"action = \"deny\""}, "seven prefixes say little more than [network]"},
+		{[]store.Event{reqEv("GET", "/a b/%zz"), reqEv("GET", `/q"x`)}, []string{`paths = ["/*"]`}, []string{"%", `q"`}, "a character a pattern cannot hold ends the prefix: it never reaches the file"},
+	}
+	for _, tc := range tests {
+		rec := NewRecord()
+		for _, ev := range tc.events {
+			rec.Add("s1", ev)
+		}
+		s, err := Suggest(rec, Options{})
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", tc.why, err, s.Text)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(string(s.Text), w) {
+				t.Errorf("%s: no %q in\n%s", tc.why, w, s.Text)
+			}
+		}
+		for _, n := range tc.not {
+			if strings.Contains(string(s.Text), n) {
+				t.Errorf("%s: %q in\n%s", tc.why, n, s.Text)
+			}
+		}
+		if len(s.Remaining) != 0 {
+			t.Errorf("%s: the suggestion decides otherwise: %v", tc.why, s.Remaining)
+		}
+	}
+}
