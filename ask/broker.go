@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/capsem/capsem/policy"
 )
 
 // The kinds of question.
@@ -262,4 +264,28 @@ func (b *Broker) pendingLocked() []Question {
 	}
 	sortQuestions(out)
 	return out
+}
+
+// Rule is the matched_rule of a decision a person made about q: the entry
+// and who answered, "asked: pypi.org (once, by cli)"; "" when nobody did.
+func (o Outcome) Rule(q Question) string {
+	if o.By == "" {
+		return ""
+	}
+	return policy.GrantRule + q.Entry + " (" + o.Detail() + ")"
+}
+
+// Settle turns a decision the policy left to a person (d.Ask) into one:
+// it asks q, waiting at most timeout, and returns the decision the answer
+// makes, its Rule naming who answered. A decision not left to a person
+// is returned as it is; a nil Broker answers nothing (ReasonUnanswered).
+func (b *Broker) Settle(ctx context.Context, q Question, timeout time.Duration, d policy.Decision) policy.Decision {
+	if !d.Ask {
+		return d
+	}
+	out := Outcome{Reason: ReasonUnanswered}
+	if b != nil {
+		out = b.Ask(ctx, q, timeout)
+	}
+	return policy.Decision{Allowed: out.Allowed, Rule: out.Rule(q), Reason: out.Reason}
 }

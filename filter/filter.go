@@ -91,9 +91,10 @@ func New(cfg Config) (*Filter, error) {
 			return f.stack.DialUpstream(ctx, name, port)
 		}),
 		Roots: func() (*x509.CertPool, error) { return f.proxy.UpstreamRoots(f.stack.Policy()) },
+		Asks:  f.asks,
 	})
 	f.gateway.ApplyPolicy(pol)
-	f.proxy, err = mitm.New(mitm.Config{CA: cfg.Authority, Recorder: cfg.Recorder, Logger: log, MCPGateway: f.gateway})
+	f.proxy, err = mitm.New(mitm.Config{CA: cfg.Authority, Recorder: cfg.Recorder, Logger: log, MCPGateway: f.gateway, Asks: f.asks})
 	if err != nil {
 		_ = f.Close()
 		return nil, err

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/capsem/capsem/ask"
+
 	"github.com/capsem/capsem/policy"
 	"github.com/capsem/capsem/store"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -72,6 +74,11 @@ type Config struct {
 	// every new connection, since a reload may change [upstream] ca_files
 	// (the MITM's UpstreamRoots); nil: the system roots.
 	Roots func() (*x509.CertPool, error)
+	// Asks is asked about the tools no [[mcp.rules]] names while the
+	// policy says [mcp] unknown = "ask"; the call waits for the answer.
+	// Nil: nobody is asked, and such calls are refused at once
+	// (ask-unanswered).
+	Asks *ask.Broker
 }
 
 const defaultPreviewBytes = 1024

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/capsem/capsem/ask"
+
 	"github.com/capsem/capsem/policy"
 	"github.com/capsem/capsem/store"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -112,6 +114,7 @@ func (e *entry) proxy(ctx context.Context, method string, req mcp.Request, next 
 		dec := policy.Decision{Reason: reasonNoPolicy}
 		if d != nil {
 			dec = d.DecideMCPTool(e.name, p.Name)
+			dec = g.cfg.Asks.Settle(ctx, ask.MCP(e.name, p.Name), askTimeout(d), dec)
 		}
 		if !dec.Allowed {
 			c.Decision, c.Reason, c.MatchedRule = store.Denied, dec.Reason, dec.Rule
@@ -121,6 +124,9 @@ func (e *entry) proxy(ctx context.Context, method string, req mcp.Request, next 
 			return nil, err
 		}
 		c.MatchedRule = dec.Rule
+		if dec.Reason != "" {
+			c.Reason = dec.Reason // asked-allowed, when a person allowed it
+		}
 	}
 	res, err := e.forward(ctx, method, req, next, d)
 	g.finish(c, start, res, err, n)
@@ -189,7 +195,8 @@ func (e *entry) call(ctx context.Context, cs *mcp.ClientSession, method string, 
 		if d.MCPHideDenied() {
 			out := *res
 			out.Tools = slices.DeleteFunc(slices.Clone(res.Tools), func(t *mcp.Tool) bool {
-				return !d.DecideMCPTool(e.name, t.Name).Allowed
+				dec := d.DecideMCPTool(e.name, t.Name)
+				return !dec.Allowed && !dec.Ask // a tool a person may allow is listed
 			})
 			return &out, nil
 		}
@@ -233,4 +240,13 @@ func guestCapabilities(c *mcp.ServerCapabilities) *mcp.ServerCapabilities {
 		out.Resources = &r
 	}
 	return &out
+}
+
+// askTimeout is how long a call d leaves to a person waits: its [mcp]
+// ask_timeout.
+func askTimeout(d Decider) time.Duration {
+	if p, ok := d.(interface{ MCPAskTimeout() time.Duration }); ok {
+		return p.MCPAskTimeout()
+	}
+	return policy.DefaultAskTimeout
 }

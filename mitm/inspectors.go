@@ -19,7 +19,7 @@ import (
 func newInspectors(cfg Config) []inspect.Inspector {
 	return []inspect.Inspector{
 		modelcall.New(),
-		mcp.New(cfg.Recorder),
+		mcp.New(cfg.Recorder, cfg.Asks),
 		altSvcBlock{},
 	}
 }

@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/capsem/capsem/ask"
+
 	"golang.org/x/net/http2"
 
 	"github.com/capsem/capsem/mitm/ca"
@@ -38,6 +40,10 @@ type Config struct {
 	CA *ca.Authority
 	// Recorder gets one event per request and per model call. Required.
 	Recorder netstack.Recorder
+	// Asks is asked about the MCP tools the policy leaves to a person
+	// ([mcp] unknown = "ask"); the request waits, its body held, for the
+	// answer. Nil: nobody is asked, and such calls are refused at once.
+	Asks *ask.Broker
 	// Ports are intercepted; other ports are spliced. Nil means 443.
 	Ports []uint16
 	// SystemRoots verify upstream servers, together with the policy's

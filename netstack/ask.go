@@ -123,9 +123,3 @@ func (s *Stack) grantedCurrent(g policy.Grants) func() *policy.Policy {
 		return granted
 	}
 }
-
-// askedRule is the matched_rule of a decision a person made: the entry
-// and who answered, "asked: pypi.org (once, by cli)".
-func askedRule(q ask.Question, out ask.Outcome) string {
-	return policy.GrantRule + q.Entry + " (" + out.Detail() + ")"
-}

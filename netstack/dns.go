@@ -76,7 +76,7 @@ func (d *FakeDNS) answer(query []byte, pol *policy.Policy, admit func() error, a
 		aq := ask.Network(canon, 0)
 		granted, out := asker(aq, pol)
 		if out.By != "" {
-			ev.MatchedRule = askedRule(aq, out)
+			ev.MatchedRule = out.Rule(aq)
 		}
 		if !out.Allowed {
 			return refuse(out.Reason, dnsmessage.RCodeNameError, &q)

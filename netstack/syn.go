@@ -121,7 +121,7 @@ func (s *Stack) handleTCP(r *tcp.ForwarderRequest) {
 			granted, out = s.ask(aq, pol)
 		}
 		if out.By != "" {
-			ev.MatchedRule = askedRule(aq, out)
+			ev.MatchedRule = out.Rule(aq)
 		}
 		switch {
 		case out.By == "": // nobody answered: as frequent as the guest makes it, so rate-limited

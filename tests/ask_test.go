@@ -308,3 +308,88 @@ func TestAskCLI(t *testing.T) {
 		}
 	}
 }
+
+// mcpCallScript calls tool echo of the gateway's server "tools" with
+// curl, as streamable HTTP wants: initialize, initialized, tools/call.
+const mcpCallScript = `u=https://mcp.capsem.internal/tools
+v=2025-06-18
+post() { curl -sS --max-time 90 -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' "$@" "$u"; }
+sid=$(post -D - -o /dev/null -d '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"'$v'","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}' | tr -d '\r' | sed -n 's/^[Mm]cp-[Ss]ession-[Ii]d: //p')
+post -o /dev/null -H "Mcp-Session-Id: $sid" -H "MCP-Protocol-Version: $v" -d '{"jsonrpc":"2.0","method":"notifications/initialized"}'
+post -H "Mcp-Session-Id: $sid" -H "MCP-Protocol-Version: $v" -d '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"asked-echo"}}}'`
+
+// An MCP tool no rule names, under [mcp] unknown = "ask": the call waits
+// for the answer given through the API's stream; allowed once it runs on
+// the host's server, denied it gets capsem's JSON-RPC refusal, and with
+// nobody asking it is refused at once.
+func TestAskMCP(t *testing.T) {
+	e := newSBEnv(t)
+	pol := filepath.Join(t.TempDir(), "policy.toml")
+	if err := os.WriteFile(pol, []byte(fmt.Sprintf(`
+[mcp]
+unknown = "ask"
+
+[mcp.servers.tools]
+command = [%q, "mcp-test-server"]
+`, capsemBin)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.start("mcpask", "--policy", pol)
+	if out := e.sh("mcpask", mcpCallScript); !strings.Contains(out, "-32050") || !strings.Contains(out, "ask-unanswered") {
+		t.Errorf("with nobody asking: %s", out)
+	}
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", e.ls()["mcpask"].Socket)
+	}}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://capsem/v1/asks?follow=1", nil)
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	lines := bufio.NewScanner(resp.Body)
+	for _, c := range []struct{ answer, want string }{{"once", "asked-echo"}, {"deny", "-32050"}} {
+		res := make(chan sbResult, 1)
+		go func() { res <- e.exec("mcpask", nil, nil, "sh", "-c", mcpCallScript) }()
+		var u struct {
+			Type     string `json:"type"`
+			Question struct {
+				ID    string `json:"id"`
+				Kind  string `json:"kind"`
+				Tool  string `json:"tool"`
+				Entry string `json:"entry"`
+			} `json:"question"`
+		}
+		for lines.Scan() {
+			if json.Unmarshal(lines.Bytes(), &u) == nil && u.Type == "asked" {
+				break
+			}
+		}
+		if u.Question.Kind != "mcp" || u.Question.Tool != "echo" || u.Question.Entry != "server=tools tools=echo" {
+			t.Fatalf("the question: %+v", u.Question)
+		}
+		ar, err := hc.Post("http://capsem/v1/asks/"+u.Question.ID, "application/json", strings.NewReader(`{"answer": "`+c.answer+`"}`))
+		if err != nil || ar.StatusCode != 200 {
+			t.Fatalf("POST: %v %v", ar, err)
+		}
+		ar.Body.Close()
+		if r := <-res; !strings.Contains(r.stdout, c.want) {
+			t.Errorf("answered %s: %+v", c.answer, r)
+		}
+	}
+	id := e.ls()["mcpask"].SessionID
+	cancel()
+	e.must(0, nil, "stop", "mcpask")
+	db := exportRun(t, e.data, id)
+	rows := queryStrings(t, db, "SELECT decision || ' ' || reason || ' ' || coalesce(matched_rule, '') FROM mcp_calls WHERE method = 'tools/call' ORDER BY seq")
+	want := []string{
+		"denied ask-unanswered ",
+		"allowed asked-allowed asked: server=tools tools=echo (once, by api)",
+		"denied asked-denied asked: server=tools tools=echo (deny, by api)",
+	}
+	if strings.Join(rows, "\n") != strings.Join(want, "\n") {
+		t.Errorf("mcp_calls:\n%s\nwant\n%s", strings.Join(rows, "\n"), strings.Join(want, "\n"))
+	}
+}

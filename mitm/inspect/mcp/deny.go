@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/capsem/capsem/ask"
+
 	"github.com/capsem/capsem/mitm/inspect"
 	"github.com/capsem/capsem/mitm/internal/contentcoding"
 	"github.com/capsem/capsem/mitm/internal/mcpscan"
@@ -76,6 +78,20 @@ func (v *view) decide(r *http.Request) bool {
 	calls := append([]*mcpCall(nil), v.calls...)
 	v.batch = len(bytes.TrimLeft(body, " \t\r\n")) > 0 && bytes.TrimLeft(body, " \t\r\n")[0] == '['
 	v.mu.Unlock()
+	// The calls the policy left to a person are asked now, before the
+	// body goes: the answer decides them.
+	for _, c := range calls {
+		if !c.ask {
+			continue
+		}
+		d := v.in.asks.Settle(r.Context(), ask.MCP(v.host, c.rec.ToolName), v.pol.MCPAskTimeout(), policy.Decision{Reason: c.rec.Reason, Ask: true})
+		v.mu.Lock()
+		c.rec.Decision, c.rec.Reason, c.rec.MatchedRule = store.Denied, d.Reason, d.Rule
+		if d.Allowed {
+			c.rec.Decision = store.Allowed
+		}
+		v.mu.Unlock()
+	}
 	var denied *mcpCall
 	for _, c := range calls {
 		if c.rec.Decision == store.Denied {

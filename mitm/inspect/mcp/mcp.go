@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/capsem/capsem/ask"
+
 	"github.com/capsem/capsem/mitm/inspect"
 	"github.com/capsem/capsem/mitm/internal/contentcoding"
 	"github.com/capsem/capsem/mitm/internal/mcpscan"
@@ -32,17 +34,20 @@ import (
 // Inspector sees MCP in the exchanges; its tracker matches responses to
 // requests across the streams of a session.
 type Inspector struct {
-	rec Recorder
-	t   *mcpTracker
+	rec  Recorder
+	t    *mcpTracker
+	asks *ask.Broker // nil: nobody is asked
 }
 
 // Recorder is where mcp_call events go: the session's log.
 type Recorder interface{ Append(store.Event) }
 
-// New returns the inspector; it records its events in rec. Close records
-// the calls still waiting for a response.
-func New(rec Recorder) *Inspector {
-	in := &Inspector{rec: rec}
+// New returns the inspector; it records its events in rec and asks asks
+// about the tools the policy leaves to a person (nil: nobody is asked,
+// and they are refused). Close records the calls still waiting for a
+// response.
+func New(rec Recorder, asks *ask.Broker) *Inspector {
+	in := &Inspector{rec: rec, asks: asks}
 	in.t = newMCPTracker(in.record)
 	return in
 }
@@ -223,7 +228,7 @@ func (v *view) fromGuest(m mcpscan.Message) {
 		c.rec.Decision, c.rec.Reason, c.rec.MatchedRule = store.Denied, policy.ReasonMCPToolDenied, mcpAmbiguousRule
 	} else if m.Method == "tools/call" {
 		d := pol.DecideMCPTool(v.host, m.Tool)
-		c.rec.Reason, c.rec.MatchedRule = d.Reason, d.Rule
+		c.rec.Reason, c.rec.MatchedRule, c.ask = d.Reason, d.Rule, d.Ask
 		if !d.Allowed {
 			c.rec.Decision = store.Denied
 		}
@@ -298,7 +303,8 @@ func (v *view) hiding() bool {
 
 // hide says whether tool must be left out of a tools/list result.
 func (v *view) hide(tool string) bool {
-	return !v.pol.DecideMCPTool(v.host, tool).Allowed
+	d := v.pol.DecideMCPTool(v.host, tool)
+	return !d.Allowed && !d.Ask // a tool a person may allow is listed
 }
 
 // filter returns msg (one JSON-RPC message) without the tools the policy

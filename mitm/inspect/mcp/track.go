@@ -44,6 +44,9 @@ type mcpCall struct {
 	// hideTools: the call is a tools/list whose result has tools the
 	// policy denies; a response carrying it is filtered (hide_denied).
 	hideTools bool
+	// ask: the policy left the call to a person ([mcp] unknown = "ask");
+	// it is asked before the body goes (deny.go).
+	ask bool
 }
 
 type mcpSession struct {
