@@ -23,7 +23,7 @@ type Asker interface {
 const maxHeldAsks = 256
 
 // onceWindow is how long a name allowed once, at its DNS query, waits for
-// its connection: a client dials within milliseconds of its answer; a
+// its connection (its other lookups are answered meanwhile): a client dials within milliseconds of its answer; a
 // minute covers one that resolves, then waits on something else.
 const onceWindow = time.Minute
 
@@ -33,14 +33,29 @@ type asks struct {
 	held slots
 
 	mu   sync.Mutex
-	once map[string]onceAllowed // by canonical name
+	once map[string]onceAllowed  // by canonical name
+	deny map[string]deniedLookup // by canonical name
 }
+
+// deniedLookup is a name a person denied at a lookup: its other lookups
+// get the same answer until until.
+type deniedLookup struct {
+	until time.Time
+	out   ask.Outcome
+}
+
+// lookupWindow is how long an answer to a lookup answers the name's other
+// lookups too: a resolver asks for A and AAAA one after the other, within
+// milliseconds, and a person asked twice about one dial would answer the
+// same twice; after it, the next dial asks again.
+const lookupWindow = 3 * time.Second
 
 // onceAllowed is a name allowed once at its DNS query: its one connection
 // on port 443 may come until until.
 type onceAllowed struct {
-	until time.Time
-	by    string // who answered
+	until   time.Time
+	lookups time.Time // the name's other lookups ride on the answer until then
+	by      string    // who answered
 }
 
 // ask holds the caller while q is put to the Asker under pol's timeout.
@@ -51,11 +66,21 @@ func (s *Stack) ask(q ask.Question, pol *policy.Policy) (*policy.Policy, ask.Out
 	if s.cfg.Asker == nil {
 		return nil, ask.Outcome{Reason: ask.ReasonUnanswered}
 	}
-	if !s.asks.held.take() {
-		return nil, ask.Outcome{Reason: ask.ReasonCapped}
+	var out ask.Outcome
+	if o, ok := s.asks.recent(q); ok {
+		// The name's other lookups (AAAA after A, a retry) ride on its
+		// answer: until its connection comes, or a moment after a denial.
+		out = o
+	} else {
+		if !s.asks.held.take() {
+			return nil, ask.Outcome{Reason: ask.ReasonCapped}
+		}
+		defer s.asks.held.give()
+		out = s.cfg.Asker.Ask(s.ctx, q, pol.NetworkAskTimeout())
 	}
-	defer s.asks.held.give()
-	out := s.cfg.Asker.Ask(s.ctx, q, pol.NetworkAskTimeout())
+	if q.Port == 0 && out.Answer == ask.Deny {
+		s.asks.denied(q.Name, out)
+	}
 	if !out.Allowed {
 		return nil, out
 	}
@@ -87,7 +112,40 @@ func (a *asks) allowOnce(name, by string) {
 			delete(a.once, n)
 		}
 	}
-	a.once[name] = onceAllowed{until: now.Add(onceWindow), by: by}
+	a.once[name] = onceAllowed{until: now.Add(onceWindow), lookups: now.Add(lookupWindow), by: by}
+}
+
+// recent is the answer an earlier lookup of q's name got, when it still
+// holds: for lookupWindow, and for "once" not after its connection came.
+func (a *asks) recent(q ask.Question) (ask.Outcome, bool) {
+	if q.Port != 0 {
+		return ask.Outcome{}, false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if o, ok := a.once[q.Name]; ok && time.Now().Before(o.lookups) {
+		return ask.Outcome{Allowed: true, Answer: ask.Once, By: o.by, Reason: ask.ReasonAllowed}, true
+	}
+	if d, ok := a.deny[q.Name]; ok && time.Now().Before(d.until) {
+		return d.out, true
+	}
+	return ask.Outcome{}, false
+}
+
+// denied keeps a lookup's denial for the name's other lookups.
+func (a *asks) denied(name string, out ask.Outcome) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.deny == nil {
+		a.deny = map[string]deniedLookup{}
+	}
+	now := time.Now()
+	for n, d := range a.deny {
+		if now.After(d.until) {
+			delete(a.deny, n)
+		}
+	}
+	a.deny[name] = deniedLookup{until: now.Add(lookupWindow), out: out}
 }
 
 // takeOnce reports whether name was allowed once at its DNS query (by

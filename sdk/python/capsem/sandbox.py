@@ -292,6 +292,53 @@ class Sandbox:
         finally:
             conn.close()
 
+    def asks(self, follow=False):
+        """What the sandbox's policy did not foresee ([network] unknown =
+        "ask", [mcp] unknown = "ask"). Without follow: the questions
+        waiting, a list of dicts (id, kind "network" or "mcp", name, port,
+        tool, entry — what an answer of "session" or "always" adds —, asked,
+        deadline, waiting). With follow: an iterator of updates, {"type":
+        "asked" | "answered", "question": {…}, "reason": …}, the waiting
+        questions first; while one is open the sandbox asks rather than
+        refuses at once."""
+        if not follow:
+            return self._api("GET", "/v1/asks")
+        return self._follow_asks()
+
+    def _follow_asks(self):
+        conn = UnixHTTPConnection(self._socket())
+        try:
+            with self._gone():
+                conn.connect()
+            conn.request("GET", "/v1/asks?follow=1")
+            resp = conn.getresponse()
+            raise_for(resp)
+            while True:
+                line = resp.readline()
+                if not line:
+                    return
+                if line.strip():
+                    yield json.loads(line)
+        finally:
+            conn.close()
+
+    def answer(self, question_id, answer, by="api"):
+        """Answers a question: answer is "once", "session", "always" (kept
+        in the sandbox's overlay, policy-asked.toml, for every later start)
+        or "deny". A question no longer waiting raises APIError 404."""
+        body = json.dumps({"answer": answer, "by": by}).encode()
+        return self._api("POST", "/v1/asks/" + urllib.parse.quote(question_id, safe=""), body=body,
+                         headers={"Content-Type": "application/json"})
+
+    def on_ask(self, decide, by="api"):
+        """Answers every question with decide(question) in a thread until
+        the returned handle is closed (it is a context manager). decide
+        returns "once", "session", "always" or "deny" (True is "once",
+        False or None "deny"); an exception in it denies. The handle
+        listens from the moment on_ask returns: the sandbox asks, rather
+        than refuses, from then on."""
+        return _AskHandler(self, decide, by)
+
     def reload_policy(self):
         """Reads the sandbox's policy file again; a broken file raises
         PolicyError (file:line) and keeps the policy in force."""
@@ -526,3 +573,67 @@ def _chunks(f, size=256 << 10):
 
 
 __all__ = ["Sandbox", "Result", "ExecStream", "ls", "EXIT_TIMEOUT", "MAX_BUFFERED"]
+
+
+class _AskHandler:
+    """Sandbox.on_ask's thread: follows the sandbox's questions and answers
+    each with decide(question)."""
+
+    def __init__(self, sb, decide, by):
+        self._sb, self._decide, self._by = sb, decide, by
+        self.errors = []  # what went wrong answering, as exceptions
+        self._conn = UnixHTTPConnection(sb._socket())
+        with sb._gone():
+            self._conn.connect()
+        self._conn.request("GET", "/v1/asks?follow=1")
+        self._resp = self._conn.getresponse()  # the listener is registered once the answer starts
+        raise_for(self._resp)
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name=f"capsem-ask-{sb.name}", daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        try:
+            while True:
+                line = self._resp.readline()
+                if not line:
+                    return
+                if not line.strip():
+                    continue
+                u = json.loads(line)
+                if u.get("type") != "asked":
+                    continue
+                q = u["question"]
+                try:
+                    a = self._decide(q)
+                except Exception as e:  # a callback that fails denies
+                    self.errors.append(e)
+                    a = "deny"
+                if a is True:
+                    a = "once"
+                elif a is False or a is None:
+                    a = "deny"
+                try:
+                    self._sb.answer(q["id"], a, by=self._by)
+                except APIError as e:
+                    if e.status != 404:  # 404: answered elsewhere, or timed out
+                        self.errors.append(e)
+        except (OSError, ValueError, http.client.HTTPException) as e:
+            if not self._closed:
+                self.errors.append(e)
+
+    def close(self):
+        """Stops answering: the sandbox refuses what it would have asked."""
+        self._closed = True
+        try:
+            self._conn.sock and self._conn.sock.shutdown(2)  # the thread's read ends
+        except OSError:
+            pass
+        self._thread.join(timeout=10)
+        self._conn.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
