@@ -94,10 +94,17 @@ func (o Outcome) Detail() string {
 	return o.Answer + ", by " + o.By
 }
 
+// The types of Update.
+const (
+	UpdateListening = "listening" // the stream's first line: the sandbox asks it from now on
+	UpdateAsked     = "asked"
+	UpdateAnswered  = "answered"
+)
+
 // Update is one line of a followed stream: a question asked or answered.
 type Update struct {
-	Type     string   `json:"type"` // "asked" or "answered"
-	Question Question `json:"question"`
+	Type     string   `json:"type"` // UpdateListening, UpdateAsked or UpdateAnswered
+	Question Question `json:"question,omitzero"`
 	Outcome  *Answer  `json:"outcome,omitempty"` // for "answered": the answer, or {"answer":"deny","by":""} for a timeout
 	Reason   string   `json:"reason,omitempty"`  // for "answered": the outcome's reason
 }
@@ -161,7 +168,7 @@ func (b *Broker) Ask(ctx context.Context, q Question, timeout time.Duration) Out
 		b.pending[q.key()] = p
 		b.byID[q.ID] = p
 		p.q.Waiting = 1
-		b.broadcastLocked(Update{Type: "asked", Question: p.q})
+		b.broadcastLocked(Update{Type: UpdateAsked, Question: p.q})
 		// The question ends at its deadline whoever waits on it.
 		time.AfterFunc(timeout, func() { b.settle(p, Outcome{Reason: ReasonTimeout}) })
 	} else {
@@ -191,7 +198,7 @@ func (b *Broker) settle(p *pending, out Outcome) bool {
 	if out.Answer == "" {
 		ans.Answer = Deny
 	}
-	b.broadcastLocked(Update{Type: "answered", Question: p.q, Outcome: ans, Reason: out.Reason})
+	b.broadcastLocked(Update{Type: UpdateAnswered, Question: p.q, Outcome: ans, Reason: out.Reason})
 	return true
 }
 

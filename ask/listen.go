@@ -27,7 +27,7 @@ func (b *Broker) Listen() *Listener {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, q := range b.pendingLocked() {
-		l.ch <- Update{Type: "asked", Question: q}
+		l.ch <- Update{Type: UpdateAsked, Question: q}
 	}
 	b.listeners[l] = struct{}{}
 	return l

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"golang.org/x/sys/unix"
 )
 
@@ -391,5 +392,87 @@ command = [%q, "mcp-test-server"]
 	}
 	if strings.Join(rows, "\n") != strings.Join(want, "\n") {
 		t.Errorf("mcp_calls:\n%s\nwant\n%s", strings.Join(rows, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// The questions page of capsem ui, in chromium: while capsem ui runs the
+// sandbox asks it; the question shows with its buttons, "once" lets the
+// held curl through, and the event names the UI as who answered. A form
+// posted from another origin is refused.
+func TestAskUI(t *testing.T) {
+	e := newSBEnv(t)
+	chromium, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Skip("needs chromium on PATH (apt-get install chromium; go tool task deps does)")
+	}
+	ca := newTestCA(t, "ask upstream CA")
+	port := startHTTPS(t, ca, &recorder{}, "once.test")
+	e.start("uiask", "--policy", askPolicy(t, port, ca.pemPath))
+	base := startUI(t, e.data)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		page, _, err := uiGet(base + "asks")
+		if err == nil && strings.Contains(page, `<span id="following">uiask</span>`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("capsem ui does not follow the sandbox's questions: %v\n%s", err, page)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), chromedp.ExecPath(chromium), chromedp.Headless, chromedp.NoSandbox,
+		chromedp.Flag("disable-gpu", true), chromedp.Flag("no-first-run", true), chromedp.UserDataDir(t.TempDir()))
+	defer cancelAlloc()
+	ctx, cancel := chromedp.NewContext(alloc)
+	defer cancel()
+	if err := chromedp.Do(ctx); err != nil { // starts the browser, for as long as ctx lasts
+		t.Fatalf("starting chromium: %v", err)
+	}
+	run := func(what string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		c, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		if err := chromedp.Do(c, actions...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	res := e.curlIn("uiask", "https://once.test/ui")
+	row := `tr.ask[data-sandbox="uiask"]`
+	run("the questions page", chromedp.Navigate(base+"asks"), chromedp.WaitVisible(chromedp.CSS(row)))
+	c, cancelEval := context.WithTimeout(ctx, 30*time.Second)
+	what, err := chromedp.Run(c, chromedp.Evaluate[string](`document.querySelector('`+row+` td.what').textContent`))
+	cancelEval()
+	if err != nil || !strings.Contains(what, "a lookup of once.test") {
+		t.Errorf("the question reads %q (%v)", what, err)
+	}
+	run("clicking once", chromedp.Click(chromedp.CSS(row+` button.answer-once`)))
+	select {
+	case r := <-res:
+		if r.code != 0 || r.stdout != "200" {
+			t.Errorf("after \"once\" in the UI curl exited %d with %q (stderr %q)", r.code, r.stdout, r.stderr)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("curl did not finish after the answer")
+	}
+
+	// A form from another site: refused, whatever its token.
+	req, _ := http.NewRequest(http.MethodPost, base+"asks/uiask/q1", strings.NewReader("answer=always"))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", "http://evil.example")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a cross-origin answer: %s, want 403", resp.Status)
+	}
+
+	id := e.ls()["uiask"].SessionID
+	e.must(0, nil, "stop", "uiask")
+	db := exportRun(t, e.data, id)
+	if rows := queryStrings(t, db, "SELECT matched_rule FROM dns_events WHERE qname = 'once.test' AND reason = 'asked-allowed'"); !contains(rows, "asked: once.test (once, by ui)") {
+		t.Errorf("the answer's DNS events: %q", rows)
 	}
 }

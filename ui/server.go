@@ -31,6 +31,7 @@ type Server struct {
 	mux   *http.ServeMux
 	hosts hostCache
 	log   *slog.Logger
+	asks  Asks // nil: no questions page (ServeAsks)
 }
 
 // New serves src's sessions to requests whose path starts with /token/.
@@ -55,6 +56,8 @@ func New(src Source, token string, log *slog.Logger) (*Server, error) {
 	s.mux.HandleFunc("GET /{tok}/s/{id}/rows", s.rows)
 	s.mux.HandleFunc("GET /{tok}/s/{id}/hosts", s.hostSummary)
 	s.mux.HandleFunc("GET /{tok}/s/{id}/m/{seq}", s.modelCall)
+	s.mux.HandleFunc("GET /{tok}/asks", s.askPage)
+	s.mux.HandleFunc("POST /{tok}/asks/{sandbox}/{id}", s.answer)
 	return s, nil
 }
 
@@ -142,6 +145,10 @@ var templateFuncs = template.FuncMap{
 	},
 	"kinds": func() []string { return rowKinds },
 	"hd":    func(base, title string) map[string]string { return map[string]string{"Base": base, "Title": title} },
+	// hdr is hd for a page that reloads itself every refresh seconds.
+	"hdr": func(base, title, refresh string) map[string]string {
+		return map[string]string{"Base": base, "Title": title, "Refresh": refresh}
+	},
 	"hostsData": func(base, id string, barMax int, hosts []hostStat) map[string]any {
 		return map[string]any{"Base": base, "ID": id, "BarMax": barMax, "Hosts": hosts}
 	},

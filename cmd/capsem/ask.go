@@ -148,13 +148,13 @@ func askLoop(ctx context.Context, client *api.Client, name string, out io.Writer
 				return nil
 			}
 			switch u.Type {
-			case "asked":
+			case ask.UpdateAsked:
 				if fixed != "" {
 					answer(u.Question, fixed)
 					continue
 				}
 				queue = append(queue, u.Question)
-			case "answered":
+			case ask.UpdateAnswered:
 				for i, q := range queue {
 					if q.ID == u.Question.ID {
 						queue = append(queue[:i], queue[i+1:]...)

@@ -30,12 +30,14 @@ import (
 func uiCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "ui",
-		Usage:     "serve a read-only web page of the sessions in the event store, on this machine only",
+		Usage:     "serve a web page of the sessions in the event store, and of what running sandboxes ask, on this machine only",
 		UsageText: "capsem ui [--data DIR | --sqlite FILE] [--listen 127.0.0.1:PORT] [--open]",
 		Description: "Prints the page's URL: it holds a random access token, the key to the sessions for as long as\n" +
 			"capsem ui runs — share it with no one. The page lists the sessions; a session shows every event in\n" +
-			"order with filters, a per-host summary, and its model calls with their tool calls. --sqlite shows a\n" +
-			"file capsem export wrote (one someone sent) instead of the store. Ctrl-C stops it.",
+			"order with filters, a per-host summary, and its model calls with their tool calls. The questions\n" +
+			"page answers what running sandboxes ask ([network] unknown = \"ask\"): while capsem ui runs, they\n" +
+			"ask it rather than refuse. --sqlite shows a file capsem export wrote (one someone sent) instead of\n" +
+			"the store. Ctrl-C stops it.",
 		Flags: []cli.Flag{
 			dataFlag(),
 			&cli.StringFlag{Name: "sqlite", Usage: "show the sessions of `FILE`, a capsem export, instead of the store"},
@@ -107,6 +109,11 @@ func runUI(c *cli.Context) error {
 	}
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if !c.IsSet("sqlite") {
+		// While capsem ui runs, the running sandboxes ask it what their
+		// policies did not foresee.
+		h.ServeAsks(followAsks(ctx, c.String("data")))
+	}
 	url := fmt.Sprintf("http://%s%s", ln.Addr(), h.Base())
 	fmt.Fprintf(c.App.Writer, "capsem ui: %s\n(the token in this URL is the key to the sessions: share it with no one; Ctrl-C stops)\n", url)
 	if c.Bool("open") {

@@ -31,6 +31,10 @@ func serveAsks(mux *http.ServeMux, b Backend) {
 		flusher, _ := w.(http.Flusher)
 		enc := json.NewEncoder(w)
 		enc.SetEscapeHTML(false)
+		// The first line says the sandbox asks this stream from now on.
+		if enc.Encode(ask.Update{Type: ask.UpdateListening}) != nil {
+			return
+		}
 		for {
 			if flusher != nil {
 				flusher.Flush()

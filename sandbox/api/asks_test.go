@@ -38,6 +38,9 @@ func TestAsksAPI(t *testing.T) {
 	}
 	done := make(chan ask.Outcome, 1)
 	go func() { done <- b.asks.Ask(context.Background(), ask.Network("b.test", 8080), time.Minute) }()
+	if !lines.Scan() || lines.Text() != `{"type":"listening"}` {
+		t.Fatalf("the stream's first line: %q, want the listening line", lines.Text())
+	}
 	if !lines.Scan() {
 		t.Fatal("the stream ended")
 	}
