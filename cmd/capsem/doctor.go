@@ -19,6 +19,7 @@ import (
 	"github.com/capsem/capsem/guest/diagnostics"
 	"github.com/capsem/capsem/policy"
 	"github.com/capsem/capsem/ports"
+	"github.com/capsem/capsem/sandbox"
 )
 
 // The names the doctor's policy is about (see doctorPolicy).
@@ -153,6 +154,12 @@ func doctorAction(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("doctor policy: %w", err)
 	}
+	asks := &doctorAsks{base: pol}
+	if asks.asking, err = askingPolicy(pol.Source, polText); err != nil {
+		return fmt.Errorf("doctor policy: %w", err)
+	}
+	defer asks.Close()
+	up.asks = asks
 	mcpRules := ruleHeaders(polText, "[[mcp.rules]]")
 	if len(mcpRules) != 2 {
 		return fmt.Errorf("doctor policy: %d [[mcp.rules]] entries, want 2", len(mcpRules))
@@ -173,6 +180,7 @@ func doctorAction(c *cli.Context) error {
 			"CAPSEM_DOCTOR_ARCH=" + a.Uname(),
 			"CAPSEM_DOCTOR_HOST=" + doctorHost,
 			"CAPSEM_DOCTOR_DENIED=" + doctorDenied,
+			"CAPSEM_DOCTOR_ASKED=" + doctorAsked,
 			"CAPSEM_DOCTOR_WILD=" + doctorWild,
 			fmt.Sprintf("CAPSEM_DOCTOR_WILD_CAP=%d", doctorWildCap),
 			"CAPSEM_DOCTOR_MCP_SERVER=" + doctorMCPServer,
@@ -203,6 +211,7 @@ func doctorAction(c *cli.Context) error {
 		cold:      c.Bool("cold"),
 		publish:   []ports.Spec{{HostIP: ports.DefaultHostIP, GuestPort: doctorPublished}},
 		published: up.setPublished,
+		onSandbox: func(sb *sandbox.Sandbox) error { return asks.attach(sb, work) },
 	}
 	return runRecorded(c, o)
 }
@@ -243,7 +252,7 @@ allow = [%s]
 max_wildcard_names = %d
 
 [upstream]
-resolve = { %q = "127.0.0.1:%d" }
+resolve = { %q = "127.0.0.1:%d", %q = "127.0.0.1:%d" }
 ca_files = [%q]
 
 [[http]]
@@ -267,7 +276,7 @@ action = "deny"
 server = %q
 tools = ["env"]
 action = "deny"
-`, strings.Join(allow, ", "), doctorWildCap, doctorHost, up.port, up.caFile, doctorHost,
+`, strings.Join(allow, ", "), doctorWildCap, doctorHost, up.port, doctorAsked, up.port, up.caFile, doctorHost,
 		doctorMCPServer, exe, doctorMCPEnvServer, exe, doctorMCPMark, doctorMCPServer, doctorHost)
 }
 

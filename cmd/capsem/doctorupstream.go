@@ -37,6 +37,8 @@ type doctorUpstream struct {
 	caFile    string
 	workspace string
 
+	asks *doctorAsks // /ask: the ask test's host side
+
 	mu        sync.Mutex
 	events    map[store.Kind][]eventJSON // what the session's store recorded, per kind
 	published ports.Spec                 // the doctor's published port (setPublished)
@@ -88,7 +90,7 @@ func startDoctorUpstream(work, workspace string) (*doctorUpstream, error) {
 	if err != nil {
 		return nil, fmt.Errorf("doctor upstream CA: %w", err)
 	}
-	leaf, err := upCA.Leaf(doctorHost)
+	leaf, err := upCA.LeafFor(doctorHost, doctorAsked)
 	if err != nil {
 		return nil, err
 	}
@@ -113,6 +115,7 @@ func startDoctorUpstream(work, workspace string) (*doctorUpstream, error) {
 	mux.HandleFunc("/upgrade", upgrade)
 	mux.HandleFunc("/workspace-file", u.workspaceFile)
 	mux.HandleFunc("/reach", u.reach)
+	mux.HandleFunc("/ask", func(w http.ResponseWriter, r *http.Request) { u.asks.serve(w, r) })
 	// A remote MCP server behind the doctor's host, in both response forms
 	// of streamable HTTP (an event stream, and plain JSON), one test server
 	// for both so that its calls tool counts what reached either. The MITM

@@ -98,6 +98,7 @@ type runOptions struct {
 	onEvent    func(store.Event) // sees each event of the session once it is recorded (doctor)
 	publish    []ports.Spec      // --publish: guest ports published on the host for the run
 	published  func(ports.Spec)  // told each port in force, its host port picked (doctor)
+	onSandbox  func(*sandbox.Sandbox) error // told the sandbox once its guest runs (doctor)
 }
 
 func parseRunOptions(c *cli.Context) (*runOptions, error) {
@@ -368,6 +369,11 @@ func runInSandbox(ctx context.Context, o *runOptions, pub *ports.Publisher, cfg 
 	}
 	defer sb.Shutdown("capsem run is done")
 	pub.Attach(sb)
+	if o.onSandbox != nil {
+		if err := o.onSandbox(sb); err != nil {
+			return 0, err
+		}
+	}
 	o.log.Debug("guest ready", "uptime", time.Duration(sb.Ready().Uptime).Round(time.Millisecond))
 	start := func(ex proto.Exec) (execSession, error) { return sb.Exec(context.Background(), ex) }
 	eo := o.execOptions()

@@ -13,13 +13,14 @@ import (
 	"github.com/capsem/capsem/ask"
 )
 
-// serveAsks adds PathAsks: GET lists the questions waiting (?follow=1:
-// streams ask.Update lines, the waiting ones first, while the client
-// stays; an open stream is what makes the sandbox ask rather than deny),
-// POST PathAsks/ID answers one.
-func serveAsks(mux *http.ServeMux, b Backend) {
+// ServeAsks adds PathAsks to mux for the questions of asks: GET lists the
+// questions waiting (?follow=1: streams ask.Update lines, the listening
+// line, then the waiting questions, then each asked and answered, until
+// the client goes or done closes; an open stream is what makes the
+// sandbox ask rather than deny), POST PathAsks/ID answers one. Handler
+// serves it; capsem doctor serves it alone, over its own run's sandbox.
+func ServeAsks(mux *http.ServeMux, asks *ask.Broker, done <-chan struct{}) {
 	mux.HandleFunc("GET "+PathAsks, func(w http.ResponseWriter, r *http.Request) {
-		asks := b.Asks()
 		if r.URL.Query().Get("follow") != "1" {
 			writeJSON(w, http.StatusOK, asks.Pending())
 			return
@@ -42,7 +43,7 @@ func serveAsks(mux *http.ServeMux, b Backend) {
 			select {
 			case <-r.Context().Done():
 				return
-			case <-b.Done():
+			case <-done:
 				return
 			case u, ok := <-l.Updates():
 				if !ok {
@@ -61,7 +62,7 @@ func serveAsks(mux *http.ServeMux, b Backend) {
 			return
 		}
 		id := r.PathValue("id")
-		if err := b.Asks().Answer(id, a); err != nil {
+		if err := asks.Answer(id, a); err != nil {
 			status := http.StatusConflict // the answer could not be kept: denied
 			switch {
 			case errors.Is(err, ask.ErrNoQuestion):

@@ -59,7 +59,7 @@ type Backend interface {
 	// guest, mode "" keeping the default; it returns the bytes taken.
 	PutFile(ctx context.Context, path, mode string, size int64, body io.Reader) (int64, error)
 	// Asks is the broker of the guest's questions ([network] unknown =
-	// "ask").
+	// "ask"), the same for the sandbox's life.
 	Asks() *ask.Broker
 	// GetFile copies the guest's file at path to what open returns, open
 	// being called once with its size; an error with NotFound() true says
@@ -105,7 +105,7 @@ func Handler(b Backend) http.Handler {
 	mux.HandleFunc("POST "+PathStoreCopyOld, storeCopy)
 	serveSnapshots(mux, b)
 	servePorts(mux, b)
-	serveAsks(mux, b)
+	ServeAsks(mux, b.Asks(), b.Done())
 	mux.HandleFunc("GET "+PathEvents, func(w http.ResponseWriter, r *http.Request) { serveEvents(b, w, r) })
 	mux.HandleFunc("PUT "+PathFiles, func(w http.ResponseWriter, r *http.Request) { servePut(b, w, r) })
 	mux.HandleFunc("GET "+PathFiles, func(w http.ResponseWriter, r *http.Request) { serveGet(b, w, r) })
