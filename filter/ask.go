@@ -19,10 +19,14 @@ func (f *Filter) grant(q ask.Question, answer string) error {
 	f.grantMu.Lock()
 	defer f.grantMu.Unlock()
 	g := q.Grants()
+	if answer == ask.Always && f.overlay == nil {
+		return errors.New("filter: only a sandbox keeps \"always\" answers (capsem start NAME); answer \"session\" or \"once\"")
+	}
+	// The grant is checked against the policy before it is kept anywhere.
+	if _, err := f.Policy().WithGrants(g); err != nil {
+		return err
+	}
 	if answer == ask.Always {
-		if f.overlay == nil {
-			return errors.New("filter: only a sandbox keeps \"always\" answers (capsem start NAME); answer \"session\" or \"once\"")
-		}
 		if err := f.overlay.Keep(g); err != nil {
 			return err
 		}

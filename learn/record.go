@@ -3,6 +3,7 @@ package learn
 import (
 	"cmp"
 	"slices"
+	"strings"
 
 	"github.com/capsem/capsem/ask"
 	"github.com/capsem/capsem/mitm"
@@ -95,6 +96,9 @@ func (r *Record) Add(session string, ev store.Event) {
 		}
 		k := Key{Kind: KindFlow, Name: name, Port: n.Port}
 		if n.Method != "" {
+			if !strings.HasPrefix(n.Path, "/") {
+				return // no [[http]] rule decides a request without a path ("OPTIONS *")
+			}
 			k = Key{Kind: KindRequest, Name: name, Method: n.Method, Path: n.Path}
 		}
 		if !decidedByPolicy(k.Kind, n.Reason) {

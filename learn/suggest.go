@@ -123,7 +123,7 @@ func Suggest(rec *Record, o Options) (Suggestion, error) {
 	}
 
 	httpRules(&w, seen)
-	mcpRules(&w, seen, base, o.Base != "")
+	mcpRules(&w, seen, base, o.Base != "", entries)
 	if restText != "" {
 		w.line("")
 		w.line("# --- from %s ---", o.BaseName)
@@ -243,8 +243,8 @@ func networkEntries(names map[string]*use, denied []string, siblings int) []entr
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(names)) {
-		if collapsed[name] != "" {
-			continue
+		if collapsed[name] != "" || policy.CheckEntry(name) != nil {
+			continue // no entry can name it (a session's policy never allowed it)
 		}
 		u := names[name]
 		for _, p := range portsOf(u) {

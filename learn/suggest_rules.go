@@ -131,7 +131,7 @@ func rulesReproduce(host, rules string, reqs []Seen) bool {
 // mcpRules writes [mcp] and the [[mcp.rules]] allowing each tool called:
 // a tool no rule names is then refused (or asked about, when the base
 // asks).
-func mcpRules(w *writer, seen []Seen, base *policy.Policy, haveBase bool) {
+func mcpRules(w *writer, seen []Seen, base *policy.Policy, haveBase bool, entries []entry) {
 	tools := map[string]map[string]int64{} // server → tool → calls
 	for _, s := range seen {
 		if s.Kind != KindMCP || !s.Allowed {
@@ -143,40 +143,69 @@ func mcpRules(w *writer, seen []Seen, base *policy.Policy, haveBase bool) {
 		}
 		tools[server][s.Tool] += s.Events
 	}
-	unknown := ""
-	switch {
-	case base.MCPUnknown() == policy.UnknownAsk:
-		unknown = policy.UnknownAsk
-	case len(tools) > 0:
-		unknown = policy.UnknownDeny
-	case haveBase && base.MCPUnknown() != policy.UnknownAllow:
-		unknown = base.MCPUnknown()
-	}
-	hide := haveBase && !base.MCPHideDenied()
-	if unknown == "" && !hide {
-		return
-	}
-	w.line("\n[mcp]")
-	if hide {
-		w.line("hide_denied = false")
-	}
-	if unknown != "" {
-		w.line("unknown = %s # a tool no rule names", quote(unknown))
-	}
-	if haveBase && base.MCPAskTimeout() != policy.DefaultAskTimeout {
-		w.line("ask_timeout = %d", int(base.MCPAskTimeout().Seconds()))
-	}
+	var rules, unnamed []string
 	for _, server := range slices.Sorted(maps.Keys(tools)) {
 		ts := slices.Sorted(maps.Keys(tools[server]))
 		var n int64
 		for _, t := range ts {
 			n += tools[server][t]
 		}
-		w.line("\n[[mcp.rules]] # %s", plural(n, "call"))
-		w.line("server = %s", quote(server))
-		w.line("tools = [%s]", quoteAll(ts))
-		w.line("action = \"allow\"")
+		rule := fmt.Sprintf("\n[[mcp.rules]] # %s\nserver = %s\ntools = [%s]\naction = \"allow\"\n", plural(n, "call"), quote(server), quoteAll(ts))
+		if ruleStands(rule, entries, base) {
+			rules = append(rules, rule)
+			continue
+		}
+		// A server no rule can name: a host of one label the suggestion
+		// does not allow, a tool a TOML file cannot hold.
+		unnamed = append(unnamed, fmt.Sprintf("\n# MCP server %s: %s no [[mcp.rules]] entry here can name; so a tool no rule names is not refused", quote(server), plural(n, "call")))
 	}
+	unknown := ""
+	switch {
+	case base.MCPUnknown() == policy.UnknownAsk:
+		unknown = policy.UnknownAsk
+	case len(unnamed) > 0: // refusing what no rule names would refuse those calls
+	case len(rules) > 0:
+		unknown = policy.UnknownDeny
+	case haveBase && base.MCPUnknown() != policy.UnknownAllow:
+		unknown = base.MCPUnknown()
+	}
+	hide := haveBase && !base.MCPHideDenied()
+	if unknown != "" || hide {
+		w.line("\n[mcp]")
+		if hide {
+			w.line("hide_denied = false")
+		}
+		if unknown != "" {
+			w.line("unknown = %s # a tool no rule names", quote(unknown))
+		}
+		if haveBase && base.MCPAskTimeout() != policy.DefaultAskTimeout {
+			w.line("ask_timeout = %d", int(base.MCPAskTimeout().Seconds()))
+		}
+	}
+	for _, r := range slices.Concat(unnamed, rules) {
+		w.WriteString(r)
+	}
+	w.WriteByte('\n')
+}
+
+// ruleStands reports whether an [[mcp.rules]] rule parses under the
+// suggestion's [network] entries, with the base's servers.
+func ruleStands(rule string, entries []entry, base *policy.Policy) bool {
+	var b strings.Builder
+	b.WriteString("[network]\nallow = [")
+	for i, e := range entries {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(quote(e.text))
+	}
+	b.WriteString("]\n")
+	for _, s := range base.MCPServers() {
+		fmt.Fprintf(&b, "[mcp.servers.%s]\nurl = \"https://example.com/\"\n", quote(s.Name))
+	}
+	b.WriteString(rule)
+	_, err := policy.Parse("rule", []byte(b.String()))
+	return err == nil
 }
 
 // mcpRuleServer is how an [[mcp.rules]] names the server an mcp_call

@@ -258,3 +258,26 @@ func checkMCP(t *testing.T, p *Policy, data []byte) {
 		}
 	}
 }
+
+// FuzzOverlay writes an overlay of grants whose MCP tool (a name the guest
+// chose) and entries are anything, and reads it back: what comes back is
+// what went in, never more (a name cannot add a line to the file).
+func FuzzOverlay(f *testing.F) {
+	f.Add("pypi.org", "github", "create_issue")
+	f.Add("a.test:8080", "srv.test", "x\"]\n[network]\nallow = [\"evil.test\"]\n#")
+	f.Add("*.x.test", "s", "\\u0000\t'''")
+	f.Fuzz(func(t *testing.T, entry, server, tool string) {
+		g := Grants{Network: []string{entry}, MCP: []MCPGrant{{Server: server, Tool: tool}}}
+		b, err := FormatOverlay("dev", g)
+		if err != nil {
+			return // go-toml refuses what it cannot write (invalid UTF-8): nothing is written
+		}
+		back, err := ParseOverlay("o.toml", b)
+		if err != nil {
+			t.Fatalf("the overlay capsem wrote does not read back: %v\n%s", err, b)
+		}
+		if len(back.Network) != 1 || back.Network[0] != entry || len(back.MCP) != 1 || back.MCP[0] != g.MCP[0] {
+			t.Fatalf("wrote %+v, read %+v\n%s", g, back, b)
+		}
+	})
+}

@@ -64,6 +64,15 @@ func (g Grants) Entries() []string {
 
 func (m MCPGrant) entry() string { return "server=" + m.Server + " tools=" + m.Tool }
 
+// CheckEntry says what is wrong with s as a [network] allow entry, or
+// nil: what WithGrants and a policy file accept.
+func CheckEntry(s string) error {
+	if _, problem := parseEntry(s); problem != "" {
+		return fmt.Errorf("policy: entry %q: %s", s, problem)
+	}
+	return nil
+}
+
 // Grants returns what WithGrants laid over p, in the order added.
 func (p *Policy) Grants() Grants {
 	if !p.usable() {

@@ -29,6 +29,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"unicode/utf8"
 
 	toml "github.com/pelletier/go-toml/v2"
 )
@@ -79,6 +80,21 @@ func ParseOverlay(name string, data []byte) (Grants, error) {
 // header's advice). go-toml quotes the values: an MCP tool's name is the
 // guest's to choose.
 func FormatOverlay(sandbox string, g Grants) ([]byte, error) {
+	for _, e := range g.Entries() {
+		if !utf8.ValidString(e) {
+			return nil, fmt.Errorf("policy: the overlay: %q is not UTF-8, which a TOML file cannot hold; it is not kept", e)
+		}
+	}
+	for _, e := range g.Network {
+		if e == "" {
+			return nil, errors.New("policy: the overlay: an empty entry is not kept")
+		}
+	}
+	for _, m := range g.MCP {
+		if m.Server == "" || m.Tool == "" {
+			return nil, fmt.Errorf("policy: the overlay: an MCP grant needs a server and a tool (%q, %q); it is not kept", m.Server, m.Tool)
+		}
+	}
 	var f overlayFile
 	f.Network.Allow = g.Network
 	for _, m := range g.MCP {
