@@ -68,27 +68,34 @@ func TestSuggestWildcards(t *testing.T) {
 		},
 	}
 	for _, tc := range tests {
-		rec := NewRecord()
-		for _, ev := range tc.events {
-			rec.Add("s1", ev)
+		checkSuggestion(t, tc.events, tc.want, tc.not, tc.why)
+	}
+}
+
+// checkSuggestion learns from events and wants the suggestion to hold
+// each of want, none of not, and to reproduce every decision.
+func checkSuggestion(t *testing.T, events []store.Event, want, not []string, why string) {
+	t.Helper()
+	rec := NewRecord()
+	for _, ev := range events {
+		rec.Add("s1", ev)
+	}
+	s, err := Suggest(rec, Options{})
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", why, err, s.Text)
+	}
+	for _, w := range want {
+		if !strings.Contains(string(s.Text), w) {
+			t.Errorf("%s: no %q in\n%s", why, w, s.Text)
 		}
-		s, err := Suggest(rec, Options{})
-		if err != nil {
-			t.Fatalf("%s: %v", tc.why, err)
+	}
+	for _, n := range not {
+		if strings.Contains(string(s.Text), n) {
+			t.Errorf("%s: %q in\n%s", why, n, s.Text)
 		}
-		for _, w := range tc.want {
-			if !strings.Contains(string(s.Text), w) {
-				t.Errorf("%s: no %q in\n%s", tc.why, w, s.Text)
-			}
-		}
-		for _, n := range tc.not {
-			if strings.Contains(string(s.Text), n) {
-				t.Errorf("%s: %q in\n%s", tc.why, n, s.Text)
-			}
-		}
-		if len(s.Remaining) != 0 {
-			t.Errorf("%s: the suggestion decides otherwise: %v", tc.why, s.Remaining)
-		}
+	}
+	if len(s.Remaining) != 0 {
+		t.Errorf("%s: the suggestion decides otherwise: %v", why, s.Remaining)
 	}
 }
 
@@ -109,26 +116,6 @@ func TestSuggestHTTP(t *testing.T) {
 		{[]store.Event{reqEv("GET", "/a b/%zz"), reqEv("GET", `/q"x`)}, []string{`paths = ["/*"]`}, []string{"%", `q"`}, "a character a pattern cannot hold ends the prefix: it never reaches the file"},
 	}
 	for _, tc := range tests {
-		rec := NewRecord()
-		for _, ev := range tc.events {
-			rec.Add("s1", ev)
-		}
-		s, err := Suggest(rec, Options{})
-		if err != nil {
-			t.Fatalf("%s: %v\n%s", tc.why, err, s.Text)
-		}
-		for _, w := range tc.want {
-			if !strings.Contains(string(s.Text), w) {
-				t.Errorf("%s: no %q in\n%s", tc.why, w, s.Text)
-			}
-		}
-		for _, n := range tc.not {
-			if strings.Contains(string(s.Text), n) {
-				t.Errorf("%s: %q in\n%s", tc.why, n, s.Text)
-			}
-		}
-		if len(s.Remaining) != 0 {
-			t.Errorf("%s: the suggestion decides otherwise: %v", tc.why, s.Remaining)
-		}
+		checkSuggestion(t, tc.events, tc.want, tc.not, tc.why)
 	}
 }

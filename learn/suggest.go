@@ -78,7 +78,11 @@ func Suggest(rec *Record, o Options) (Suggestion, error) {
 	seen := rec.Seen()
 	var w writer
 	w.line("# capsem policy suggest: the smallest policy under which the allowed traffic of")
-	w.line("# session %s (%d events) is still allowed, and what it was refused still refused.", strings.Join(rec.Sessions, ", "), rec.Events)
+	what := "session"
+	if len(rec.Sessions) > 1 {
+		what = "sessions"
+	}
+	w.line("# %s %s (%d events) is still allowed, and what it was refused still refused.", what, strings.Join(rec.Sessions, ", "), rec.Events)
 	w.line("# Each line says how many events it covers. Read it before you use it.")
 	if o.Base != "" {
 		w.line("# The tables other than [network], [[http]] and [mcp] are %s's, as it writes them.", o.BaseName)

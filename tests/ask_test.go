@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -229,9 +228,7 @@ func TestAskCLI(t *testing.T) {
 	p.stop()
 
 	// The API: a followed stream asks; POST answers "session".
-	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", e.ls()["asker"].Socket)
-	}}}
+	hc := e.apiClient("asker")
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://capsem/v1/asks?follow=1", nil)
 	resp, err := hc.Do(req)
@@ -339,9 +336,7 @@ command = [%q, "mcp-test-server"]
 	if out := e.sh("mcpask", mcpCallScript); !strings.Contains(out, "-32050") || !strings.Contains(out, "ask-unanswered") {
 		t.Errorf("with nobody asking: %s", out)
 	}
-	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", e.ls()["mcpask"].Socket)
-	}}}
+	hc := e.apiClient("mcpask")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://capsem/v1/asks?follow=1", nil)

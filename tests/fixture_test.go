@@ -64,26 +64,7 @@ func TestSessionFixtureUpdate(t *testing.T) {
 	fake := fixtureFake()
 	port := startHTTPS(t, ca, fake, "api.anthropic.com")
 	dir := t.TempDir()
-	pol := filepath.Join(dir, "policy.toml")
-	if err := os.WriteFile(pol, []byte(fmt.Sprintf(`# the session fixture's policy
-[network]
-default = "deny"
-allow = ["api.anthropic.com:443"]
-
-[upstream]
-resolve = { "api.anthropic.com" = "127.0.0.1:%d" }
-ca_files = [%q]
-
-[[http]]
-host = "api.anthropic.com"
-paths = ["/admin/*"]
-action = "deny"
-
-[mcp.servers.tools]
-command = [%q, "mcp-test-server"]
-`, port, ca.pemPath, capsemBin)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	pol := fixturePolicy(t, dir, port, ca.pemPath)
 	data := filepath.Join(dir, "data")
 	script := `set -e
 export HOME=/tmp/claude-home
@@ -220,4 +201,33 @@ func checkNoCredentials(t *testing.T, db *sql.DB) {
 		}
 		rows.Close()
 	}
+}
+
+// fixturePolicy writes the policy the fixture's session runs under into
+// dir: api.anthropic.com (to the upstream on port, trusted through
+// caPath), its /admin/ refused, and the gateway's test server "tools".
+// policy suggest learns from the fixture against it.
+func fixturePolicy(t *testing.T, dir string, port int, caPath string) string {
+	t.Helper()
+	pol := filepath.Join(dir, "policy.toml")
+	if err := os.WriteFile(pol, []byte(fmt.Sprintf(`# the session fixture's policy
+[network]
+default = "deny"
+allow = ["api.anthropic.com:443"]
+
+[upstream]
+resolve = { "api.anthropic.com" = "127.0.0.1:%d" }
+ca_files = [%q]
+
+[[http]]
+host = "api.anthropic.com"
+paths = ["/admin/*"]
+action = "deny"
+
+[mcp.servers.tools]
+command = [%q, "mcp-test-server"]
+`, port, caPath, capsemBin)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return pol
 }

@@ -35,27 +35,7 @@ func capsemOut(t *testing.T, args ...string) (string, string, int) {
 func TestPolicySuggestFixture(t *testing.T) {
 	ca := newTestCA(t, "learn CA")
 	dir := t.TempDir()
-	base := filepath.Join(dir, "base.toml")
-	// The fixture's policy as TestSessionFixtureUpdate wrote it.
-	if err := os.WriteFile(base, []byte(fmt.Sprintf(`# the session fixture's policy
-[network]
-default = "deny"
-allow = ["api.anthropic.com:443"]
-
-[upstream]
-resolve = { "api.anthropic.com" = "127.0.0.1:4443" }
-ca_files = [%q]
-
-[[http]]
-host = "api.anthropic.com"
-paths = ["/admin/*"]
-action = "deny"
-
-[mcp.servers.tools]
-command = [%q, "mcp-test-server"]
-`, ca.pemPath, capsemBin)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	base := fixturePolicy(t, dir, 4443, ca.pemPath)
 	id := fixtureSessionID(t)
 	sugg := filepath.Join(dir, "suggested.toml")
 	_, stderr, code := capsemOut(t, "policy", "suggest", "--sqlite", fixturePath, "--base", base, "-o", sugg, id)

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -21,9 +19,7 @@ func TestSandboxExecEnvDefaults(t *testing.T) {
 	e := newSBEnv(t)
 	e.start("env")
 	const show = `echo "TERM=$TERM LANG=$LANG"`
-	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", e.ls()["env"].Socket)
-	}}}
+	hc := e.apiClient("env")
 	apiExec := func(tty bool) string {
 		body, _ := json.Marshal(map[string]any{"argv": []string{"sh", "-c", show}, "tty": tty})
 		resp, err := hc.Post("http://capsem/v1/exec", "application/json", bytes.NewReader(body))

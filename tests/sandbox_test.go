@@ -154,6 +154,15 @@ func (e *sbEnv) ls() map[string]sbStatus {
 
 func (e *sbEnv) state(name string) string { return e.ls()[name].State }
 
+// apiClient is an HTTP client of sandbox name's API socket, as curl
+// --unix-socket uses it (URLs http://capsem/v1/…).
+func (e *sbEnv) apiClient(name string) *http.Client {
+	sock := e.ls()[name].Socket
+	return &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
+}
+
 // qemuOf lists the live QEMU processes whose command line holds mark (a
 // sandbox's directory); zombies, which hold nothing, are not counted.
 func qemuOf(mark string) []int {
@@ -254,9 +263,7 @@ func TestSandboxPolicyReload(t *testing.T) {
 
 	// The API as curl uses it: a buffered exec answers JSON, errors say
 	// what to do.
-	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", e.ls()["pol"].Socket)
-	}}}
+	hc := e.apiClient("pol")
 	resp, err := hc.Post("http://capsem/v1/exec", "application/json", strings.NewReader(`{"argv": ["sh", "-c", "echo hi; echo oops >&2; exit 3"]}`))
 	if err != nil {
 		t.Fatal(err)

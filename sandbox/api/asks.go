@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -88,30 +87,17 @@ func (c *Client) Asks(ctx context.Context) ([]ask.Question, error) {
 // waiting first, until ctx ends, the sandbox stops or fn fails. While it
 // runs the sandbox asks rather than denies.
 func (c *Client) FollowAsks(ctx context.Context, fn func(ask.Update) error) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url(PathAsks, url.Values{"follow": {"1"}}), nil)
-	if err != nil {
-		return err
-	}
-	resp, err := c.send(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
+	err := c.lines(ctx, PathAsks, url.Values{"follow": {"1"}}, 1<<20, func(line []byte) error {
 		var u ask.Update
-		if err := json.Unmarshal(sc.Bytes(), &u); err != nil {
+		if err := json.Unmarshal(line, &u); err != nil {
 			return err
 		}
-		if err := fn(u); err != nil {
-			return err
-		}
+		return fn(u)
+	})
+	if ctx.Err() != nil {
+		return ctx.Err()
 	}
-	if err := sc.Err(); err != nil && ctx.Err() == nil {
-		return err
-	}
-	return ctx.Err()
+	return err
 }
 
 // Answer is POST /v1/asks/ID.

@@ -172,7 +172,13 @@ func (c *Client) Events(ctx context.Context, since uint64, follow bool, fn func(
 	if follow {
 		q.Set("follow", "1")
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url(PathEvents, q), nil)
+	return c.lines(ctx, PathEvents, q, 64<<20, func(line []byte) error { return fn(json.RawMessage(line)) })
+}
+
+// lines GETs path?q and calls fn with each line of the NDJSON answer (at
+// most max bytes each) until it ends or fn fails.
+func (c *Client) lines(ctx context.Context, path string, q url.Values, max int, fn func([]byte) error) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url(path, q), nil)
 	if err != nil {
 		return err
 	}
@@ -182,9 +188,9 @@ func (c *Client) Events(ctx context.Context, since uint64, follow bool, fn func(
 	}
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	sc.Buffer(make([]byte, 64<<10), max)
 	for sc.Scan() {
-		if err := fn(json.RawMessage(sc.Bytes())); err != nil {
+		if err := fn(sc.Bytes()); err != nil {
 			return err
 		}
 	}

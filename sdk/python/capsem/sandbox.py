@@ -276,11 +276,15 @@ class Sandbox:
         q = {"since": str(since)}
         if follow:
             q["follow"] = "1"
+        return self._lines("/v1/events?" + urllib.parse.urlencode(q))
+
+    def _lines(self, url):
+        """GETs url and yields each line of the NDJSON answer, decoded."""
         conn = UnixHTTPConnection(self._socket())
         try:
             with self._gone():
                 conn.connect()
-            conn.request("GET", "/v1/events?" + urllib.parse.urlencode(q))
+            conn.request("GET", url)
             resp = conn.getresponse()
             raise_for(resp)
             while True:
@@ -303,24 +307,7 @@ class Sandbox:
         refuses at once."""
         if not follow:
             return self._api("GET", "/v1/asks")
-        return self._follow_asks()
-
-    def _follow_asks(self):
-        conn = UnixHTTPConnection(self._socket())
-        try:
-            with self._gone():
-                conn.connect()
-            conn.request("GET", "/v1/asks?follow=1")
-            resp = conn.getresponse()
-            raise_for(resp)
-            while True:
-                line = resp.readline()
-                if not line:
-                    return
-                if line.strip():
-                    yield json.loads(line)
-        finally:
-            conn.close()
+        return self._lines("/v1/asks?follow=1")
 
     def answer(self, question_id, answer, by="api"):
         """Answers a question: answer is "once", "session", "always" (kept

@@ -2,6 +2,7 @@
 name no entry names while a callback decides it; with nobody listening it
 refuses at once."""
 
+import threading
 import time
 
 import capsem
@@ -42,7 +43,7 @@ def test_on_ask(env, tmp_path):
 
         # The stream, by hand: the question, then answer it.
         stream = sb.asks(follow=True)
-        import threading
+        assert next(stream) == {"type": "listening"}  # the sandbox asks from now on
         r = {}
         t = threading.Thread(target=lambda: r.update(ok=resolves(sb, "hand.example")))
         t.start()
