@@ -11,11 +11,11 @@ var tableHeader = regexp.MustCompile(`^\s*\[\[?\s*([A-Za-z0-9_.\-" ]+?)\s*\]\]?\
 
 // learned are the tables Suggest writes itself; a base policy's are left
 // out of its copy.
-var learned = []string{"network", "http", "mcp", "mcp.rules"}
+var learned = []string{"network", "http", "mcp", "mcp.rules", "secret"}
 
 // baseTables is the text of a base policy file without the tables
-// Suggest writes: its [upstream], [[secret]], [mcp.servers.NAME], [dlp],
-// [[forward]] and the rest, as the file writes them. (A table written
+// Suggest writes: its [upstream], [mcp.servers.NAME], [dlp], [[forward]]
+// and the rest, as the file writes them. (A table written
 // inline, or as dotted keys of a learned table, is left out with it.)
 func baseTables(text string) string {
 	var out []string

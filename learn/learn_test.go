@@ -119,3 +119,46 @@ func TestSuggestHTTP(t *testing.T) {
 		checkSuggestion(t, tc.events, tc.want, tc.not, tc.why)
 	}
 }
+
+// The base's secrets keep only the hosts the session reached; one none
+// of whose hosts was reached keeps them all; the MCP gateway's name is
+// never an allow entry (capsem serves it).
+func TestSuggestSecretsAndGateway(t *testing.T) {
+	rec := NewRecord()
+	for _, ev := range []store.Event{flowEv("api.test", 443), flowEv("mcp.capsem.internal", 443)} {
+		rec.Add("s1", ev)
+	}
+	s, err := Suggest(rec, Options{BaseName: "base.toml", Base: `[network]
+allow = ["api.test", "unused.test"]
+
+[[secret]]
+name = "K"
+from_env = "K"
+hosts = ["api.test", "other.test"]
+
+[[secret]]
+name = "G"
+from_env = "G"
+hosts = ["*.gh.test"]
+in = ["header"]
+`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(s.Text)
+	for _, want := range []string{
+		"[[secret]] # its hosts reached: api.test",
+		"name = \"K\"\nfrom_env = \"K\"\nhosts = [\"api.test\"]",
+		"[[secret]] # none of its hosts was reached in the sessions: all kept\nname = \"G\"\nfrom_env = \"G\"\nhosts = [\"*.gh.test\"]\nin = [\"header\"]",
+		"# mcp.capsem.internal was served by the session policy's [mcp.servers]",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("no %q in\n%s", want, text)
+		}
+	}
+	for _, not := range []string{`"unused.test"`, `"other.test"`, `  "mcp.capsem.internal"`} {
+		if strings.Contains(text, not) {
+			t.Errorf("%s in\n%s", not, text)
+		}
+	}
+}

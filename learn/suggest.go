@@ -14,9 +14,9 @@ import (
 // Options shape a suggestion.
 type Options struct {
 	// Base is the policy file's text the suggestion keeps the rest of:
-	// its [upstream], [[secret]], [mcp.servers.NAME], [[forward]], [dlp]
-	// and other tables, as written, and its [network] unknown and
-	// ask_timeout. "": none.
+	// its [upstream], [mcp.servers.NAME], [[forward]], [dlp] and other
+	// tables, as written; its [[secret]] tables with their hosts cut to
+	// those reached; its [network] unknown and ask_timeout. "": none.
 	Base string
 	// BaseName names Base in errors and the header.
 	BaseName string
@@ -71,8 +71,8 @@ func Suggest(rec *Record, o Options) (Suggestion, error) {
 			return Suggestion{}, fmt.Errorf("learn: --base: %w", err)
 		}
 		restText = baseTables(o.Base)
-		if rest, err = policy.Parse(o.BaseName+" (without [network], [[http]] and [mcp])", []byte(restText)); err != nil {
-			return Suggestion{}, fmt.Errorf("learn: --base: its tables other than [network], [[http]] and [mcp] do not stand alone: %w", err)
+		if rest, err = policy.Parse(o.BaseName+" (without [network], [[http]], [mcp] and [[secret]])", []byte(restText)); err != nil {
+			return Suggestion{}, fmt.Errorf("learn: --base: its tables other than [network], [[http]], [mcp] and [[secret]] do not stand alone: %w", err)
 		}
 	}
 	seen := rec.Seen()
@@ -85,7 +85,7 @@ func Suggest(rec *Record, o Options) (Suggestion, error) {
 	w.line("# %s %s (%d events) is still allowed, and what it was refused still refused.", what, strings.Join(rec.Sessions, ", "), rec.Events)
 	w.line("# Each line says how many events it covers. Read it before you use it.")
 	if o.Base != "" {
-		w.line("# The tables other than [network], [[http]] and [mcp] are %s's, as it writes them.", o.BaseName)
+		w.line("# The tables other than [network], [[http]], [mcp] and [[secret]] are %s's, as it writes them.", o.BaseName)
 	}
 	w.line("")
 
@@ -119,13 +119,11 @@ func Suggest(rec *Record, o Options) (Suggestion, error) {
 	if o.Base != "" && base.NetworkAskTimeout() != policy.DefaultAskTimeout {
 		w.line("ask_timeout = %d", int(base.NetworkAskTimeout().Seconds()))
 	}
-	for _, s := range seen {
-		if s.Kind == KindDNS && s.Allowed && (s.Name == policy.MCPGatewayHost) && rest == nil {
-			w.line("# %s was served by the session policy's [mcp.servers]: give --base POLICY to keep them", s.Name)
-			break
-		}
+	if _, served := names[policy.MCPGatewayHost]; served {
+		w.line("# %s was served by the session policy's [mcp.servers]: give --base POLICY to keep them", policy.MCPGatewayHost)
 	}
 
+	secretTables(&w, base, names)
 	httpRules(&w, seen)
 	mcpRules(&w, seen, base, o.Base != "", entries)
 	if restText != "" {
@@ -247,8 +245,10 @@ func networkEntries(names map[string]*use, denied []string, siblings int) []entr
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(names)) {
-		if collapsed[name] != "" || policy.CheckEntry(name) != nil {
-			continue // no entry can name it (a session's policy never allowed it)
+		if collapsed[name] != "" || policy.CheckEntry(name) != nil || name == policy.MCPGatewayHost {
+			// No entry can name it (a session's policy never allowed it),
+			// or capsem serves it: an entry would send it upstream.
+			continue
 		}
 		u := names[name]
 		for _, p := range portsOf(u) {

@@ -23,7 +23,7 @@ type Asker interface {
 const maxHeldAsks = 256
 
 // onceWindow is how long a name allowed once, at its DNS query, waits for
-// its connection (its other lookups are answered meanwhile): a client dials within milliseconds of its answer; a
+// its connection: a client dials within milliseconds of its answer; a
 // minute covers one that resolves, then waits on something else.
 const onceWindow = time.Minute
 

@@ -135,7 +135,9 @@ func (s *Stack) handleTCP(r *tcp.ForwarderRequest) {
 		if out.Answer == ask.Once {
 			current = s.grantedCurrent(aq.Grants())
 		}
-		dec.Reason = out.Reason
+		if dec.Allowed {
+			dec.Reason = out.Reason // asked-allowed: a person, not the file, allowed it
+		}
 	}
 	if !dec.Allowed {
 		refuse(dec.Reason, "")

@@ -76,8 +76,9 @@ func policySuggestCommand() *cli.Command {
 			"Names the sessions resolved and connected to become [network] allow entries (N names under one\n" +
 			"parent become \"*.parent\" when no refused name falls under it); the requests of a host with few\n" +
 			"methods and path prefixes become [[http]] rules; MCP tools called become [[mcp.rules]]. Every\n" +
-			"line says how many events it covers. --base keeps a policy's other tables (secrets, upstream,\n" +
-			"MCP servers, forwards); --from-denied adds what the sessions were refused, each line marked.\n" +
+			"line says how many events it covers. --base keeps a policy's other tables (upstream, MCP\n" +
+			"servers, forwards; secrets with their hosts cut to those reached); --from-denied adds what the\n" +
+			"sessions were refused, each line marked.\n" +
 			"Check the result with capsem policy check.",
 		Flags: append(sessionsFlags(),
 			&cli.BoolFlag{Name: "from-denied", Usage: "also allow what the sessions were refused (each line marked DENIED)"},
