@@ -96,7 +96,10 @@ func TestSharedQuestionAndTimeout(t *testing.T) {
 	outs := make([]Outcome, 5)
 	for i := range outs {
 		wg.Add(1)
-		go func() { defer wg.Done(); outs[i] = b.Ask(context.Background(), Network("same.test", 0), 200*time.Millisecond) }()
+		go func() {
+			defer wg.Done()
+			outs[i] = b.Ask(context.Background(), Network("same.test", 0), 200*time.Millisecond)
+		}()
 	}
 	u := next(t, l)
 	wg.Wait()

@@ -123,19 +123,20 @@ func (e *sbEnv) sh(name, script string) string {
 
 // sbStatus is what `capsem ls --json` says of one sandbox.
 type sbStatus struct {
-	Name      string `json:"name"`
-	State     string `json:"state"`
-	SessionID string `json:"session_id"`
-	PID       int    `json:"pid"`
-	Log       string `json:"log"`
-	Socket    string `json:"socket"`
-	Policy    string `json:"policy"`
-	PolicySHA string `json:"policy_sha256"`
-	DiskUsed  int64  `json:"disk_used"`
-	DiskSize  int64  `json:"disk_size"`
-	Workspace string `json:"workspace"`
-	CPUs      int    `json:"cpus"`
-	MemoryMiB int    `json:"memory_mib"`
+	Name      string   `json:"name"`
+	State     string   `json:"state"`
+	SessionID string   `json:"session_id"`
+	PID       int      `json:"pid"`
+	Log       string   `json:"log"`
+	Socket    string   `json:"socket"`
+	Policy    string   `json:"policy"`
+	PolicySHA string   `json:"policy_sha256"`
+	DiskUsed  int64    `json:"disk_used"`
+	DiskSize  int64    `json:"disk_size"`
+	Workspace string   `json:"workspace"`
+	CPUs      int      `json:"cpus"`
+	MemoryMiB int      `json:"memory_mib"`
+	Asked     []string `json:"asked"`
 }
 
 func (e *sbEnv) ls() map[string]sbStatus {

@@ -111,9 +111,17 @@ func TestSnapshotFork(t *testing.T) {
 		t.Errorf("a fork without MY_TOKEN says %q", r.stderr)
 	}
 
+	// What a person answered "always" in the source is the forks' too.
+	if err := os.WriteFile(filepath.Join(e.data, "sandboxes", "src", "policy-asked.toml"), []byte("[network]\nallow = [\"kept.test\"]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
 	e.env = []string{"MY_TOKEN=" + real2}
 	for _, f := range []string{"f1", "f2"} {
 		r := e.must(0, nil, "start", "--ca-dir", e.caDir, "--from", "src@t1", f)
+		if asked := e.ls()[f].Asked; len(asked) != 1 || asked[0] != "kept.test" {
+			t.Errorf("%s's asked entries: %q, want the source's kept.test", f, asked)
+		}
 		t.Logf("capsem start --from src@t1 %s: %v", f, r.took.Round(time.Millisecond))
 		// The clock first: the guest's is set when it is restored, and
 		// under TCG its tick-based clocksource (refined-jiffies) loses

@@ -91,13 +91,13 @@ type runOptions struct {
 	caDir     string
 	log       *slog.Logger
 
-	cold       bool              // boot the kernel, not the boot snapshot
-	consoleMax int64             // the console log's cap in bytes (0: the default)
-	storeOpts  store.Options     // the session store's limits (zero: the defaults)
-	noStdin    bool              // the command gets no input (doctor)
-	onEvent    func(store.Event) // sees each event of the session once it is recorded (doctor)
-	publish    []ports.Spec      // --publish: guest ports published on the host for the run
-	published  func(ports.Spec)  // told each port in force, its host port picked (doctor)
+	cold       bool                         // boot the kernel, not the boot snapshot
+	consoleMax int64                        // the console log's cap in bytes (0: the default)
+	storeOpts  store.Options                // the session store's limits (zero: the defaults)
+	noStdin    bool                         // the command gets no input (doctor)
+	onEvent    func(store.Event)            // sees each event of the session once it is recorded (doctor)
+	publish    []ports.Spec                 // --publish: guest ports published on the host for the run
+	published  func(ports.Spec)             // told each port in force, its host port picked (doctor)
 	onSandbox  func(*sandbox.Sandbox) error // told the sandbox once its guest runs (doctor)
 }
 

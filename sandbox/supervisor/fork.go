@@ -16,7 +16,8 @@ import (
 // newest), with the settings s (src's, with the fork's flags applied):
 // src's image pinned again, its own copy of the snapshot's disk (a
 // reflink where the filesystem has them, else sparse), and the snapshot's
-// guest as dst's suspended state, which dst's first start resumes. The
+// guest as dst's suspended state, which dst's first start resumes, and
+// src's overlay of "always" answers. The
 // saved files are hard-linked, not copied: a restore only reads them. A
 // fork that fails on the way is removed.
 func Fork(ctx context.Context, src home.Dir, tag string, dst home.Dir, s home.Settings) (err error) {
@@ -48,6 +49,15 @@ func Fork(ctx context.Context, src home.Dir, tag string, dst home.Dir, s home.Se
 	}
 	if err := EnsureDisk(ctx, dst, s.DiskGiB); err != nil {
 		return err
+	}
+	// What a person answered "always" in src is part of its policy: the
+	// fork, which runs under src's policy file, keeps it too.
+	if kept, err := src.Overlay().Grants(); err != nil {
+		return err
+	} else if !kept.Empty() {
+		if err := dst.Overlay().Keep(kept); err != nil {
+			return err
+		}
 	}
 	m.Origin = fmt.Sprintf("snapshot %s@%s of session %s", src.Name, m.Tag, m.SessionID)
 	m.Disk = false
