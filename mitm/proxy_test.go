@@ -77,6 +77,13 @@ type testProxy struct {
 
 func startTestProxy(t *testing.T, rec netstack.Recorder, h http.Handler) *testProxy {
 	t.Helper()
+	return startTestProxyWith(t, rec, h, nil)
+}
+
+// startTestProxyWith is startTestProxy with tweak, when not nil, changing
+// the proxy's Config before it is made.
+func startTestProxyWith(t *testing.T, rec netstack.Recorder, h http.Handler, tweak func(*Config)) *testProxy {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +141,11 @@ action = "deny"
 		t.Fatal(err)
 	}
 	tp.pol.Store(pol)
-	tp.p, err = New(Config{CA: authority, Recorder: rec, SystemRoots: roots})
+	cfg := Config{CA: authority, Recorder: rec, SystemRoots: roots}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	tp.p, err = New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

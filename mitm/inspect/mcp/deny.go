@@ -89,6 +89,7 @@ func (v *view) decide(r *http.Request) bool {
 		c.rec.Decision, c.rec.Reason, c.rec.MatchedRule = store.Denied, d.Reason, d.Rule
 		if d.Allowed {
 			c.rec.Decision = store.Allowed
+			v.t.wait(v.sess, c.rec.RequestID, c) // its response ends it, as an allowed call's does
 		}
 		v.mu.Unlock()
 	}
