@@ -162,3 +162,15 @@ in = ["header"]
 		}
 	}
 }
+
+// A tool the guest named "*" is never written into a rule, where it would
+// be a glob allowing every tool: [mcp] unknown stays as it was, so the
+// call is still allowed, and the comment says why.
+func TestSuggestStarTool(t *testing.T) {
+	call := func(tool string) store.Event {
+		return store.Event{MCPCall: &store.MCPCall{ServerName: "api.test/mcp", Method: "tools/call", ToolName: tool, Decision: store.Allowed, Reason: "allowed"}}
+	}
+	checkSuggestion(t, []store.Event{flowEv("api.test", 443), call("*"), call("echo")},
+		[]string{`# MCP tool "*" of "api.test": 1 call; a "*" in its name would be a glob`, `tools = ["echo"]`},
+		[]string{`tools = ["*"]`, `unknown = "deny"`}, "a glob from the guest never reaches a rule")
+}

@@ -133,17 +133,25 @@ func rulesReproduce(host, rules string, reqs []Seen) bool {
 // asks).
 func mcpRules(w *writer, seen []Seen, base *policy.Policy, haveBase bool, entries []entry) {
 	tools := map[string]map[string]int64{} // server → tool → calls
+	var unnamedTools []string
 	for _, s := range seen {
 		if s.Kind != KindMCP || !s.Allowed {
 			continue
 		}
 		server := mcpRuleServer(s.Name, base)
+		if strings.Contains(s.Tool, "*") {
+			// A rule's tools are globs, and a tool name the guest chose
+			// with a "*" in it would allow every tool it matches.
+			unnamedTools = append(unnamedTools, fmt.Sprintf("\n# MCP tool %s of %s: %s; a \"*\" in its name would be a glob in a rule, so no rule names it and a tool no rule names is not refused",
+				quote(s.Tool), quote(server), plural(s.Events, "call")))
+			continue
+		}
 		if tools[server] == nil {
 			tools[server] = map[string]int64{}
 		}
 		tools[server][s.Tool] += s.Events
 	}
-	var rules, unnamed []string
+	rules, unnamed := []string(nil), unnamedTools
 	for _, server := range slices.Sorted(maps.Keys(tools)) {
 		ts := slices.Sorted(maps.Keys(tools[server]))
 		var n int64

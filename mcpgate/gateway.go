@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/capsem/capsem/ask"
 
@@ -28,6 +29,8 @@ type Decider interface {
 	DecideMCPTool(server, tool string) policy.Decision
 	// MCPHideDenied reports whether tools/list leaves denied tools out.
 	MCPHideDenied() bool
+	// MCPAskTimeout is how long a call it leaves to a person waits.
+	MCPAskTimeout() time.Duration
 }
 
 // Recorder takes the gateway's events; a store.Writer is one.

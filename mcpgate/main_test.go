@@ -54,6 +54,8 @@ func (d decider) DecideMCPTool(server, tool string) policy.Decision {
 
 func (d decider) MCPHideDenied() bool { return d.hide }
 
+func (d decider) MCPAskTimeout() time.Duration { return policy.DefaultAskTimeout }
+
 type recorder struct {
 	mu sync.Mutex
 	ev []store.Event

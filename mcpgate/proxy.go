@@ -114,7 +114,7 @@ func (e *entry) proxy(ctx context.Context, method string, req mcp.Request, next 
 		dec := policy.Decision{Reason: reasonNoPolicy}
 		if d != nil {
 			dec = d.DecideMCPTool(e.name, p.Name)
-			dec = g.cfg.Asks.Settle(ctx, ask.MCP(e.name, p.Name), askTimeout(d), dec)
+			dec = g.cfg.Asks.Settle(ctx, ask.MCP(e.name, p.Name), d.MCPAskTimeout(), dec)
 		}
 		if !dec.Allowed {
 			c.Decision, c.Reason, c.MatchedRule = store.Denied, dec.Reason, dec.Rule
@@ -240,13 +240,4 @@ func guestCapabilities(c *mcp.ServerCapabilities) *mcp.ServerCapabilities {
 		out.Resources = &r
 	}
 	return &out
-}
-
-// askTimeout is how long a call d leaves to a person waits: its [mcp]
-// ask_timeout.
-func askTimeout(d Decider) time.Duration {
-	if p, ok := d.(interface{ MCPAskTimeout() time.Duration }); ok {
-		return p.MCPAskTimeout()
-	}
-	return policy.DefaultAskTimeout
 }

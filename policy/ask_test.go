@@ -138,8 +138,21 @@ func TestWithGrants(t *testing.T) {
 	if d := q.DecideMCPTool("mcp.known.test", "delete"); d.Allowed {
 		t.Errorf("a rule's deny wins over a grant: %+v", d)
 	}
-	if q.SHA256 == p.SHA256 || q.FileSHA256() != p.SHA256 {
-		t.Errorf("SHA256 %s, file %s; the file's %s", q.SHA256, q.FileSHA256(), p.SHA256)
+	star, err := p.WithGrants(Grants{MCP: []MCPGrant{{"mcp.known.test", "*"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := star.DecideMCPTool("mcp.known.test", "write"); d.Allowed || !d.Ask {
+		t.Errorf("a grant of the tool the guest called \"*\" allows write: %+v; a grant names one tool, exactly", d)
+	}
+	if d := star.DecideMCPTool("mcp.known.test", "*"); !d.Allowed {
+		t.Errorf("the tool called \"*\" itself: %+v", d)
+	}
+	if !star.MCPMayDeny("mcp.known.test") {
+		t.Error("MCPMayDeny: an exact grant of \"*\" is not a rule for every tool")
+	}
+	if q.SHA256 == p.SHA256 || q.fileSHA256() != p.SHA256 {
+		t.Errorf("SHA256 %s, file %s; the file's %s", q.SHA256, q.fileSHA256(), p.SHA256)
 	}
 	r, err := q.WithGrants(Grants{Network: []string{"new.test", "two.test"}})
 	if err != nil {

@@ -25,7 +25,7 @@ type Grants struct {
 // MCPGrant allows one tool of one MCP server.
 type MCPGrant struct {
 	Server string `json:"server"` // the NAME of an [mcp.servers.NAME] table, or a host
-	Tool   string `json:"tool"`   // the tool's name; * matches any run of characters
+	Tool   string `json:"tool"`   // the tool's name, matched exactly (a "*" in it is a "*")
 }
 
 // GrantRule starts the Decision.Rule of a decision a grant made, as in
@@ -167,18 +167,9 @@ func (p *Policy) fileSHA256() string {
 	return p.SHA256
 }
 
-// FileSHA256 is the SHA-256 of the policy file, without the grants laid
-// over it (SHA256 when there are none).
-func (p *Policy) FileSHA256() string {
-	if !p.usable() {
-		return ""
-	}
-	return p.fileSHA256()
-}
-
 // grantRule is the [[mcp.rules]] allow rule of mg.
 func (p *Policy) grantRule(mg MCPGrant) (mcpRule, error) {
-	r := mcpRule{allow: true, tools: []string{mg.Tool}, text: GrantRule + mg.entry()}
+	r := mcpRule{allow: true, tools: []string{mg.Tool}, exact: true, text: GrantRule + mg.entry()}
 	if mg.Tool == "" || strings.ContainsAny(mg.Tool, "\x00\n") {
 		return r, fmt.Errorf("allowed MCP tool %q of %q: write the tool's name", mg.Tool, mg.Server)
 	}

@@ -38,6 +38,9 @@ type mcpRule struct {
 	name  string   // the NAME of a gateway server; "" when host is the pattern
 	host  entry    // a name or "*.name" pattern, when name is ""
 	tools []string // globs; nil: every tool
+	// exact: tools are names, not globs. A grant's tool is a name the
+	// guest chose: a tool called "*" allowed once must not allow them all.
+	exact bool
 }
 
 // matchesServer reports whether the rule is for server, given as it was
@@ -58,6 +61,9 @@ func (r *mcpRule) matchesServer(server, host string, hostOK bool) bool {
 
 // matchesTool reports whether tool is one of the rule's tools.
 func (r *mcpRule) matchesTool(tool string) bool {
+	if r.exact {
+		return slices.Contains(r.tools, tool)
+	}
 	if r.tools == nil {
 		return true
 	}
@@ -71,7 +77,7 @@ func (r *mcpRule) matchesTool(tool string) bool {
 
 // everyTool reports whether the rule matches every tool name.
 func (r *mcpRule) everyTool() bool {
-	return r.tools == nil || slices.Contains(r.tools, "*")
+	return !r.exact && (r.tools == nil || slices.Contains(r.tools, "*"))
 }
 
 // mcpHost returns the canonical host of server, a host or a gateway
