@@ -14,7 +14,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime/debug"
 	"runtime/pprof"
 	"strings"
 	"syscall"
@@ -29,6 +28,7 @@ import (
 	"github.com/capsem/capsem/policy"
 	"github.com/capsem/capsem/ports"
 	"github.com/capsem/capsem/store"
+	"github.com/capsem/capsem/version"
 )
 
 // exitUsage is the exit status for bad flags or a bad policy file.
@@ -63,24 +63,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 1
 }
 
-func version() string {
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		v := bi.Main.Version
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-				v += " " + s.Value[:12]
-			}
-		}
-		return v
-	}
-	return "unknown"
-}
-
 func newApp(stdout, stderr io.Writer) *cli.App {
 	return &cli.App{
 		Name:    "capsem-net",
 		Usage:   "capsem's network filter for any VM: fake DNS, port/IP blocking and an event log, in a userspace TCP/IP stack",
-		Version: version(),
+		Version: version.String(),
 		Description: "Point a VM's NIC at one --listen-* socket. The guest gets 198.18.0.2/24 by DHCP, gateway and DNS\n" +
 			"198.18.0.1. Only names the policy allows resolve (to synthetic addresses in 198.19.0.0/16), only\n" +
 			"allowed ports to them connect; everything else is refused and logged to the event store.\n" +
@@ -311,7 +298,7 @@ func serve(c *cli.Context, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "forward: %s -> the guest's %s (SSH as %s)\n", f.sock, f.dest, f.user)
 	}
 
-	fmt.Fprintf(stdout, "capsem-net %s: listening on %s, session %s, events in %s\n", version(), ln, w.ID(), c.String("data"))
+	fmt.Fprintf(stdout, "capsem-net %s: listening on %s, session %s, events in %s\n", version.String(), ln, w.ID(), c.String("data"))
 	fmt.Fprintf(stdout, "TLS to port 443 is intercepted: the guest must trust %s\n", authority.CertPath())
 	if err := writePlaceholders(c.String("data"), pol, stdout); err != nil {
 		return err

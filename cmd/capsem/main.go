@@ -5,40 +5,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/capsem/capsem/guest/image"
 	"github.com/capsem/capsem/sandbox"
+	"github.com/capsem/capsem/version"
 )
-
-// version is capsem's module version; a build from a checkout (devel)
-// adds the commit it was built from, and "+dirty" for uncommitted changes:
-// a snapshot records it, and a restore by another build is refused.
-func version() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "unknown"
-	}
-	v := bi.Main.Version
-	if v != "(devel)" && v != "" {
-		return v
-	}
-	var rev, dirty string
-	for _, s := range bi.Settings {
-		switch {
-		case s.Key == "vcs.revision" && len(s.Value) >= 12:
-			rev = s.Value[:12]
-		case s.Key == "vcs.modified" && s.Value == "true":
-			dirty = "+dirty"
-		}
-	}
-	if rev == "" {
-		return v
-	}
-	return v + " " + rev + dirty
-}
 
 // exitUsage is the exit status for bad flags.
 const exitUsage = 2
@@ -76,7 +49,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 	app := &cli.App{
 		Name:    "capsem",
 		Usage:   "run AI coding agents in a Linux VM whose only way out is capsem's filtering netstack",
-		Version: version(),
+		Version: version.String(),
 		Description: "capsem run boots a guest and runs a command in it; every event of the run is recorded, and\n" +
 			"listed, inspected and exported here. The network filter alone ships as capsem-net.",
 		Writer:          stdout,

@@ -27,6 +27,7 @@ import (
 	"github.com/capsem/capsem/sandbox/home"
 	"github.com/capsem/capsem/sandbox/sessionstore"
 	"github.com/capsem/capsem/store"
+	"github.com/capsem/capsem/version"
 )
 
 // hostEnvAllowlist are the host variables a guest command gets (besides
@@ -392,7 +393,7 @@ func (o *runOptions) execOptions() execOptions {
 }
 
 // hostName is how capsem names itself to the guest's agent.
-func hostName() string { return "capsem " + version() }
+func hostName() string { return "capsem " + version.String() }
 
 func coldFlag() cli.Flag {
 	return &cli.BoolFlag{Name: "cold", Usage: "boot the guest's kernel instead of restoring the boot snapshot (made once per image, size and CPU count)"}
