@@ -3,6 +3,7 @@
 uint32 — then the payload, at most 1 MiB."""
 
 import struct
+from typing import BinaryIO, Tuple
 
 STDIN = 0
 STDOUT = 1
@@ -16,7 +17,7 @@ HEADER = struct.Struct(">B3xI")
 MAX_PAYLOAD = 1 << 20
 
 
-def encode(typ, payload=b""):
+def encode(typ: int, payload: bytes = b"") -> bytes:
     """The frames carrying payload (split when longer than MAX_PAYLOAD)."""
     if not payload:
         return HEADER.pack(typ, 0)
@@ -27,7 +28,17 @@ def encode(typ, payload=b""):
     return b"".join(out)
 
 
-def read_exact(f, n):
+def header(raw: bytes) -> Tuple[int, int]:
+    """A frame's header, checked: (type, payload length)."""
+    if raw[1:4] != b"\0\0\0":
+        raise ValueError(f"bad frame header {raw.hex()}")
+    typ, n = HEADER.unpack(raw)
+    if n > MAX_PAYLOAD:
+        raise ValueError(f"frame of {n} bytes, over 1 MiB")
+    return typ, n
+
+
+def read_exact(f: BinaryIO, n: int) -> bytes:
     """n bytes from the binary file f, or EOFError when it ends first."""
     buf = bytearray()
     while len(buf) < n:
@@ -38,12 +49,7 @@ def read_exact(f, n):
     return bytes(buf)
 
 
-def read(f):
+def read(f: BinaryIO) -> Tuple[int, bytes]:
     """One frame from f, as (type, payload)."""
-    header = read_exact(f, HEADER.size)
-    if header[1:4] != b"\0\0\0":
-        raise ValueError(f"bad frame header {header.hex()}")
-    typ, n = HEADER.unpack(header)
-    if n > MAX_PAYLOAD:
-        raise ValueError(f"frame of {n} bytes, over 1 MiB")
+    typ, n = header(read_exact(f, HEADER.size))
     return typ, read_exact(f, n) if n else b""

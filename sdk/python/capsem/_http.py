@@ -7,6 +7,7 @@ import os
 import socket
 import struct
 import sys
+from typing import Any, Mapping, Optional, Protocol, Union
 
 from .errors import APIError, CapsemError, ForeignServer
 
@@ -17,17 +18,24 @@ _UCRED = struct.Struct("=iII")
 _XUCRED_SIZE, _SOL_LOCAL, _LOCAL_PEERCRED = 76, 0, 1
 
 
-def _peer_uid(sock):
+class _SockOpt(Protocol):
+    """A socket's getsockopt: socket.socket's, and asyncio's transport socket's."""
+
+    def getsockopt(self, level: int, optname: int, buflen: int) -> bytes: ...
+
+
+def peer_uid(sock: _SockOpt) -> int:
+    """The effective uid of the process at the other end of the unix socket sock."""
     if hasattr(socket, "SO_PEERCRED"):
         raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size)
-        return _UCRED.unpack(raw)[1]
+        return int(_UCRED.unpack(raw)[1])
     if sys.platform == "darwin":
         raw = sock.getsockopt(_SOL_LOCAL, getattr(socket, "LOCAL_PEERCRED", _LOCAL_PEERCRED), _XUCRED_SIZE)
-        return struct.unpack_from("=II", raw)[1]
+        return int(struct.unpack_from("=II", raw)[1])
     raise CapsemError(f"reading a unix socket's peer credentials is implemented for Linux and macOS only, not {sys.platform}")
 
 
-def connect(path, timeout=None):
+def connect(path: str, timeout: Optional[float] = None) -> socket.socket:
     """A socket connected to the supervisor at path, checked to be served
     by our own effective uid before a byte is sent (as the Go client's
     sandbox/api/peer.go does): the socket may sit in a directory other
@@ -39,7 +47,7 @@ def connect(path, timeout=None):
         if timeout is not None:
             s.settimeout(timeout)
         s.connect(path)
-        uid, want = _peer_uid(s), os.geteuid()
+        uid, want = peer_uid(s), os.geteuid()
     except BaseException:
         s.close()
         raise
@@ -52,15 +60,15 @@ def connect(path, timeout=None):
 class UnixHTTPConnection(http.client.HTTPConnection):
     """An HTTPConnection whose transport is a unix socket."""
 
-    def __init__(self, path, timeout=None):
+    def __init__(self, path: str, timeout: Optional[float] = None) -> None:
         super().__init__("capsem", timeout=timeout)
         self.unix_path = path
 
-    def connect(self):
+    def connect(self) -> None:
         self.sock = connect(self.unix_path, self.timeout)
 
 
-def raise_for(resp):
+def raise_for(resp: http.client.HTTPResponse) -> None:
     """Raises APIError for an error answer (reading its JSON body)."""
     if 200 <= resp.status < 300:
         return
@@ -72,11 +80,12 @@ def raise_for(resp):
     raise APIError(resp.status, message)
 
 
-def request(path_, method, url, body=None, headers=None, timeout=None):
+def request(path_: str, method: str, url: str, body: Optional[Union[bytes, str]] = None,
+            headers: Optional[Mapping[str, str]] = None, timeout: Optional[float] = None) -> Any:
     """One request on a fresh connection; returns the parsed JSON answer."""
     conn = UnixHTTPConnection(path_, timeout=timeout)
     try:
-        conn.request(method, url, body=body, headers=headers or {})
+        conn.request(method, url, body=body, headers=dict(headers or {}))
         resp = conn.getresponse()
         raise_for(resp)
         data = resp.read()

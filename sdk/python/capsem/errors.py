@@ -1,6 +1,8 @@
 """The errors the client raises: one base class, and one class per thing a
 caller would handle differently."""
 
+from typing import Sequence
+
 
 class CapsemError(Exception):
     """Base of every error this package raises."""
@@ -23,7 +25,7 @@ class ForeignServer(CapsemError):
     client hung up before sending anything. ``uid`` is that process's,
     ``socket`` the socket's path."""
 
-    def __init__(self, socket, uid, want):
+    def __init__(self, socket: str, uid: int, want: int) -> None:
         super().__init__(
             f"{socket} is served by a process of uid {uid}, not by you (uid {want}): nothing was sent to it. "
             "Another user's process has taken the sandbox's socket: stop that process, remove the socket and its "
@@ -46,7 +48,7 @@ class APIError(CapsemError):
     """An error answer of the sandbox's API (docs/API.md): ``status`` is the
     HTTP status, ``message`` says what to do."""
 
-    def __init__(self, status, message):
+    def __init__(self, status: int, message: str) -> None:
         super().__init__(f"{message} (HTTP {status})")
         self.status = status
         self.message = message
@@ -56,7 +58,7 @@ class CLIError(CapsemError):
     """The capsem command failed: ``code`` is its exit status, ``stderr`` what
     it said."""
 
-    def __init__(self, code, stderr, argv=()):
+    def __init__(self, code: int, stderr: str, argv: Sequence[str] = ()) -> None:
         super().__init__(f"capsem {' '.join(argv)}: exit {code}: {stderr.strip()}".replace("capsem : ", "capsem: "))
         self.code = code
         self.stderr = stderr

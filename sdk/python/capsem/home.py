@@ -21,7 +21,7 @@ NAME_RULE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 MAX_SOCKET_PATH = 103
 
 
-def default_data_dir():
+def default_data_dir() -> str:
     """The data directory capsem uses without --data (store.DefaultDir)."""
     xdg = os.environ.get("XDG_DATA_HOME", "")
     if xdg:
@@ -32,12 +32,12 @@ def default_data_dir():
     return ".capsem"
 
 
-def sandbox_dir(data, name):
+def sandbox_dir(data: str, name: str) -> str:
     """Sandbox name's directory under the data directory data (home.New)."""
     return os.path.normpath(os.path.join(data, "sandboxes", name))
 
 
-def fallback_socket_dir():
+def fallback_socket_dir() -> str:
     """Where sockets whose path in their own directory is too long go
     (home.FallbackSocketDir)."""
     base = os.environ.get("XDG_RUNTIME_DIR", "")
@@ -47,7 +47,7 @@ def fallback_socket_dir():
     return os.path.normpath(os.path.join(tmp, "capsem-%d" % os.geteuid()))
 
 
-def socket_path_in(directory, name):
+def socket_path_in(directory: str, name: str) -> str:
     """Where the API of directory (a sandbox's) named name listens
     (home.SocketPathIn)."""
     p = os.path.normpath(os.path.join(directory, "api.sock"))
@@ -58,12 +58,12 @@ def socket_path_in(directory, name):
     return os.path.join(fallback_socket_dir(), short + "-" + digest + ".sock")
 
 
-def socket_path(data, name):
+def socket_path(data: str, name: str) -> str:
     """The API socket of sandbox name under data (home.Dir.SocketPath)."""
     return socket_path_in(sandbox_dir(data, name), name)
 
 
-def locked(data, name):
+def locked(data: str, name: str) -> bool:
     """Whether a supervisor holds sandbox name's lock, that is, it runs
     (home.Dir.Locked: a shared, non-blocking flock, dropped at once)."""
     try:

@@ -13,44 +13,42 @@ flow and model call recorded in capsem's event store.
     backend.cleanup("task-17")
 """
 
-import hashlib
 import os
-import re
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import capsem
+from capsem.naming import sandbox_name
 
-import capsem  # noqa: E402
-
-# What a sandbox name may be (capsem's rule: [a-z0-9][a-z0-9-]{0,62}).
-_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
-
-
-def sandbox_name(task_id, prefix="task-"):
-    """The sandbox name for task_id: the id itself when it is a valid name
-    after the prefix, else a cleaned-up form with a hash of the id, so that
-    two ids never share a sandbox."""
-    name = prefix + task_id
-    if _NAME.match(name):
-        return name
-    clean = re.sub(r"[^a-z0-9-]+", "-", task_id.lower()).strip("-")
-    digest = hashlib.sha256(task_id.encode()).hexdigest()[:10]
-    return re.sub(r"-+", "-", f"{prefix}{clean[: 63 - len(prefix) - 11]}-{digest}")
+__all__ = ["CapsemTerminalBackend", "sandbox_name"]
 
 
 class CapsemTerminalBackend:
     """One capsem sandbox per task_id.
 
     policy: the policy file for every sandbox (None: capsem's default,
-    the AI providers' APIs only). env_allowlist: names of host variables
-    whose values the sandboxes get; nothing else of this process's
-    environment enters them. workspace: a host directory shared as
-    /workspace (None: capsem's default, the current directory).
+    the AI providers' APIs only). secrets: credentials, as capsem's
+    --secret ("ANTHROPIC_API_KEY", "MY_TOKEN@api.example.com"): the guest
+    gets a placeholder, the value (this process's variable) goes only to
+    the secret's hosts. env_allowlist: names of other host variables whose
+    values the sandboxes get; nothing else of this process's environment
+    enters them. A name there that looks like a credential's
+    (capsem.credential_like) is refused, since its value would sit in the
+    guest: pass it in secrets, or, knowing that, allow_credential_env=True.
+    workspace: a host directory shared as /workspace (None: capsem's
+    default, the current directory).
     """
 
     def __init__(self, policy=None, env_allowlist=(), workspace=None, data=None, ca_dir=None,
-                 capsem_bin=None, default_timeout=None, cpus=None, memory=None, disk=None):
+                 capsem_bin=None, default_timeout=None, cpus=None, memory=None, disk=None, secrets=(),
+                 allow_credential_env=False):
+        risky = [n for n in env_allowlist if capsem.credential_like(n)]
+        if risky and not allow_credential_env:
+            raise ValueError(f"env_allowlist names {', '.join(risky)}, which look like credentials: their values "
+                             "would be in the guest, where a prompt-injected agent can send them anywhere the "
+                             "policy allows. Pass them as secrets=[...] (the guest gets a placeholder), or "
+                             "allow_credential_env=True if they are not credentials")
         self.policy = policy
+        self.secrets = list(secrets)
         self.env_allowlist = tuple(env_allowlist)
         self.workspace = workspace
         self.data = data
@@ -70,6 +68,7 @@ class CapsemTerminalBackend:
         name = sandbox_name(task_id)
         try:
             sb = capsem.Sandbox.start(name, policy=self.policy, workspace=self.workspace, env=self._env(),
+                                      secrets=self.secrets,
                                       data=self.data, ca_dir=self.ca_dir, capsem=self.capsem_bin, **self.size)
         except capsem.AlreadyRunning:
             sb = capsem.Sandbox(name, data=self.data, capsem=self.capsem_bin)

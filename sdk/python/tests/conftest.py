@@ -1,7 +1,9 @@
 """Fixtures for the client's tests: real sandboxes under QEMU, started with
 the capsem binary in $CAPSEM_BIN (tests/python_sdk_test.go builds it and
 runs this suite), in a throwaway data directory and CA; every sandbox made
-is removed at the end."""
+is removed at the end. The capsem package is the one installed (go test
+./tests -run TestPythonSDK installs it into a venv and runs this suite from
+there), or sdk/python on PYTHONPATH."""
 
 import os
 import shutil
@@ -12,7 +14,6 @@ import tempfile
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, os.path.join(HERE, "..", "examples"))
 
 import capsem  # noqa: E402

@@ -59,7 +59,9 @@ def server(request):
     os.mkdir(d, 0o700)
     os.chown(d, uid, uid)
     sock = os.path.join(d, "api.sock")
-    p = subprocess.Popen([sys.executable, "-c", SERVER, sock], stdout=subprocess.PIPE, text=True, cwd="/",
+    # The interpreter itself, not a venv's link to it: another user may
+    # not reach into this user's venv (a 0700 temporary directory).
+    p = subprocess.Popen([os.path.realpath(sys.executable), "-c", SERVER, sock], stdout=subprocess.PIPE, text=True, cwd="/",
                          user=uid if uid != os.geteuid() else None, group=uid if uid != os.geteuid() else None)
     try:
         assert p.stdout.readline().strip() == "ready", "the fake supervisor did not start"

@@ -6,6 +6,8 @@ was written, the host environment only from the allowlist, timeouts as
 import os
 import re
 
+import pytest
+
 import capsem
 from terminal_backend import CapsemTerminalBackend, sandbox_name
 
@@ -45,3 +47,27 @@ def test_sandbox_names():
         assert re.fullmatch(r"[a-z0-9][a-z0-9-]{0,62}", n), (tid, n)
     assert sandbox_name("a" * 58) == "task-" + "a" * 58
     assert sandbox_name("a" * 59) != sandbox_name("a" * 60)
+
+
+def test_terminal_backend_secret(env, monkeypatch):
+    """The example's credential is a secret: every process in its sandbox
+    holds the placeholder, none the real value; an allowlist naming it is
+    refused."""
+    real = "sk-ant-api03-" + "R3alValue" * 6
+    monkeypatch.setenv("ANTHROPIC_API_KEY", real)
+    kw = dict(workspace=env["workspace"], data=env["data"], ca_dir=env["ca_dir"], capsem_bin=env["capsem"])
+    with pytest.raises(ValueError, match="ANTHROPIC_API_KEY"):
+        CapsemTerminalBackend(env_allowlist=["ANTHROPIC_API_KEY"], **kw)
+    b = CapsemTerminalBackend(secrets=["ANTHROPIC_API_KEY"], **kw)
+    try:
+        assert b.run("sleep 600 >/dev/null 2>&1 &", task_id="secret")["exit_code"] == 0  # a process that stays
+        out = b.run("for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' < $f; echo; done 2>/dev/null; "
+                    "ls -d /proc/[0-9]* | wc -l", task_id="secret")["output"]
+        assert real not in out and real[13:] not in out, "the real key is in a guest process's environment"
+        held = [line for line in out.splitlines() if line.startswith("ANTHROPIC_API_KEY=")]
+        assert len(held) >= 2, out[-2000:]  # the background sleep and the shell reading
+        assert all(line.startswith("ANTHROPIC_API_KEY=capsem-secret-") for line in held), held
+        assert int(out.splitlines()[-1]) > 10  # every process was there to be read
+        assert real not in b.run("cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '", task_id="secret")["output"]
+    finally:
+        b.cleanup("secret")
