@@ -7,7 +7,7 @@ import json
 import os
 import re
 import shutil
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, BinaryIO, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 from urllib.parse import quote, urlencode
 
 __all__ = ["quote"]  # re-exported for the clients' query strings
@@ -233,6 +233,15 @@ def answer_word(a: Any) -> str:
     if a is False or a is None:
         return "deny"
     return str(a)
+
+
+def file_size(f: BinaryIO) -> Optional[int]:
+    """What is left to read of the file f, when it is a regular file."""
+    try:
+        st = os.fstat(f.fileno())
+        return st.st_size - f.tell()
+    except (AttributeError, OSError, ValueError):
+        return None
 
 
 def too_large(path: str, size: str) -> str:

@@ -177,7 +177,7 @@ class Sandbox:
             body = data  # type: ignore[assignment]  # an AsyncIterator[bytes], by the check above
         else:
             f: BinaryIO = data
-            length = _file_size(f)
+            length = p.file_size(f)
             body = _file_chunks(f)
         resp = await self._open("PUT", url, body, None, length)
         try:
@@ -492,13 +492,6 @@ class AskHandler:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
-
-
-def _file_size(f: BinaryIO) -> Optional[int]:
-    try:
-        return os.fstat(f.fileno()).st_size - f.tell()
-    except (AttributeError, OSError, ValueError):
-        return None
 
 
 async def _file_chunks(f: BinaryIO, size: int = 256 << 10) -> AsyncIterator[bytes]:

@@ -181,7 +181,7 @@ class Sandbox:
             if isinstance(data, (bytes, bytearray, memoryview)):
                 conn.request("PUT", url, body=bytes(data))
             else:
-                size = _file_size(data)
+                size = p.file_size(data)
                 if size is None:
                     conn.request("PUT", url, body=_chunks(data), encode_chunked=True,
                                  headers={"Transfer-Encoding": "chunked"})
@@ -536,14 +536,6 @@ class AskHandler:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _file_size(f: BinaryIO) -> Optional[int]:
-    try:
-        st = os.fstat(f.fileno())
-        return st.st_size - f.tell()
-    except (AttributeError, OSError, ValueError):
-        return None
 
 
 def _chunks(f: BinaryIO, size: int = 256 << 10) -> Iterator[bytes]:

@@ -75,6 +75,10 @@ def test_persistent_cleanup_keeps_the_disk(env):
     assert states[e.name] == "stopped"
     e2 = hermes.CapsemEnvironment(task_id="keep", **kw)
     assert e2.execute("cat /root/note")["output"] == "kept\n"
+    e3 = hermes.CapsemEnvironment(task_id="keep", **kw)  # the task's sandbox already runs: attached
+    assert e3.execute("cat /root/note")["output"] == "kept\n"
+    capsem.Sandbox(e2.name, data=env["data"], capsem=env["capsem"]).stop()  # behind its back
+    assert e2.execute("echo again")["output"] == "again\n", "a stopped sandbox is started again"
     e2.cleanup(force_remove=True)
     assert e2.name not in {s["name"] for s in capsem.ls(env["data"], env["capsem"])}
 

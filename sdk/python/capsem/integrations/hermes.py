@@ -43,7 +43,7 @@ from typing import Any, Dict, Mapping, Optional
 
 from .. import _protocol as p
 from ..envnames import credential_like
-from ..errors import CapsemError, SandboxNotFound
+from ..errors import AlreadyRunning, CapsemError, SandboxNotFound, SandboxNotRunning
 from ..naming import sandbox_name
 from ..sandbox import Sandbox
 
@@ -103,7 +103,10 @@ class CapsemEnvironment:
     def _sandbox(self) -> Sandbox:
         with self._lock:
             if self._sb is None:
-                self._sb = Sandbox.start(self.name, data=self._data, capsem=self._capsem, **self._start)  # type: ignore[arg-type]
+                try:
+                    self._sb = Sandbox.start(self.name, data=self._data, capsem=self._capsem, **self._start)  # type: ignore[arg-type]
+                except AlreadyRunning:  # the task's sandbox, started by an earlier environment
+                    self._sb = Sandbox(self.name, data=self._data, capsem=self._capsem)
             return self._sb
 
     def get_temp_dir(self) -> str:
@@ -130,9 +133,16 @@ class CapsemEnvironment:
         """Runs command (a bash command line) in cwd (default: where the
         last one ended) and returns {"output", "returncode"}."""
         limit = timeout or self.timeout
-        sb = self._sandbox()
-        r = sb.exec(["bash", "-c", self._script(command, cwd or self.cwd)], env=self.env, timeout=limit,
-                    stdin=stdin_data)
+        argv = ["bash", "-c", self._script(command, cwd or self.cwd)]
+        try:
+            r = self._sandbox().exec(argv, env=self.env, timeout=limit, stdin=stdin_data)
+        except (SandboxNotRunning, SandboxNotFound):
+            # Stopped or removed behind this environment's back (capsem
+            # stop, a crash): started again once, as hermes-agent's docker
+            # backend recreates a vanished container.
+            with self._lock:
+                self._sb = None
+            r = self._sandbox().exec(argv, env=self.env, timeout=limit, stdin=stdin_data)
         out = r.stdout.decode("utf-8", errors="replace")
         if r.truncated:
             out += f"\n[capsem: output cut at {p.MAX_BUFFERED >> 20} MiB]"
