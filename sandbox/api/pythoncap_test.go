@@ -10,7 +10,7 @@ import (
 // The Python client states the buffered exec's cut as its own constant
 // (it has no Go to import): it must be maxBufferedOutput.
 func TestPythonClientCapIsMaxBufferedOutput(t *testing.T) {
-	const file = "../../sdk/python/capsem/sandbox.py"
+	const file = "../../sdk/python/capsem/_protocol.py" // what both Python clients share
 	b, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
