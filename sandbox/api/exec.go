@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -83,9 +84,9 @@ func serveExec(b Backend, w http.ResponseWriter, r *http.Request) {
 		if herr != nil {
 			return
 		}
-		defer conn.Close()
 		_ = WriteFrame(rw, FrameExit, mustJSON(exit))
 		_ = rw.Flush()
+		closeExec(conn, rw.Reader, nil)
 		return
 	}
 	if !upgrade {
@@ -97,12 +98,38 @@ func serveExec(b Backend, w http.ResponseWriter, r *http.Request) {
 		_ = s.Signal("KILL")
 		return
 	}
-	defer conn.Close()
-	streamExec(s, req, rw.Reader, &lockedWriter{w: rw})
+	reading := streamExec(s, req, rw.Reader, &lockedWriter{w: rw})
+	closeExec(conn, rw.Reader, reading)
+}
+
+// execLinger is how long an exec's connection is kept open for reading
+// after its exit frame went out, at most: until the client closes it.
+const execLinger = 2 * time.Second
+
+// closeExec ends an upgraded exec's connection once the exit frame is out
+// so that the client reads it. Closed at once, a connection the client
+// still writes to (the end of stdin sent with the request to a command
+// not found, a signal racing the exit) fails the client's write, and
+// node's net.Socket and asyncio's transport drop what they had received
+// unread with it: the TypeScript client lost the exit frame of a command
+// not found 1 run in 5. So the server ends its side (FIN: the client reads
+// the exit, then EOF), reads and drops what the client still sends until
+// it closes or execLinger passes, and closes. reading, when not nil, is
+// closed once streamExec's reader of the client's frames has stopped.
+func closeExec(conn net.Conn, in io.Reader, reading <-chan struct{}) {
+	if cw, ok := conn.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+		_ = conn.SetReadDeadline(time.Now().Add(execLinger))
+		if reading != nil {
+			<-reading // the client's close or the deadline ends it
+		}
+		_, _ = io.Copy(io.Discard, in)
+	}
+	_ = conn.Close()
 }
 
 // hijack takes the connection over and answers 101 Switching Protocols.
-func hijack(w http.ResponseWriter) (io.Closer, *bufio.ReadWriter, error) {
+func hijack(w http.ResponseWriter) (net.Conn, *bufio.ReadWriter, error) {
 	conn, rw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		WriteError(w, http.StatusInternalServerError, "cannot take the connection over for a streamed exec: "+err.Error())
@@ -143,7 +170,7 @@ func mustJSON(v any) []byte {
 // streamExec relays session s over frames until it exits: output out,
 // stdin, signals and resizes in. A client that goes away gets its
 // command hung up on, then killed.
-func streamExec(s *proto.Session, req ExecRequest, in io.Reader, out *lockedWriter) {
+func streamExec(s *proto.Session, req ExecRequest, in io.Reader, out *lockedWriter) (reading <-chan struct{}) {
 	var outputs sync.WaitGroup
 	relay := func(typ byte, r io.Reader) {
 		defer outputs.Done()
@@ -195,6 +222,7 @@ func streamExec(s *proto.Session, req ExecRequest, in io.Reader, out *lockedWrit
 	exit := waitExit(s, req, gone)
 	outputs.Wait()
 	_ = out.frame(FrameExit, mustJSON(exit))
+	return gone
 }
 
 // waitExit waits for s to end, killing it after the request's timeout or
