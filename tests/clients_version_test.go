@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"encoding/json"
 	"os"
 	"regexp"
 	"testing"
@@ -21,5 +22,19 @@ func TestClientsVersion(t *testing.T) {
 	}
 	if string(m[1]) != version.Number {
 		t.Errorf("sdk/python's __version__ is %q, capsem's version.Number %q: make them the same", m[1], version.Number)
+	}
+
+	raw, err := os.ReadFile("../sdk/typescript/package.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pkg struct {
+		Version string `json:"version"`
+	}
+	if err := json.Unmarshal(raw, &pkg); err != nil {
+		t.Fatalf("sdk/typescript/package.json: %v", err)
+	}
+	if pkg.Version != version.Number {
+		t.Errorf("sdk/typescript/package.json's version is %q, capsem's version.Number %q: make them the same", pkg.Version, version.Number)
 	}
 }
