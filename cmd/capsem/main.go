@@ -57,7 +57,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		HideHelpCommand: true,
 		OnUsageError:    onUsageError,
 		Commands: []*cli.Command{runCommand(), startCommand(), execCommand(), shellCommand(), lsCommand(), stopCommand(), suspendCommand(), snapshotCommand(), snapshotsCommand(), portCommand(), rmCommand(), policyCommand(), askCommand(),
-			doctorCommand(), imageCommand(), caCommand(), exportCommand(), sessionsCommand(), inspectCommand(), superviseCommand(), mcpTestServerCommand(), h3GetCommand(), uiCommand()},
+			doctorCommand(), imageCommand(), caCommand(), exportCommand(), sessionsCommand(), inspectCommand(), superviseCommand(), mcpTestServerCommand(), mcpCommand(), h3GetCommand(), uiCommand()},
 	}
 	usageErrorsExit2(app.Commands)
 	return app

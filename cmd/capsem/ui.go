@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"html"
@@ -67,18 +65,13 @@ func runUI(c *cli.Context) error {
 		return usageError{fmt.Errorf("unexpected argument %q", c.Args().First())}
 	}
 	addr := c.String("listen")
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return usageError{fmt.Errorf("--listen %q: want HOST:PORT, e.g. 127.0.0.1:8080: %v", addr, err)}
-	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return usageError{fmt.Errorf("--listen %q: capsem ui serves the loopback only (127.0.0.1, ::1 or localhost): the sessions are not for other machines", addr)}
-	}
-	tok := make([]byte, 16)
-	if _, err := rand.Read(tok); err != nil {
+	if err := checkLoopback("--listen", addr, "capsem ui serves the loopback only", "the sessions are not for other machines"); err != nil {
 		return err
 	}
-	token := hex.EncodeToString(tok)
+	token, err := newToken()
+	if err != nil {
+		return err
+	}
 	if c.IsSet("data") && c.IsSet("sqlite") {
 		return usageError{errors.New("--data or --sqlite, not both")}
 	}
