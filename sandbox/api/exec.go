@@ -25,8 +25,9 @@ const goneGrace = 2 * time.Second
 const killGrace = 5 * time.Second
 
 // maxBufferedOutput caps each of stdout and stderr in a buffered exec's
-// JSON answer; beyond it the output is cut and says so. The Python
-// client's exec() cuts at the same (MAX_BUFFERED, pythoncap_test.go).
+// JSON answer; beyond it the output is cut and says so. The Python and
+// TypeScript clients' exec() cut at the same (MAX_BUFFERED,
+// clientcap_test.go).
 const maxBufferedOutput = 16 << 20
 
 // execStartTimeout bounds the wait for the guest to start a command (its

@@ -15,7 +15,7 @@ export const EXIT_TIMEOUT = 124;
 /**
  * What exec() keeps of each of stdout and stderr, and the most getFile()
  * returns in memory: the Go API's buffered exec cut (maxBufferedOutput in
- * sandbox/api/exec.go). execStream() and getFile(path, sink) stream any amount.
+ * sandbox/api/exec.go; sandbox/api/clientcap_test.go checks it). execStream() and getFile(path, sink) stream any amount.
  */
 export const MAX_BUFFERED = 16 << 20;
 
