@@ -21,7 +21,8 @@ import (
 // SDK's Client, over stdio (StdioClientTransport: the server is a child
 // of the client, as an MCP host runs it) or streamable HTTP with a bearer
 // token. argv[2] is the plan: {transport: "stdio", command, args} or
-// {transport: "http", url, token}, and steps as mcpClientJS's; it prints
+// {transport: "http", url, token} (env: the server's environment, on top
+// of the few variables the SDK passes), and steps as mcpClientJS's; it prints
 // one JSON line: per step the text, isError, the structured content, or
 // the error the SDK rejected with.
 const mcpServeClientJS = `
@@ -32,7 +33,7 @@ const plan = JSON.parse(process.argv[2]);
 const out = { steps: [] };
 (async () => {
   const transport = plan.transport === "stdio"
-    ? new StdioClientTransport({ command: plan.command, args: plan.args, stderr: "inherit" })
+    ? new StdioClientTransport({ command: plan.command, args: plan.args, env: plan.env, stderr: "inherit" })
     : new StreamableHTTPClientTransport(new URL(plan.url), { requestInit: { headers: { Authorization: "Bearer " + plan.token } } });
   const client = new Client({ name: "capsem-tests", version: "1.0.0" }, { capabilities: {} });
   try {
@@ -125,10 +126,13 @@ func TestMCPServeTypeScriptClient(t *testing.T) {
 	for i := range bytes256 {
 		bytes256[i] = byte(i)
 	}
+	const real = "sk-ant-api03-mcp-serve-real-value-0123456789"
 	out := mcpServeClient(t, modules, map[string]any{"transport": "stdio", "command": capsemBin,
-		"args": []string{"mcp", "serve", "--data", e.data, "--ca-dir", e.caDir, "--allow-create", "--workspace", e.ws, "--max-output", "1000", "--max-file", "100000"}},
+		"args": []string{"mcp", "serve", "--data", e.data, "--ca-dir", e.caDir, "--allow-create", "--workspace", e.ws,
+			"--max-output", "1000", "--max-file", "100000", "--secret", "ANTHROPIC_API_KEY"},
+		"env": map[string]string{"ANTHROPIC_API_KEY": real}},
 		mcpStep{Op: "list"},
-		call("sandbox_start", map[string]any{"name": name}),
+		call("sandbox_start", map[string]any{"name": name, "secrets": []string{"ANTHROPIC_API_KEY"}}),
 		call("sandbox_exec", map[string]any{"name": name, "command": "echo hi; echo err >&2; exit 3"}),
 		call("sandbox_exec", map[string]any{"name": name, "command": "head -c 5000 /dev/zero | tr '\\0' a"}),
 		call("sandbox_exec", map[string]any{"name": name, "command": "echo started; sleep 60", "timeout_s": 1}),
@@ -144,9 +148,11 @@ func TestMCPServeTypeScriptClient(t *testing.T) {
 		call("sandbox_stop", map[string]any{"name": name}),
 		call("sandbox_exec", map[string]any{"name": name, "command": "true"}),
 		call("sandbox_rm", map[string]any{"name": name}),
+		call("sandbox_start", map[string]any{"name": name, "secrets": []string{"GH_TOKEN"}}),
 		call("sandbox_start", map[string]any{"name": name}),
 		call("sandbox_exec", map[string]any{"name": name, "command": "head -c 150000 /dev/zero | tr '\\0' b > /root/big"}),
 		call("sandbox_read_file", map[string]any{"name": name, "path": "/root/big"}),
+		call("sandbox_exec", map[string]any{"name": name, "command": "echo $ANTHROPIC_API_KEY; cat /proc/[0-9]*/environ | tr '\\0' '\\n' | grep -c capsem-secret-"}),
 		call("sandbox_rm", map[string]any{"name": name}),
 	)
 	if out.ConnectError != "" {
@@ -214,7 +220,13 @@ func TestMCPServeTypeScriptClient(t *testing.T) {
 	if st := s[16]; st.IsError {
 		t.Errorf("rm: %+v", st)
 	}
-	if st := s[19]; st.IsError || st.Structured["truncated"] != true || st.Structured["bytes"] != float64(100000) ||
+	if st := s[17]; !st.IsError || !strings.Contains(st.Text, `secret "GH_TOKEN" is not one this server offers (it offers ANTHROPIC_API_KEY)`) {
+		t.Errorf("a secret not offered: %+v", st)
+	}
+	if st := s[21]; st.IsError || !strings.HasPrefix(st.Text, "capsem-secret-") || strings.Contains(st.Text, real) {
+		t.Errorf("the secret in the sandbox: %q", st.Text)
+	}
+	if st := s[20]; st.IsError || st.Structured["truncated"] != true || st.Structured["bytes"] != float64(100000) ||
 		!strings.HasSuffix(st.Text, "[capsem: /root/big is longer than this server's limit: its first 100000 bytes are shown]") {
 		t.Errorf("read over the cap: %v", st.Structured["note"])
 	}

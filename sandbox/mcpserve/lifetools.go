@@ -13,12 +13,20 @@ type NameArgs struct {
 	Name string `json:"name" jsonschema:"the sandbox's name: 1 to 63 of a-z, 0-9 and -, starting with the server's prefix (see its instructions)"`
 }
 
+// StartArgs names the sandbox to start and, for one it creates, the
+// secrets it gets.
+type StartArgs struct {
+	Name    string   `json:"name" jsonschema:"the sandbox's name: 1 to 63 of a-z, 0-9 and -, starting with the server's prefix (see its instructions)"`
+	Secrets []string `json:"secrets,omitempty" jsonschema:"for a sandbox this call creates: the names of the secrets it gets, among those the server offers (see its instructions); its commands see a placeholder, the real value goes only to the secret's hosts. Default: all of them"`
+}
+
 // StartResult is what sandbox_start did.
 type StartResult struct {
-	Name    string `json:"name"`
-	State   string `json:"state" jsonschema:"running"`
-	Created bool   `json:"created" jsonschema:"true when this call created the sandbox"`
-	Already bool   `json:"already_running" jsonschema:"true when it was running already"`
+	Name    string   `json:"name"`
+	State   string   `json:"state" jsonschema:"running"`
+	Created bool     `json:"created" jsonschema:"true when this call created the sandbox"`
+	Already bool     `json:"already_running" jsonschema:"true when it was running already"`
+	Secrets []string `json:"secrets,omitempty" jsonschema:"the secrets given to the sandbox this call created"`
 }
 
 // LsResult lists sandboxes.
@@ -45,9 +53,48 @@ func (s *server) find(ctx context.Context, name string) (*Sandbox, error) {
 	return nil, nil
 }
 
+// secretName is a --secret spec's NAME.
+func secretName(spec string) string { name, _, _ := strings.Cut(spec, "@"); return name }
+
+// pickSecrets are the user's --secret specs the model named (all when it
+// named none). A model picks among the user's secrets by name only: the
+// hosts a secret's value may go to are the user's, since a secret's hosts
+// are also allowed by it.
+func (s *server) pickSecrets(names []string) ([]string, error) {
+	if len(names) == 0 {
+		return s.cfg.Secrets, nil
+	}
+	var picked []string
+	for _, n := range names {
+		found := ""
+		for _, spec := range s.cfg.Secrets {
+			if secretName(spec) == n {
+				found = spec
+			}
+		}
+		if found == "" {
+			return nil, fmt.Errorf("secret %q is not one this server offers (%s)", n, s.offered())
+		}
+		picked = append(picked, found)
+	}
+	return picked, nil
+}
+
+// offered says which secrets the server offers, by name.
+func (s *server) offered() string {
+	if len(s.cfg.Secrets) == 0 {
+		return "it offers none: its user gives them with --secret"
+	}
+	names := make([]string, len(s.cfg.Secrets))
+	for i, spec := range s.cfg.Secrets {
+		names[i] = secretName(spec)
+	}
+	return "it offers " + strings.Join(names, ", ")
+}
+
 // createArgs are capsem start's flags for a sandbox this server creates:
-// the user's, never the model's.
-func (s *server) createArgs() []string {
+// the user's policy and workspace, the secrets picked among the user's.
+func (s *server) createArgs(secrets []string) []string {
 	args := []string{}
 	if s.cfg.Policy != "" {
 		args = append(args, "--policy", s.cfg.Policy)
@@ -55,14 +102,18 @@ func (s *server) createArgs() []string {
 	if s.cfg.Workspace != "" {
 		args = append(args, "--workspace", s.cfg.Workspace)
 	}
-	for _, sec := range s.cfg.Secrets {
+	for _, sec := range secrets {
 		args = append(args, "--secret", sec)
 	}
 	return args
 }
 
-func (s *server) start(ctx context.Context, _ *mcp.CallToolRequest, in NameArgs) (*mcp.CallToolResult, StartResult, error) {
+func (s *server) start(ctx context.Context, _ *mcp.CallToolRequest, in StartArgs) (*mcp.CallToolResult, StartResult, error) {
 	if err := s.cfg.checkName(in.Name); err != nil {
+		return nil, StartResult{}, err
+	}
+	secrets, err := s.pickSecrets(in.Secrets)
+	if err != nil {
 		return nil, StartResult{}, err
 	}
 	sb, err := s.find(ctx, in.Name)
@@ -73,6 +124,8 @@ func (s *server) start(ctx context.Context, _ *mcp.CallToolRequest, in NameArgs)
 	switch {
 	case sb != nil && sb.State == "running":
 		out.Already = true
+	case sb != nil && len(in.Secrets) > 0:
+		return nil, out, fmt.Errorf("sandbox %s exists: it keeps the secrets it was created with; secrets are for a sandbox sandbox_start creates", in.Name)
 	case sb != nil:
 		err = s.life.Start(ctx, in.Name, nil)
 	case !s.cfg.AllowCreate:
@@ -80,7 +133,10 @@ func (s *server) start(ctx context.Context, _ *mcp.CallToolRequest, in NameArgs)
 			"sandbox_ls lists the ones there are", in.Name)
 	default:
 		out.Created = true
-		err = s.life.Start(ctx, in.Name, s.createArgs())
+		for _, spec := range secrets {
+			out.Secrets = append(out.Secrets, secretName(spec))
+		}
+		err = s.life.Start(ctx, in.Name, s.createArgs(secrets))
 	}
 	if err != nil {
 		return nil, StartResult{}, err

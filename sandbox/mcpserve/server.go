@@ -38,6 +38,7 @@ func (s *server) instructions() string {
 		"its policy set by the user. Sandbox names start with %q. ", s.cfg.Prefix)
 	if s.cfg.AllowCreate {
 		b.WriteString("sandbox_start creates a sandbox the first time and starts it again later (its disk is kept until sandbox_rm). ")
+		fmt.Fprintf(&b, "Secrets for the sandboxes it creates: %s. ", s.offered())
 	} else {
 		b.WriteString("This server may not create or remove sandboxes: sandbox_start starts the ones that exist (sandbox_ls lists them). ")
 	}
