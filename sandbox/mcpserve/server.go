@@ -69,52 +69,50 @@ func (s *server) client(name string) (*api.Client, error) {
 
 func text(s string) []mcp.Content { return []mcp.Content{&mcp.TextContent{Text: s}} }
 
-func ptr[T any](v T) *T { return &v }
-
 func (s *server) addTools(srv *mcp.Server) {
 	mcp.AddTool(srv, &mcp.Tool{
 		Name: "sandbox_start",
 		Description: "Start a sandbox by name, creating it the first time when this server may (see the server's instructions). " +
 			"Returns once its guest answers. A sandbox keeps its disk between starts.",
-		Annotations: &mcp.ToolAnnotations{IdempotentHint: true, OpenWorldHint: ptr(false)},
+		Annotations: &mcp.ToolAnnotations{IdempotentHint: true, OpenWorldHint: new(false)},
 	}, s.start)
 	mcp.AddTool(srv, &mcp.Tool{
 		Name: "sandbox_exec",
 		Description: "Run a shell command (sh -c) in a running sandbox and wait for it. Returns the exit code and stdout and " +
 			"stderr, each cut at the server's limit (the result says when). Exit code 124: the command timed out.",
-		Annotations: &mcp.ToolAnnotations{OpenWorldHint: ptr(false)},
+		Annotations: &mcp.ToolAnnotations{OpenWorldHint: new(false)},
 	}, s.exec)
 	mcp.AddTool(srv, &mcp.Tool{
 		Name:        "sandbox_write_file",
 		Description: "Write a file in a running sandbox (its directory is made first); content is text, or base64 with base64 set.",
-		Annotations: &mcp.ToolAnnotations{IdempotentHint: true, OpenWorldHint: ptr(false)},
+		Annotations: &mcp.ToolAnnotations{IdempotentHint: true, OpenWorldHint: new(false)},
 	}, s.writeFile)
 	mcp.AddTool(srv, &mcp.Tool{
 		Name: "sandbox_read_file",
 		Description: "Read a file of a running sandbox: text when it is UTF-8, else base64; cut at the server's limit (the " +
 			"result says when).",
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: ptr(false)},
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: new(false)},
 	}, s.readFile)
 	mcp.AddTool(srv, &mcp.Tool{
 		Name:        "sandbox_ls",
 		Description: "List the sandboxes this server may use, with their state (running, stopped, suspended, crashed).",
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: ptr(false)},
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: new(false)},
 	}, s.ls)
 	mcp.AddTool(srv, &mcp.Tool{
 		Name:        "sandbox_stop",
 		Description: "Stop a sandbox: its guest is powered off; its disk and settings are kept for the next sandbox_start.",
-		Annotations: &mcp.ToolAnnotations{IdempotentHint: true, DestructiveHint: ptr(false), OpenWorldHint: ptr(false)},
+		Annotations: &mcp.ToolAnnotations{IdempotentHint: true, DestructiveHint: new(false), OpenWorldHint: new(false)},
 	}, s.stop)
 	mcp.AddTool(srv, &mcp.Tool{
 		Name:        "sandbox_rm",
 		Description: "Remove a sandbox and its disk (it is stopped first). Its recorded events stay in capsem's store.",
-		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true), IdempotentHint: true, OpenWorldHint: ptr(false)},
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: new(true), IdempotentHint: true, OpenWorldHint: new(false)},
 	}, s.rm)
 	mcp.AddTool(srv, &mcp.Tool{
 		Name: "sandbox_events",
 		Description: "What a running sandbox's session recorded — DNS answers, connections, HTTP requests, model calls, " +
 			"commands — as rows of capsem's export: the denied ones first (why a command's network access failed: " +
 			"their reason and the rule), then the others, newest first.",
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: ptr(false)},
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: new(false)},
 	}, s.events)
 }
