@@ -39,7 +39,7 @@ func mcpCommand() *cli.Command {
 				&cli.BoolFlag{Name: "allow-create", Usage: "let sandbox_start create sandboxes and sandbox_rm remove them (without: only those that exist under --prefix are started, used and stopped)"},
 				&cli.StringFlag{Name: "policy", Usage: "the policy `FILE` of the sandboxes it creates (default: capsem's default policy)"},
 				secretFlag(),
-				&cli.StringFlag{Name: "workspace", Usage: "the host `DIR` the sandboxes it creates share as /workspace (default: the current directory)"},
+				&cli.StringFlag{Name: "workspace", Usage: "the host `DIR` the sandboxes it creates share as /workspace (default: the current directory, unless it is / or your home directory)"},
 				&cli.StringFlag{Name: "prefix", Value: mcpserve.DefaultPrefix, Usage: "what the names of the sandboxes it may touch start with"},
 				&cli.StringFlag{Name: "http", Usage: "serve streamable HTTP on `ADDR` (loopback only, port 0: a free one) instead of stdio"},
 				&cli.IntFlag{Name: "max-output", Value: mcpserve.DefaultMaxOutput, Usage: "the most `BYTES` of each of stdout and stderr sandbox_exec returns"},
@@ -51,6 +51,29 @@ func mcpCommand() *cli.Command {
 			Action: mcpServe,
 		}},
 	}
+}
+
+// mcpServePath is --flag's value v made absolute and checked to be a
+// directory (dir) or a file; "" stays "".
+func mcpServePath(flag, v string, dir bool) (string, error) {
+	if v == "" {
+		return "", nil
+	}
+	abs, err := filepath.Abs(v)
+	if err != nil {
+		return "", err
+	}
+	st, err := os.Stat(abs)
+	if err != nil {
+		return "", usageError{fmt.Errorf("--%s: %v", flag, err)}
+	}
+	if dir && !st.IsDir() {
+		return "", usageError{fmt.Errorf("--%s %s: not a directory", flag, v)}
+	}
+	if !dir && st.IsDir() {
+		return "", usageError{fmt.Errorf("--%s %s: a directory, want a file", flag, v)}
+	}
+	return abs, nil
 }
 
 func mcpServe(c *cli.Context) error {
@@ -72,27 +95,24 @@ func mcpServe(c *cli.Context) error {
 	// Paths as the server was given them: a sandbox created later is
 	// started by a capsem whose working directory is the server's, but
 	// its settings keep them, and they must mean the same then.
-	for _, p := range []struct {
-		flag string
-		dst  *string
-		dir  bool
-	}{{"policy", &cfg.Policy, false}, {"workspace", &cfg.Workspace, true}} {
-		v := c.String(p.flag)
-		if v == "" {
-			continue
-		}
-		abs, err := filepath.Abs(v)
+	if cfg.Policy, err = mcpServePath("policy", c.String("policy"), false); err != nil {
+		return err
+	}
+	if cfg.Workspace, err = mcpServePath("workspace", c.String("workspace"), true); err != nil {
+		return err
+	}
+	if cfg.AllowCreate && cfg.Workspace == "" {
+		// capsem start's default, the working directory, is the project
+		// under Claude Code; a desktop host starts its servers in / or
+		// the home directory, which no model's sandbox should be given.
+		wd, err := os.Getwd()
 		if err != nil {
 			return err
 		}
-		st, err := os.Stat(abs)
-		if err != nil {
-			return usageError{fmt.Errorf("--%s: %v", p.flag, err)}
+		if home, _ := os.UserHomeDir(); wd == "/" || wd == home {
+			return usageError{fmt.Errorf("--allow-create without --workspace would share %s with every sandbox the model creates: "+
+				"give --workspace DIR (the project the sandboxes work on)", wd)}
 		}
-		if st.IsDir() != p.dir {
-			return usageError{fmt.Errorf("--%s %s: want a %s", p.flag, v, map[bool]string{true: "directory", false: "file"}[p.dir])}
-		}
-		*p.dst = abs
 	}
 	srv, err := mcpserve.New(cfg, mcpserve.CLI{Exe: exe, Data: cfg.Data, CADir: c.String("ca-dir")}, log)
 	if err != nil {
