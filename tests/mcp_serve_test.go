@@ -17,73 +17,20 @@ import (
 	"github.com/capsem/capsem/guest/image"
 )
 
-// mcpServeClientJS drives capsem mcp serve with the official TypeScript
-// SDK's Client, over stdio (StdioClientTransport: the server is a child
-// of the client, as an MCP host runs it) or streamable HTTP with a bearer
-// token. argv[2] is the plan: {transport: "stdio", command, args} or
-// {transport: "http", url, token} (env: the server's environment, on top
-// of the few variables the SDK passes), and steps as mcpClientJS's; it prints
-// one JSON line: per step the text, isError, the structured content, or
-// the error the SDK rejected with.
-const mcpServeClientJS = `
-const { Client } = require("@modelcontextprotocol/sdk/client/index.js");
-const { StdioClientTransport } = require("@modelcontextprotocol/sdk/client/stdio.js");
-const { StreamableHTTPClientTransport } = require("@modelcontextprotocol/sdk/client/streamableHttp.js");
-const plan = JSON.parse(process.argv[2]);
-const out = { steps: [] };
-(async () => {
-  const transport = plan.transport === "stdio"
-    ? new StdioClientTransport({ command: plan.command, args: plan.args, env: plan.env, stderr: "inherit" })
-    : new StreamableHTTPClientTransport(new URL(plan.url), { requestInit: { headers: { Authorization: "Bearer " + plan.token } } });
-  const client = new Client({ name: "capsem-tests", version: "1.0.0" }, { capabilities: {} });
-  try {
-    await client.connect(transport);
-  } catch (e) {
-    process.stdout.write(JSON.stringify({ connectError: String(e.message) }) + "\n", () => process.exit(0));
-    return;
-  }
-  out.instructions = client.getInstructions() || "";
-  for (const s of plan.steps) {
-    try {
-      if (s.op === "list") {
-        const r = await client.listTools();
-        out.steps.push({ ok: true, tools: r.tools.map(t => t.name), schemas: r.tools });
-      } else {
-        const r = await client.callTool({ name: s.name, arguments: s.args || {} }, undefined, { timeout: 600000 });
-        out.steps.push({ ok: true, isError: !!r.isError, structured: r.structuredContent || null,
-          text: (r.content || []).filter(c => c.type === "text").map(c => c.text).join("\n") });
-      }
-    } catch (e) {
-      out.steps.push({ ok: false, code: e.code, message: String(e.message) });
-    }
-  }
-  await client.close();
-  // A pipe's writes are asynchronous in node: exit once the line is out.
-  process.stdout.write(JSON.stringify(out) + "\n", () => process.exit(0));
-})().catch(e => { console.error("client failed:", e); process.exit(1); });
-`
-
-// mcpServeStep is what the client got for one step of its plan.
-type mcpServeStep struct {
-	OK         bool           `json:"ok"`
-	Tools      []string       `json:"tools"`
-	IsError    bool           `json:"isError"`
-	Text       string         `json:"text"`
-	Structured map[string]any `json:"structured"`
-	Message    string         `json:"message"`
-}
-
+// mcpServeOut is what mcpClientJS printed.
 type mcpServeOut struct {
-	ConnectError string         `json:"connectError"`
-	Instructions string         `json:"instructions"`
-	Steps        []mcpServeStep `json:"steps"`
+	ConnectError string          `json:"connectError"`
+	Instructions string          `json:"instructions"`
+	Steps        []mcpStepResult `json:"steps"`
 }
 
-// mcpServeClient runs the TypeScript SDK client on the host with plan.
+// mcpServeClient runs the TypeScript SDK client on the host with plan:
+// {transport: "stdio", command, args, env} or {transport: "http", url,
+// token}.
 func mcpServeClient(t *testing.T, modules string, plan map[string]any, steps ...mcpStep) mcpServeOut {
 	t.Helper()
-	script := filepath.Join(t.TempDir(), "mcp-serve-client.cjs")
-	if err := os.WriteFile(script, []byte(mcpServeClientJS), 0o644); err != nil {
+	script := filepath.Join(t.TempDir(), "mcp-client.cjs")
+	if err := os.WriteFile(script, []byte(mcpClientJS), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	plan["steps"] = steps

@@ -77,39 +77,53 @@ func mcpEverything(modules string) string {
 	return filepath.Join(modules, "@modelcontextprotocol/server-everything/dist/index.js")
 }
 
-// mcpClientJS is the guest's MCP client: the SDK's Client over
-// StreamableHTTPClientTransport, or SSEClientTransport for the older
-// HTTP+SSE transport. argv[2] is a plan ({url, transport, steps}); it
-// prints one JSON line with what each step got: a tool list, a tool's
-// result, or the error the SDK rejected with.
+// mcpClientJS is the tests' MCP client: the SDK's Client over
+// StreamableHTTPClientTransport (a bearer token in the plan's token, when
+// set), SSEClientTransport for the older HTTP+SSE transport, or
+// StdioClientTransport running the plan's command with its args (and env,
+// on top of the few variables the SDK passes). argv[2] is the plan
+// ({url, transport, steps, …}); it prints one JSON line with what each step
+// got — a tool list, a tool's result (text and structured content), or the
+// error the SDK rejected with — or the error connecting.
 const mcpClientJS = `
 const { Client } = require("@modelcontextprotocol/sdk/client/index.js");
 const { StreamableHTTPClientTransport } = require("@modelcontextprotocol/sdk/client/streamableHttp.js");
 const { SSEClientTransport } = require("@modelcontextprotocol/sdk/client/sse.js");
+const { StdioClientTransport } = require("@modelcontextprotocol/sdk/client/stdio.js");
 const plan = JSON.parse(process.argv[2]);
 const out = { steps: [] };
+// A pipe's writes are asynchronous in node: exit once the line is out.
+const done = o => process.stdout.write(JSON.stringify(o) + "\n", () => process.exit(0));
 (async () => {
-  const url = new URL(plan.url);
-  const transport = plan.transport === "sse" ? new SSEClientTransport(url) : new StreamableHTTPClientTransport(url);
+  const transport = plan.transport === "stdio"
+    ? new StdioClientTransport({ command: plan.command, args: plan.args, env: plan.env, stderr: "inherit" })
+    : plan.transport === "sse" ? new SSEClientTransport(new URL(plan.url))
+    : new StreamableHTTPClientTransport(new URL(plan.url),
+        plan.token ? { requestInit: { headers: { Authorization: "Bearer " + plan.token } } } : undefined);
   const client = new Client({ name: "capsem-tests", version: "1.0.0" }, { capabilities: {} });
-  await client.connect(transport);
+  try {
+    await client.connect(transport);
+  } catch (e) {
+    return done({ connectError: String(e.message) });
+  }
   out.sessionId = transport.sessionId || "";
+  out.instructions = client.getInstructions() || "";
   for (const s of plan.steps) {
     try {
       if (s.op === "list") {
         const r = await client.listTools();
         out.steps.push({ ok: true, tools: r.tools.map(t => t.name) });
       } else {
-        const r = await client.callTool({ name: s.name, arguments: s.args || {} });
-        out.steps.push({ ok: true, isError: !!r.isError, text: (r.content || []).filter(c => c.type === "text").map(c => c.text).join("\n") });
+        const r = await client.callTool({ name: s.name, arguments: s.args || {} }, undefined, { timeout: 600000 });
+        out.steps.push({ ok: true, isError: !!r.isError, structured: r.structuredContent || null,
+          text: (r.content || []).filter(c => c.type === "text").map(c => c.text).join("\n") });
       }
     } catch (e) {
       out.steps.push({ ok: false, code: e.code, message: String(e.message) });
     }
   }
   await client.close();
-  console.log(JSON.stringify(out));
-  process.exit(0);
+  done(out);
 })().catch(e => { console.error("client failed:", e); process.exit(1); });
 `
 
@@ -156,8 +170,10 @@ type mcpStepResult struct {
 	Tools   []string `json:"tools"`   // list: the names
 	IsError bool     `json:"isError"` // call: the result's isError
 	Text    string   `json:"text"`    // call: the result's text content
-	Code    int      `json:"code"`    // the JSON-RPC error code the SDK rejected with
-	Message string   `json:"message"` // the SDK's error message ("MCP error CODE: message")
+	// Structured is the call's structured content, when the tool gave one.
+	Structured map[string]any `json:"structured"`
+	Code       int            `json:"code"`    // the JSON-RPC error code the SDK rejected with
+	Message    string         `json:"message"` // the SDK's error message ("MCP error CODE: message")
 }
 
 // rpcMessage is the JSON-RPC error's message without the SDK's
