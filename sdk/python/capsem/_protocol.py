@@ -10,8 +10,6 @@ import shutil
 from typing import Any, BinaryIO, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 from urllib.parse import quote, urlencode
 
-__all__ = ["quote"]  # re-exported for the clients' query strings
-
 from .errors import AlreadyRunning, CapsemError, CLIError, SandboxNotFound
 
 JSON = Dict[str, Any]
@@ -218,6 +216,11 @@ def events_url(since: int, follow: bool) -> str:
     if follow:
         q["follow"] = "1"
     return "/v1/events?" + urlencode(q)
+
+
+def port_url(spec: str) -> str:
+    """DELETE /v1/ports's path for the port spec names."""
+    return "/v1/ports?spec=" + quote(spec, safe="")
 
 
 def answer_request(question_id: str, answer: Any, by: str) -> Tuple[str, bytes]:

@@ -21,9 +21,7 @@ import json
 import os
 import socket
 import subprocess
-from typing import (Any, AsyncIterator, BinaryIO, Callable, Dict, List, Optional, Sequence, Union, overload)
-
-from typing import Literal
+from typing import Any, AsyncIterator, BinaryIO, Callable, Dict, List, Literal, Optional, Sequence, Union, overload
 
 from . import _aiohttp as h, _frames, _protocol as p, home
 from ._protocol import EXIT_TIMEOUT, JSON, MAX_BUFFERED, Env, Result, Secrets
@@ -325,7 +323,7 @@ class Sandbox:
         return out
 
     async def unpublish(self, spec: str) -> None:
-        await self._api("DELETE", "/v1/ports?spec=" + p.quote(spec, safe=""))
+        await self._api("DELETE", p.port_url(spec))
 
     async def suspend(self) -> None:
         """capsem.Sandbox.suspend."""

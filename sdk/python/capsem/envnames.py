@@ -12,7 +12,7 @@ import re
 # credentials go by. Wider than exact: a false alarm costs the caller one
 # flag, a miss puts a key in the guest.
 _PART = re.compile(r"^((API|ACCESS|SECRET|PRIVATE|SIGNING|MASTER|ENCRYPTION)?KEYS?|.*TOKEN.*|.*SECRET.*|"
-                   r".*PASSW(OR)?D.*|CREDENTIALS?|CREDS?|AUTH|O?AUTH|PAT|PASS|PWD_HASH|PRIVATE|COOKIES?|"
+                   r".*PASSW(OR)?D.*|CREDENTIALS?|CREDS?|O?AUTH|PAT|PASS|PRIVATE|COOKIES?|"
                    r"SESSION|DSN|JWT|BEARER)$")
 
 

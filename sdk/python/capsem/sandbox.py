@@ -10,10 +10,8 @@ import os
 import socket
 import subprocess
 import threading
-from typing import (Any, BinaryIO, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Union,
+from typing import (Any, BinaryIO, Callable, Dict, Iterator, List, Literal, Mapping, Optional, Sequence, Union,
                     overload)
-
-from typing import Literal
 
 from . import _frames, _protocol as p, home
 from ._http import UnixHTTPConnection, connect, raise_for, request
@@ -379,7 +377,7 @@ class Sandbox:
     def unpublish(self, spec: str) -> None:
         """Unpublishes the port spec names (its host address and port, or the
         spec as published) and drops it from the settings."""
-        self._api("DELETE", "/v1/ports?spec=" + p.quote(spec, safe=""))
+        self._api("DELETE", p.port_url(spec))
 
     def suspend(self) -> None:
         """Saves the guest and stops the sandbox (state suspended);
