@@ -1,6 +1,7 @@
 package store
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -70,6 +71,7 @@ const headerLen = 9  // version + time
 // Envelope fields.
 const (
 	fKind = 1
+	// fPrev (2) is the hash chain's prev: chain.go draws it.
 )
 
 // ErrCorrupt is wrapped by the errors readers return for a record they
@@ -83,12 +85,28 @@ var ErrUnknownVersion = errors.New("unknown record version")
 // appendEvent appends the encoding of ev to b. The time slot holds ev.Time,
 // or 0 when it is zero (Append patches it).
 func appendEvent(b []byte, ev *Event) []byte {
+	return appendFields(appendHeader(b, ev), ev)
+}
+
+// appendChainedEvent is appendEvent with the hash chain's slot at its
+// fixed place (chain.go), zeroed: the Writer fills it.
+func appendChainedEvent(b []byte, ev *Event) []byte {
+	b = append(appendHeader(b, ev), fPrev<<3|wireBytes, sha256.Size)
+	b = append(b, make([]byte, sha256.Size)...)
+	return appendFields(b, ev)
+}
+
+func appendHeader(b []byte, ev *Event) []byte {
 	var t int64
 	if !ev.Time.IsZero() {
 		t = ev.Time.UnixNano()
 	}
 	b = append(b, eventVersion)
-	b = binary.BigEndian.AppendUint64(b, uint64(t))
+	return binary.BigEndian.AppendUint64(b, uint64(t))
+}
+
+// appendFields appends ev's fields after the header.
+func appendFields(b []byte, ev *Event) []byte {
 	b = appendString(b, fKind, string(ev.Kind))
 	if ev.DNS != nil {
 		b = ev.DNS.appendTo(b)
@@ -116,6 +134,10 @@ func appendEvent(b []byte, ev *Event) []byte {
 	}
 	return b
 }
+
+// DecodeEvent decodes a stored event value (Store.Values) into ev, as
+// the store's readers do: Session and Seq are left as they are.
+func DecodeEvent(v []byte, ev *Event) error { return decodeEvent(v, ev) }
 
 // decodeEvent decodes an event value into ev (Session and Seq are left as
 // they are: they come from the key). It never panics on bad input.

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bufio"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -136,11 +137,20 @@ func checkCrashed(t *testing.T, s *Store, id string, durable int) {
 	if !sess.EndedAt.IsZero() {
 		t.Errorf("session %s: EndedAt %v, but it was killed", id, sess.EndedAt)
 	}
+	// The record, its counts and its chain's seal, is written with a batch
+	// at most every recordEvery: they cover the events up to its head.
+	if sess.Chain == nil {
+		t.Fatalf("session %s after SIGKILL: no chain in the record", id)
+	}
 	var total, nets, dnss int
+	var headNets, headDNS int
 	err = s.Events(id, func(ev Event) error {
 		total++
 		if ev.Seq != uint64(total) {
 			return fmt.Errorf("seq %d where %d was expected", ev.Seq, total)
+		}
+		if ev.Seq == sess.Chain.Seq+1 {
+			headNets, headDNS = nets, dnss
 		}
 		switch {
 		case ev.Kind == KindNet && ev.Net != nil:
@@ -164,23 +174,37 @@ func checkCrashed(t *testing.T, s *Store, id string, durable int) {
 	if nets < durable {
 		t.Fatalf("session %s: %d net events after SIGKILL, but %d were reported durable", id, nets, durable)
 	}
-	// The counts are committed in the same batch as the events.
-	if sess.Counts.Events != int64(total) || sess.Counts.Kinds[KindNet] != int64(nets) ||
-		sess.Counts.Kinds[KindDNS] != int64(dnss) || sess.Counts.Denied != int64(dnss) {
-		t.Fatalf("session %s: counts %+v, but %d events (%d net, %d dns) are stored", id, sess.Counts, total, nets, dnss)
+	if sess.Chain.Seq == uint64(total) {
+		headNets, headDNS = nets, dnss
+	}
+	// The chain holds over every stored event, sealed up to the head.
+	st, err := s.VerifyChain(id)
+	if err != nil || !st.Chained || st.Events != uint64(total) || st.Unsealed != uint64(total)-sess.Chain.Seq ||
+		!st.Key.Equal(crashSealKey.Public()) {
+		t.Fatalf("session %s after SIGKILL: chain %+v, %v; want %d events, sealed up to %d by the child's key", id, st, err, total, sess.Chain.Seq)
+	}
+	t.Logf("session %s: %d events, %d after the record's head", id, total, st.Unsealed)
+	// The counts are committed in the same batch as the head.
+	if sess.Counts.Events != int64(sess.Chain.Seq) || sess.Counts.Kinds[KindNet] != int64(headNets) ||
+		sess.Counts.Kinds[KindDNS] != int64(headDNS) || sess.Counts.Denied != int64(headDNS) {
+		t.Fatalf("session %s: counts %+v, but up to the head (%d) %d net and %d dns events are stored", id, sess.Counts, sess.Chain.Seq, headNets, headDNS)
 	}
 }
 
 // crashChild appends until it is killed: net events in bursts followed by a
 // Sync and a "synced N" line, and DNS events from a second goroutine that
 // never syncs.
+// crashSealKey is the crashing writer's seal key (fixed: parent and child
+// must agree on it).
+var crashSealKey = ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize))
+
 func crashChild(arg string) {
 	dir, id, _ := strings.Cut(arg, " ")
 	fail := func(err error) {
 		fmt.Fprintln(os.Stderr, "crash child:", err)
 		os.Exit(3)
 	}
-	s, err := Open(dir)
+	s, err := OpenWith(dir, Options{SealKey: crashSealKey})
 	if err != nil {
 		fail(err)
 	}

@@ -376,6 +376,10 @@ type Session struct {
 	// keep what the guest sent; an export never does.
 	Placeholders []Placeholder
 	Counts       Counts
+	// Chain is the head of the session's hash chain and its seal
+	// (chain.go), as of the last committed batch; nil for a session
+	// recorded without one (before chains existed).
+	Chain *Chain
 }
 
 // A Placeholder is a secret's name and the placeholder the guest held

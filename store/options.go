@@ -1,6 +1,7 @@
 package store
 
 import (
+	"crypto/ed25519"
 	"fmt"
 	"math"
 	"strconv"
@@ -41,6 +42,12 @@ type Options struct {
 	// DefaultCommitLinger; negative, no linger: a batch is committed as
 	// soon as its first event arrives.
 	CommitLinger time.Duration
+
+	// SealKey signs each session's hash chain head (chain.go) at every
+	// commit and at End: the per-installation key kept beside the MITM's
+	// CA (ca.LoadOrCreateSealKey). Nil means the chain is kept but not
+	// signed, and readers report it as unsigned.
+	SealKey ed25519.PrivateKey
 
 	// freeSpace replaces statfs, and fs the filesystem pebble writes
 	// through, in tests.

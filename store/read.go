@@ -17,7 +17,13 @@ func (s *Store) Session(id string) (Session, error) {
 		return Session{}, err
 	}
 	defer s.release()
-	v, closer, err := s.db.Get(sessionKey(id))
+	return readSession(s.db, id)
+}
+
+// readSession reads the record of session id from r: the store, or one
+// snapshot of it.
+func readSession(r pebble.Reader, id string) (Session, error) {
+	v, closer, err := r.Get(sessionKey(id))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return Session{}, fmt.Errorf("store: session %q: %w", id, ErrNotFound)
 	}
@@ -82,6 +88,20 @@ func (s *Store) Events(id string, fn func(Event) error) error { return s.EventsA
 // EventsAfter is Events from the event after sequence number after on: a
 // reader that has seen events up to after reads on from there.
 func (s *Store) EventsAfter(id string, after uint64, fn func(Event) error) error {
+	return s.Values(id, after, func(seq uint64, v []byte) error {
+		ev := Event{Session: id, Seq: seq}
+		if err := decodeEvent(v, &ev); err != nil {
+			return fmt.Errorf("store: session %q event %d: %w", id, seq, err)
+		}
+		return fn(ev)
+	})
+}
+
+// Values calls fn with the stored value of each event of session id from
+// the one after sequence number after on, in sequence order, as stored
+// (DecodeEvent reads one; the hash chain is over them). v is fn's only
+// until it returns.
+func (s *Store) Values(id string, after uint64, fn func(seq uint64, v []byte) error) error {
 	if _, err := s.Session(id); err != nil {
 		return err
 	}
@@ -89,6 +109,11 @@ func (s *Store) EventsAfter(id string, after uint64, fn func(Event) error) error
 		return err
 	}
 	defer s.release()
+	return walkValues(s.db, id, after, fn)
+}
+
+// walkValues is Values on r: the store, or one snapshot of it.
+func walkValues(r pebble.Reader, id string, after uint64, fn func(seq uint64, v []byte) error) error {
 	lo := eventKeyPrefix(id)
 	from := lo
 	if after > 0 {
@@ -97,7 +122,7 @@ func (s *Store) EventsAfter(id string, after uint64, fn func(Event) error) error
 		}
 		from = appendEventKey(nil, id, after+1)
 	}
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: from, UpperBound: prefixEnd(lo)})
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: from, UpperBound: prefixEnd(lo)})
 	if err != nil {
 		return fmt.Errorf("store: read events of %q: %w", id, err)
 	}
@@ -112,11 +137,7 @@ func (s *Store) EventsAfter(id string, after uint64, fn func(Event) error) error
 		if err != nil {
 			return fmt.Errorf("store: session %q event %d: %w", id, seq, err)
 		}
-		ev := Event{Session: id, Seq: seq}
-		if err := decodeEvent(v, &ev); err != nil {
-			return fmt.Errorf("store: session %q event %d: %w", id, seq, err)
-		}
-		if err := fn(ev); err != nil {
+		if err := fn(seq, v); err != nil {
 			return err
 		}
 	}

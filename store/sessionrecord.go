@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -35,6 +36,17 @@ type sessionRecord struct {
 	InputTokens  int64            `json:"input_tokens,omitempty"`
 	OutputTokens int64            `json:"output_tokens,omitempty"`
 	CostUSD      float64          `json:"cost_usd,omitempty"`
+	Chain        *chainRec        `json:"chain,omitempty"`
+}
+
+// chainRec is a Chain: the head in hex; the key and signature base64
+// (encoding/json's []byte), absent when unsigned.
+type chainRec struct {
+	Seq  uint64 `json:"seq"`
+	Head string `json:"head"`
+	Meta string `json:"meta"`
+	Key  []byte `json:"key,omitempty"`
+	Sig  []byte `json:"sig,omitempty"`
 }
 
 type placeholderRec struct {
@@ -65,6 +77,9 @@ func encodeSession(s *Session) []byte {
 	}
 	for _, p := range s.Placeholders {
 		r.Placeholders = append(r.Placeholders, placeholderRec(p))
+	}
+	if c := s.Chain; c != nil {
+		r.Chain = &chainRec{Seq: c.Seq, Head: hex.EncodeToString(c.Head[:]), Meta: hex.EncodeToString(c.Meta[:]), Key: c.Key, Sig: c.Sig}
 	}
 	if !s.EndedAt.IsZero() {
 		t := s.EndedAt.UTC()
@@ -108,5 +123,24 @@ func decodeSession(v []byte) (Session, error) {
 	if r.EndedAt != nil {
 		s.EndedAt = *r.EndedAt
 	}
+	if c := r.Chain; c != nil {
+		s.Chain = &Chain{Seq: c.Seq, Key: c.Key, Sig: c.Sig}
+		if err := unhex32(&s.Chain.Head, c.Head); err != nil {
+			return Session{}, fmt.Errorf("%w: chain head: %v", ErrCorrupt, err)
+		}
+		if err := unhex32(&s.Chain.Meta, c.Meta); err != nil {
+			return Session{}, fmt.Errorf("%w: chain meta: %v", ErrCorrupt, err)
+		}
+	}
 	return s, nil
+}
+
+// unhex32 decodes 32 bytes of hex into h.
+func unhex32(h *[32]byte, s string) error {
+	b, err := hex.DecodeString(s)
+	if err != nil || len(b) != len(h) {
+		return fmt.Errorf("%q is not %d bytes of hex", s, len(h))
+	}
+	copy(h[:], b)
+	return nil
 }

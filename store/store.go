@@ -257,6 +257,8 @@ func (s *Store) Begin(meta Session) (*Writer, error) {
 	meta.Command = slices.Clone(meta.Command)
 	meta.Placeholders = mergePlaceholders(nil, meta.Placeholders)
 	meta.EndedAt, meta.ExitCode, meta.Counts = time.Time{}, nil, Counts{}
+	meta.Chain = &Chain{Head: ChainGenesis(meta.ID)}
+	seal(&meta, s.opts.SealKey)
 	if err := s.db.Set(sessionKey(meta.ID), encodeSession(&meta), pebble.Sync); err != nil {
 		return nil, fmt.Errorf("store: record session %q: %w", meta.ID, err)
 	}

@@ -1,6 +1,7 @@
 package sqliteexport
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
@@ -134,12 +135,25 @@ func readEvents(ctx context.Context, st *store.Store, sessions []store.Session, 
 		sid := ids[i]
 		n := 0
 		links.reset() // an MCP call of one session never carried another's tool call
-		err := st.Events(sessions[i].ID, func(ev store.Event) error {
+		err := st.Values(sessions[i].ID, 0, func(seq uint64, v []byte) error {
 			if n%4096 == 0 && ctx.Err() != nil {
 				return ctx.Err()
 			}
 			n++
-			return eventRows(&source{session: sid, ev: &ev}, row, links, res)
+			ev := store.Event{Session: sessions[i].ID, Seq: seq}
+			if err := store.DecodeEvent(v, &ev); err != nil {
+				return fmt.Errorf("store: session %q event %d: %w", ev.Session, seq, err)
+			}
+			s := &source{session: sid, ev: &ev, sum: store.ValueHash(v)}
+			if prev, ok := store.PrevOf(v); ok {
+				s.prev = &prev
+			}
+			if !conv.scrub {
+				s.raw = bytes.Clone(v) // the rows are inserted after v is reused
+			} else {
+				s.raw = v[:0:0] // there, but not exported
+			}
+			return eventRows(s, row, links, res)
 		})
 		if err != nil {
 			if ctx.Err() != nil {

@@ -141,6 +141,9 @@ func TestScrubExport(t *testing.T) {
 				continue
 			}
 			col := c["name"].(string)
+			if isChainColumn(col) {
+				continue // hashes and keys in hex: no text of the guest's in them
+			}
 			var n int64
 			q := fmt.Sprintf("SELECT count(*) FROM %s WHERE %s LIKE '%%[REDACTED:%%'", tbl, col)
 			if err := db.QueryRow(q).Scan(&n); err != nil {
@@ -180,13 +183,14 @@ func TestScrubExport(t *testing.T) {
 	}
 }
 
-// Events that hold no secret are exported the same scrubbed or not.
+// Events that hold no secret are exported the same scrubbed or not, but
+// for the stored values, which a scrubbed export leaves out.
 func TestScrubLeavesOrdinaryEvents(t *testing.T) {
 	st := fillStore(t, 2, 8)
 	defer st.Close()
 	plain, _ := export(t, st, Options{})
 	scrubbed, _ := export(t, st, Options{Scrub: true})
-	if !reflect.DeepEqual(dump(t, openExport(t, plain)), dump(t, openExport(t, scrubbed))) {
+	if !reflect.DeepEqual(dumpWithout(t, openExport(t, plain), "record", "scrubbed"), dumpWithout(t, openExport(t, scrubbed), "record", "scrubbed")) {
 		t.Error("scrubbing changed events that hold no secret")
 	}
 }

@@ -79,7 +79,7 @@ func checkRow(t *testing.T, what string, got, want map[string]any) {
 		}
 	}
 	for k := range got {
-		if _, ok := want[k]; !ok {
+		if _, ok := want[k]; !ok && !isChainColumn(k) { // those: verifychain_test.go
 			t.Errorf("%s: column %s not checked by the test", what, k)
 		}
 	}
@@ -430,3 +430,5 @@ func assertNoTemp(t *testing.T, dir string) {
 		}
 	}
 }
+
+func isChainColumn(name string) bool { return isChainColumnName(name) }

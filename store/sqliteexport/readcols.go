@@ -1,6 +1,7 @@
 package sqliteexport
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -172,4 +173,32 @@ func (c *cols) key(name string) int64 {
 		return 0
 	}
 	return v
+}
+
+// chain reads the chain columns of sessions: chain_seq, chain_head,
+// chain_meta, chain_key, chain_sig. Nil when chain_seq is NULL.
+func (c *cols) chain() *store.Chain {
+	seq := c.next()
+	head, meta, key, sig := c.hex(), c.hex(), c.hex(), c.hex()
+	if seq == nil {
+		return nil
+	}
+	ch := &store.Chain{Seq: uint64(toInt(seq)), Key: key, Sig: sig}
+	if copy(ch.Head[:], head) != len(ch.Head) || copy(ch.Meta[:], meta) != len(ch.Meta) {
+		c.fail("chain_head and chain_meta must be %d bytes of hex", len(ch.Head))
+	}
+	return ch
+}
+
+// hex reads a column of hex text; nil when NULL.
+func (c *cols) hex() []byte {
+	s := c.str()
+	if s == "" {
+		return nil
+	}
+	b, err := hex.DecodeString(s)
+	if err != nil {
+		c.fail("%q is not hex", s)
+	}
+	return b
 }

@@ -75,7 +75,8 @@ func (r *Reader) Close() error {
 // in the order scanSession reads them.
 const sessionColumns = `id, started_at, started_at_ms, ended_at, ended_at_ms, command, exit_code,
 	policy_sha256, image, host, sandbox, events, allowed, denied, lost,
-	input_tokens, output_tokens, cost_usd, dns, net, model_calls, exec, fs, agent`
+	input_tokens, output_tokens, cost_usd, dns, net, model_calls, exec, fs, agent,
+	chain_seq, chain_head, chain_meta, chain_key, chain_sig`
 
 // sessionsBytes bounds the text of the sessions Sessions lists: past it
 // the list ends, as at MaxSessions. A session's row is a few hundred
@@ -171,15 +172,39 @@ func (r *Reader) Session(id string) (store.Session, error) {
 // scanSession makes a store.Session of a row of sessionColumns. Counts.Kinds
 // gets the kinds the sessions table counts; addCounts adds the others.
 func scanSession(rows *sql.Rows) (store.Session, error) {
-	vals := make([]any, 24)
+	vals, err := scanAll(rows, 29)
+	if err != nil {
+		return store.Session{}, err
+	}
+	return sessionOf(&cols{vals: vals})
+}
+
+// scanSessionScrubbed is scanSession of a row of sessionColumns and
+// scrubbed.
+func scanSessionScrubbed(rows *sql.Rows) (store.Session, bool, error) {
+	vals, err := scanAll(rows, 30)
+	if err != nil {
+		return store.Session{}, false, err
+	}
+	c := &cols{vals: vals}
+	s, err := sessionOf(c)
+	return s, c.bool(), err
+}
+
+func scanAll(rows *sql.Rows, n int) ([]any, error) {
+	vals := make([]any, n)
 	ptrs := make([]any, len(vals))
 	for i := range vals {
 		ptrs[i] = &vals[i]
 	}
 	if err := rows.Scan(ptrs...); err != nil {
-		return store.Session{}, fmt.Errorf("sqliteexport: read a session: %w", err)
+		return nil, fmt.Errorf("sqliteexport: read a session: %w", err)
 	}
-	c := &cols{vals: vals}
+	return vals, nil
+}
+
+// sessionOf reads a store.Session from the columns of sessionColumns.
+func sessionOf(c *cols) (store.Session, error) {
 	var s store.Session
 	s.ID = c.str()
 	s.StartedAt = c.time()
@@ -210,6 +235,7 @@ func scanSession(rows *sql.Rows) (store.Session, error) {
 			s.Counts.Kinds[k] = n
 		}
 	}
+	s.Chain = c.chain()
 	if c.err != nil {
 		return store.Session{}, fmt.Errorf("sqliteexport: session %q: %w", s.ID, c.err)
 	}

@@ -28,7 +28,13 @@ package sqliteexport
 // Version 6: net_events gains direction (inbound for a connection to a
 // published port, outbound for everything the guest opened). The reader
 // takes exactly its own version, so a column it reads needs one.
-const SchemaVersion = 6
+//
+// Version 7: the hash chain (store/chain.go). Every table with one row per
+// stored event gains prev_sha256, sha256 and record (the stored value;
+// NULL in a --scrub export); sessions gains chain_seq, chain_head,
+// chain_meta, chain_key and chain_sig. `capsem inspect` checks each row
+// against its record and the chain against the seal (verifychain.go).
+const SchemaVersion = 7
 
 // ApplicationID is written to PRAGMA application_id so that tools (and
 // `file`) can tell a capsem export from another SQLite database: "CpSm".

@@ -59,6 +59,9 @@ type source struct {
 	session    string         // the session's id in the export
 	sess       *store.Session // sessions: the session
 	ev         *store.Event   // event tables: the event
+	raw        []byte         // event tables: the event's stored value (nil: not from a store)
+	prev       *[32]byte      // its prev in the hash chain; nil when it has none
+	sum        [32]byte       // the SHA-256 of raw
 	modelCall  int64          // tool_calls, tool_responses: the id of their model call's row
 	toolCall   *store.ToolCall
 	toolResult *store.ToolResult

@@ -22,7 +22,13 @@ CREATE TABLE sessions (
 	exec          INTEGER NOT NULL DEFAULT 0, -- rows in exec_events
 	fs            INTEGER NOT NULL DEFAULT 0, -- rows in fs_events
 	agent         INTEGER NOT NULL DEFAULT 0, -- rows in agent_events
-	sandbox       TEXT              -- the long-lived sandbox this session is a start of; NULL for a capsem run
+	sandbox       TEXT,             -- the long-lived sandbox this session is a start of; NULL for a capsem run
+	chain_seq     INTEGER,          -- hash chain: the last event the seal covers; NULL: recorded without a chain
+	chain_head    TEXT,             -- sha256 of that event (hex); the session's start's when chain_seq is 0
+	chain_meta    TEXT,             -- SHA-256 of the command, policy_sha256, image, host and sandbox as recorded (hex; store/chain.go)
+	chain_key     TEXT,             -- the ed25519 public key that sealed it (hex); NULL: unsigned
+	chain_sig     TEXT,             -- ed25519 signature of the seal message (hex; store/chain.go)
+	scrubbed      INTEGER NOT NULL DEFAULT 0  -- 1: exported with --scrub, texts redacted and records left out, so rows cannot be checked against them
 );
 CREATE TABLE net_events (
 	id                    INTEGER PRIMARY KEY,
@@ -54,7 +60,10 @@ CREATE TABLE net_events (
 	request_body_preview  TEXT,
 	response_body_preview TEXT,
 	count                 INTEGER NOT NULL DEFAULT 1, -- how many events this row stands for: past 50 a second of one reason, one row stands for the rest of dropped frames and refused flows, with the last one's fields
-	detail                TEXT
+	detail                TEXT,
+	prev_sha256           TEXT,    -- hash chain: SHA-256 of the stored value of the session's event before this one (hex); NULL: recorded without a chain
+	sha256                TEXT,    -- SHA-256 of this event's stored value (hex): the next event's prev_sha256
+	record                BLOB     -- the event as the store holds it (store/codec.go), from which this row is made; NULL in a --scrub export
 );
 CREATE TABLE dns_events (
 	id             INTEGER PRIMARY KEY,
@@ -70,7 +79,10 @@ CREATE TABLE dns_events (
 	matched_rule   TEXT,
 	answer         TEXT,    -- what the guest got: the synthetic address of an A answer, else the response code (NOERROR for an allowed name without records of the type, NXDOMAIN, SERVFAIL, REFUSED, FORMERR, NOTIMP); NULL when no reply was sent
 	resolver_asked TEXT,    -- the IP the guest sent the query to
-	count          INTEGER NOT NULL DEFAULT 1 -- how many queries this row stands for: past 50 a second of one reason and transport, one row stands for the rest, with the last one's name
+	count          INTEGER NOT NULL DEFAULT 1, -- how many queries this row stands for: past 50 a second of one reason and transport, one row stands for the rest, with the last one's name
+	prev_sha256    TEXT,    -- hash chain: SHA-256 of the stored value of the session's event before this one (hex); NULL: recorded without a chain
+	sha256         TEXT,    -- SHA-256 of this event's stored value (hex): the next event's prev_sha256
+	record         BLOB     -- the event as the store holds it (store/codec.go), from which this row is made; NULL in a --scrub export
 );
 CREATE TABLE model_calls (
 	id                    INTEGER PRIMARY KEY,
@@ -102,7 +114,10 @@ CREATE TABLE model_calls (
 	response_bytes        INTEGER NOT NULL DEFAULT 0,
 	estimated_cost_usd    REAL NOT NULL DEFAULT 0,
 	trace_id              TEXT,
-	usage_details         TEXT      -- JSON, as the provider reported it
+	usage_details         TEXT,     -- JSON, as the provider reported it
+	prev_sha256           TEXT,     -- hash chain: SHA-256 of the stored value of the session's event before this one (hex); NULL: recorded without a chain
+	sha256                TEXT,     -- SHA-256 of this event's stored value (hex): the next event's prev_sha256
+	record                BLOB      -- the event as the store holds it (store/codec.go), from which this row is made; NULL in a --scrub export
 );
 CREATE TABLE mcp_calls (
 	id               INTEGER PRIMARY KEY,
@@ -122,7 +137,10 @@ CREATE TABLE mcp_calls (
 	bytes_sent       INTEGER NOT NULL DEFAULT 0,
 	bytes_received   INTEGER NOT NULL DEFAULT 0,
 	reason           TEXT,
-	matched_rule     TEXT     -- the [[mcp.rules]] entry that decided
+	matched_rule     TEXT,    -- the [[mcp.rules]] entry that decided
+	prev_sha256      TEXT,    -- hash chain: SHA-256 of the stored value of the session's event before this one (hex); NULL: recorded without a chain
+	sha256           TEXT,    -- SHA-256 of this event's stored value (hex): the next event's prev_sha256
+	record           BLOB     -- the event as the store holds it (store/codec.go), from which this row is made; NULL in a --scrub export
 );
 CREATE TABLE tool_calls (
 	id            INTEGER PRIMARY KEY,
@@ -161,7 +179,10 @@ CREATE TABLE fs_events (
 	old_path      TEXT,    -- renamed: the name before
 	is_dir        INTEGER, -- 0 or 1: path is a directory
 	guest_time    TEXT,    -- when it happened by the guest's clock, as the guest claimed; NULL when not reported
-	guest_time_ms INTEGER
+	guest_time_ms INTEGER,
+	prev_sha256   TEXT,    -- hash chain: SHA-256 of the stored value of the session's event before this one (hex); NULL: recorded without a chain
+	sha256        TEXT,    -- SHA-256 of this event's stored value (hex): the next event's prev_sha256
+	record        BLOB     -- the event as the store holds it (store/codec.go), from which this row is made; NULL in a --scrub export
 );
 CREATE TABLE exec_events (
 	id            INTEGER PRIMARY KEY,
@@ -178,7 +199,10 @@ CREATE TABLE exec_events (
 	pid           INTEGER, -- in the guest, as the agent reported it
 	signal        TEXT,    -- the signal that killed it (KILL, TERM, …); NULL when it exited
 	started_at    TEXT,    -- when the host sent the command, by the host's clock (in records made before capsem built exec events on the host, the guest's)
-	started_at_ms INTEGER
+	started_at_ms INTEGER,
+	prev_sha256   TEXT,    -- hash chain: SHA-256 of the stored value of the session's event before this one (hex); NULL: recorded without a chain
+	sha256        TEXT,    -- SHA-256 of this event's stored value (hex): the next event's prev_sha256
+	record        BLOB     -- the event as the store holds it (store/codec.go), from which this row is made; NULL in a --scrub export
 );
 CREATE TABLE agent_events (
 	id           INTEGER PRIMARY KEY,
@@ -188,7 +212,10 @@ CREATE TABLE agent_events (
 	timestamp_ms INTEGER NOT NULL,
 	state        TEXT,    -- silent (stopped answering pings), resumed, protocol-violation (cut off), rate-limited (guest-reported events dropped), capped (a guest-reported field truncated)
 	detail       TEXT,
-	count        INTEGER NOT NULL DEFAULT 1 -- rate-limited: events dropped; capped: fields truncated; otherwise 1
+	count        INTEGER NOT NULL DEFAULT 1, -- rate-limited: events dropped; capped: fields truncated; otherwise 1
+	prev_sha256  TEXT,    -- hash chain: SHA-256 of the stored value of the session's event before this one (hex); NULL: recorded without a chain
+	sha256       TEXT,    -- SHA-256 of this event's stored value (hex): the next event's prev_sha256
+	record       BLOB     -- the event as the store holds it (store/codec.go), from which this row is made; NULL in a --scrub export
 );
 CREATE TABLE recording_events (
 	id           INTEGER PRIMARY KEY,
@@ -198,7 +225,10 @@ CREATE TABLE recording_events (
 	timestamp_ms INTEGER NOT NULL,
 	state        TEXT,    -- over-budget (new flows refused), disk-low (new flows refused), resumed, unstored (count events not stored)
 	detail       TEXT,    -- what happened and what to do; for unstored the span, the kinds and why
-	count        INTEGER NOT NULL DEFAULT 0 -- unstored: events not stored; otherwise 0
+	count        INTEGER NOT NULL DEFAULT 0, -- unstored: events not stored; otherwise 0
+	prev_sha256  TEXT,    -- hash chain: SHA-256 of the stored value of the session's event before this one (hex); NULL: recorded without a chain
+	sha256       TEXT,    -- SHA-256 of this event's stored value (hex): the next event's prev_sha256
+	record       BLOB     -- the event as the store holds it (store/codec.go), from which this row is made; NULL in a --scrub export
 );
 CREATE TABLE other_events (
 	id           INTEGER PRIMARY KEY,
@@ -206,7 +236,10 @@ CREATE TABLE other_events (
 	seq          INTEGER NOT NULL,
 	timestamp    TEXT NOT NULL,
 	timestamp_ms INTEGER NOT NULL,
-	kind         TEXT NOT NULL
+	kind         TEXT NOT NULL,
+	prev_sha256  TEXT,    -- hash chain: SHA-256 of the stored value of the session's event before this one (hex); NULL: recorded without a chain
+	sha256       TEXT,    -- SHA-256 of this event's stored value (hex): the next event's prev_sha256
+	record       BLOB     -- the event as the store holds it (store/codec.go), from which this row is made; NULL in a --scrub export
 );
 CREATE UNIQUE INDEX net_events_session_seq ON net_events(session_id, seq);
 CREATE INDEX net_events_session_time ON net_events(session_id, timestamp);
