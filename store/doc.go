@@ -27,7 +27,12 @@
 //
 // Sequence numbers start at 1 and are gap-free within a session; batches are
 // committed in sequence order, so after a crash the events on disk are always
-// a prefix 1..N of what was appended. The event encoding is described in
+// a prefix 1..N of what was appended. Each event carries the SHA-256 of the
+// one before it, and the session record the chain's head and an ed25519
+// seal over it (chain.go, Options.SealKey): [Store.VerifyChain] names the
+// first event an edit, a deletion or an insertion broke. The record is
+// rewritten with a batch at most once a second (writer.go, recordEvery), so
+// a crashed writer's last second of events follows its seal, chained. The event encoding is described in
 // codec.go: a version byte, the wall time, then tagged fields, so that new
 // kinds and new fields can be added without breaking old records.
 //

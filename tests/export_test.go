@@ -1,15 +1,20 @@
 package tests
 
 import (
+	"crypto/ed25519"
 	"database/sql"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
 	_ "modernc.org/sqlite"
 
+	"github.com/capsem/capsem/store"
 	"github.com/capsem/capsem/store/sqliteexport"
 )
 
@@ -74,7 +79,7 @@ func TestExportOfARealRun(t *testing.T) {
 	if err != nil || json.Unmarshal(sessions, &list) != nil || len(list) != 1 || list[0].Denied < 2 || list[0].Allowed < 2 {
 		t.Errorf("capsem sessions --json: %v: %s", err, sessions)
 	}
-	inspect, err := exec.Command(capsemBin, "inspect", "--data", e.dataDir, "--json").Output()
+	inspect, err := exec.Command(capsemBin, "inspect", "--data", e.dataDir, "--ca-dir", filepath.Dir(e.caCert), "--json").Output()
 	var rep struct {
 		Rows   map[string]int64 `json:"rows"`
 		Denied []string         `json:"denied"`
@@ -107,4 +112,84 @@ func TestExportOfARealRun(t *testing.T) {
 		t.Error("foreign_key_check reports violations")
 	}
 	rows.Close()
+
+	checkTamperedExport(t, e.dataDir, filepath.Dir(e.caCert))
+}
+
+// checkTamperedExport exports the session in data unscrubbed and checks
+// that capsem inspect verifies its hash chain and seal (the key of the CA
+// directory caDir), then that one byte changed with sqlite3, or the
+// record re-sealed with a key that is not the installation's, fails it,
+// naming the row.
+func checkTamperedExport(t *testing.T, data, caDir string) {
+	t.Helper()
+	if _, err := exec.LookPath("sqlite3"); err != nil {
+		t.Skip("needs the sqlite3 command (Debian sqlite3; go tool task deps installs it)")
+	}
+	fresh := func() string {
+		out := filepath.Join(t.TempDir(), "plain.db")
+		if b, err := exec.Command(capsemBin, "export", "--sqlite", out, "--data", data, "--all").CombinedOutput(); err != nil {
+			t.Fatalf("capsem export: %v\n%s", err, b)
+		}
+		return out
+	}
+	inspect := func(file string) (int, string) {
+		cmd := exec.Command(capsemBin, "inspect", "--sqlite", file, "--ca-dir", caDir)
+		b, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) {
+			t.Fatal(err)
+		}
+		return cmd.ProcessState.ExitCode(), string(b)
+	}
+	genuine := fresh()
+	if code, out := inspect(genuine); code != 0 || !regexp.MustCompile(`ok   hash chain \d+ events chained and sealed by key [0-9a-f]{16}`).MatchString(out) {
+		t.Fatalf("inspect of a genuine export: exit %d\n%s", code, out)
+	}
+
+	// One byte of one row.
+	file := fresh()
+	var id int
+	b, err := exec.Command("sqlite3", file, "SELECT id FROM dns_events WHERE qname = 'denied.test' LIMIT 1").Output()
+	if _, serr := fmt.Sscan(string(b), &id); err != nil || serr != nil {
+		t.Fatalf("sqlite3: %v %v: %q", err, serr, b)
+	}
+	if b, err := exec.Command("sqlite3", file, fmt.Sprintf("UPDATE dns_events SET qname = 'e' || substr(qname, 2) WHERE id = %d", id)).CombinedOutput(); err != nil {
+		t.Fatalf("sqlite3 UPDATE: %v\n%s", err, b)
+	}
+	want := fmt.Sprintf("FAIL hash chain sqliteexport: session %%s: hash chain broken at dns_events row %d (seq ", id)
+	if code, out := inspect(file); code != 1 || !strings.Contains(out, strings.Split(want, "%s")[1]) || !strings.Contains(out, "qname differs from its record") {
+		t.Errorf("inspect after a one-byte UPDATE: exit %d, want 1 naming dns_events row %d:\n%s", code, id, out)
+	}
+
+	// Re-sealed with another key, after the exit code was changed.
+	file = fresh()
+	r, err := sqliteexport.OpenReader(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := r.Sessions()
+	r.Close()
+	if err != nil || len(list) != 1 {
+		t.Fatalf("sessions of the export: %v %v", list, err)
+	}
+	sess := list[0]
+	sess.ExitCode = new(0)
+	other := ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize))
+	sig := ed25519.Sign(other, store.SealMessage(&sess))
+	q := fmt.Sprintf("UPDATE sessions SET exit_code = 0, chain_key = '%x', chain_sig = '%x'", []byte(other.Public().(ed25519.PublicKey)), sig)
+	if b, err := exec.Command("sqlite3", file, q).CombinedOutput(); err != nil {
+		t.Fatalf("sqlite3 UPDATE: %v\n%s", err, b)
+	}
+	if code, out := inspect(file); code != 1 || !strings.Contains(out, "which is not trusted") {
+		t.Errorf("inspect of a record re-sealed with another key: exit %d, want 1 saying the key is not trusted:\n%s", code, out)
+	}
+	// And without re-sealing, the old seal no longer verifies.
+	file = fresh()
+	if b, err := exec.Command("sqlite3", file, "UPDATE sessions SET exit_code = 7").CombinedOutput(); err != nil {
+		t.Fatalf("sqlite3 UPDATE: %v\n%s", err, b)
+	}
+	if code, out := inspect(file); code != 1 || !strings.Contains(out, "signature does not verify") {
+		t.Errorf("inspect after the exit code was changed: exit %d:\n%s", code, out)
+	}
 }

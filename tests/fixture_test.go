@@ -25,6 +25,10 @@ import (
 // fixturePath is the committed fixture, from the tests directory.
 const fixturePath = "fixtures/session.db"
 
+// fixtureSealPub is the public half of the seal key of the session in
+// fixturePath (ca.SealPubFile of the CA it was recorded with).
+const fixtureSealPub = "fixtures/session-seal.pub"
+
 // fixtureUpdateEnv set to 1 makes TestSessionFixtureUpdate write the
 // fixture; otherwise it skips, so that the suite never rewrites a
 // committed file.
@@ -93,7 +97,7 @@ claude -p "Set up the project, check the endpoints, then echo through the tools 
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkSessionFixture(t, out)
+	checkSessionFixture(t, out, filepath.Join(sharedCADir, "seal.pub"))
 	if t.Failed() {
 		t.Fatalf("the new fixture lacks what the tests need; %s is unchanged", fixturePath)
 	}
@@ -107,6 +111,14 @@ claude -p "Set up the project, check the endpoints, then echo through the tools 
 	if err := os.WriteFile(fixturePath, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// The key that sealed it: `capsem inspect --key` trusts it.
+	pub, err := os.ReadFile(filepath.Join(sharedCADir, "seal.pub"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(fixtureSealPub, pub, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	t.Logf("wrote %s: %d bytes, session %s", fixturePath, len(b), r.session)
 }
 
@@ -116,13 +128,13 @@ func TestSessionFixture(t *testing.T) {
 	if _, err := os.Stat(fixturePath); err != nil {
 		t.Fatalf("%s: %v (go tool task fixture:update makes it)", fixturePath, err)
 	}
-	checkSessionFixture(t, fixturePath)
+	checkSessionFixture(t, fixturePath, fixtureSealPub)
 }
 
 // checkSessionFixture checks that the fixture at path holds every kind of
 // record the export's and the viewer's tests read, passes capsem inspect's checks, is small, and has no
 // credential the DLP detectors know in any text cell.
-func checkSessionFixture(t *testing.T, path string) {
+func checkSessionFixture(t *testing.T, path, sealPub string) {
 	t.Helper()
 	st, err := os.Stat(path)
 	if err != nil {
@@ -158,7 +170,7 @@ func checkSessionFixture(t *testing.T, path string) {
 			t.Errorf("the fixture has no %s (%s)", c.why, c.q)
 		}
 	}
-	if b, err := exec.Command(capsemBin, "inspect", "--sqlite", path).CombinedOutput(); err != nil {
+	if b, err := exec.Command(capsemBin, "inspect", "--sqlite", path, "--key", sealPub).CombinedOutput(); err != nil {
 		t.Errorf("capsem inspect --sqlite %s: %v\n%s", path, err, b)
 	}
 	checkNoCredentials(t, db)

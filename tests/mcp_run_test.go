@@ -300,7 +300,7 @@ echo "--- done"`
 	}
 
 	// capsem inspect checks the links (and the rest) itself.
-	out, err := exec.Command(capsemBin, "inspect", "--data", data, r.session).CombinedOutput()
+	out, err := exec.Command(capsemBin, "inspect", "--data", data, "--ca-dir", sharedCADir, r.session).CombinedOutput()
 	t.Logf("capsem inspect:\n%s", out)
 	if err != nil {
 		t.Errorf("capsem inspect: %v", err)

@@ -311,7 +311,7 @@ func TestSandboxPolicyReload(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &sums); err != nil || len(sums) == 0 || sums[0].ID != id || !sums[0].Running || sums[0].Sandbox != "pol" {
 		t.Errorf("capsem sessions --json while running: %s (%v); want %s first, running, sandbox pol", r.stdout, err, id)
 	}
-	if r = e.must(0, nil, "inspect", id); !strings.Contains(r.stdout, "two.test") {
+	if r = e.must(0, nil, "inspect", "--ca-dir", e.caDir, id); !strings.Contains(r.stdout, "two.test") {
 		t.Errorf("capsem inspect %s of the running session does not show its DNS queries:\n%s", id, r.stdout)
 	}
 	db := exportRun(t, e.data, id)

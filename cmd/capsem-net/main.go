@@ -222,6 +222,10 @@ func serve(c *cli.Context, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// The seal key signs the session's chain from Begin on: loaded before it.
+	if stOpt.SealKey, err = ca.LoadOrCreateSealKey(c.String("ca-dir")); err != nil {
+		return err
+	}
 	st, err := store.OpenWith(c.String("data"), stOpt)
 	if err != nil {
 		return err

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/ed25519"
 	"fmt"
 	"os"
 
@@ -54,6 +55,31 @@ func caCommand() *cli.Command {
 						return os.WriteFile(out, a.CertPEM(), 0o644)
 					}
 					_, err = c.App.Writer.Write(a.CertPEM())
+					return err
+				},
+			},
+			{
+				Name:  "seal-key",
+				Usage: "print the public key that seals this installation's session records (PEM), or write it to --out",
+				Description: "Each session's hash chain is sealed with an ed25519 key kept beside the CA (seal-key.pem, mode\n" +
+					"0600; made on first use; `ca rotate` keeps it). Give its public half to whoever checks records made\n" +
+					"here: `capsem inspect --key FILE` trusts it.",
+				Flags:        []cli.Flag{caDirFlag(), &cli.StringFlag{Name: "out", Usage: "write to `FILE` instead of stdout"}},
+				OnUsageError: onUsageError,
+				Action: func(c *cli.Context) error {
+					dir, err := caDir(c)
+					if err != nil {
+						return err
+					}
+					key, err := ca.LoadOrCreateSealKey(dir)
+					if err != nil {
+						return err
+					}
+					pub := ca.EncodeSealPub(key.Public().(ed25519.PublicKey))
+					if out := c.String("out"); out != "" {
+						return os.WriteFile(out, pub, 0o644)
+					}
+					_, err = c.App.Writer.Write(pub)
 					return err
 				},
 			},

@@ -72,7 +72,7 @@ func guestStore(t *testing.T, evil bool) string {
 		return base + strings.Join(hostile, "")
 	}
 	dir := t.TempDir()
-	st, err := store.Open(dir)
+	st, err := openTestStore(t, dir)
 	if err != nil {
 		t.Fatal(err)
 	}

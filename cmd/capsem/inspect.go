@@ -19,16 +19,19 @@ func inspectCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "inspect",
 		Usage:     "summarise one session and check its integrity (exit 1 when a check fails)",
-		UsageText: "capsem inspect [ID] [--data DIR] [--json] [-n ROWS]\n   capsem inspect --sqlite FILE [ID] [--json] [-n ROWS]",
+		UsageText: "capsem inspect [ID] [--data DIR] [--json] [-n ROWS] [--key FILE] [--require-chain]\n   capsem inspect --sqlite FILE [ID] [--json] [-n ROWS] [--key FILE] [--require-chain]",
 		Description: "Without ID, the newest session. The session is exported (scrubbed) to a temporary SQLite\n" +
 			"file and summarised from it: rows per table, the first rows of each, denied flows, top domains,\n" +
-			"and the integrity checks. --sqlite reads a file capsem export wrote instead of the store.",
-		Flags: []cli.Flag{
+			"and the integrity checks. --sqlite reads a file capsem export wrote instead of the store.\n\n" +
+			"The hash chain check verifies every event against its predecessor's hash and the session's\n" +
+			"sealed head, and names the first row that does not match; the seal must be this installation's\n" +
+			"key (capsem ca seal-key) or one given with --key.",
+		Flags: append([]cli.Flag{
 			dataFlag(),
 			&cli.StringFlag{Name: "sqlite", Usage: "inspect a session of `FILE`, a capsem export, instead of the store"},
 			&cli.BoolFlag{Name: "json", Usage: "the report as JSON"},
 			&cli.IntFlag{Name: "n", Value: 5, Usage: "`ROWS` to show per list"},
-		},
+		}, inspectChainFlags()...),
 		OnUsageError: onUsageError,
 		Action:       runInspect,
 	}
@@ -82,6 +85,13 @@ func runInspect(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	// The chain is checked on the store, whose values the export below
+	// (scrubbed) leaves out.
+	cst, verr := st.VerifyChain(id)
+	chain, err := chainCheck(c, cst, false, verr)
+	if err != nil {
+		return err
+	}
 	tmp, err := os.MkdirTemp("", "capsem-inspect")
 	if err != nil {
 		return err
@@ -98,17 +108,18 @@ func runInspect(c *cli.Context) error {
 		return err
 	}
 	defer r.Close()
-	return reportAndCheck(c, r, summarize(sess), n)
+	return reportAndCheck(c, r, summarize(sess), n, chain)
 }
 
-// reportAndCheck prints the report of the session sess in db and fails
-// when one of its checks does.
-func reportAndCheck(c *cli.Context, db sqliteexport.Querier, sess sessionSummary, n int) error {
+// reportAndCheck prints the report of the session sess in db, with the
+// checks extra made elsewhere, and fails when one of them does.
+func reportAndCheck(c *cli.Context, db sqliteexport.Querier, sess sessionSummary, n int, extra ...inspect.Check) error {
 	id := sess.ID
 	r, err := buildReport(db, sess, n)
 	if err != nil {
 		return err
 	}
+	r.Checks = append(r.Checks, extra...)
 	if c.Bool("json") {
 		if err := writeJSON(c.App.Writer, r); err != nil {
 			return err

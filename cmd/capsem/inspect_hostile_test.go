@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capsem/capsem/store"
 	"github.com/capsem/capsem/store/sqliteexport"
 )
 
@@ -18,7 +17,7 @@ import (
 // returns its path.
 func exportOf(t *testing.T, dir string, scrub bool) string {
 	t.Helper()
-	st, err := store.Open(dir)
+	st, err := openTestStore(t, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,12 +116,18 @@ func TestInspectSQLiteHostile(t *testing.T) {
 // fixture of a real session.
 func TestInspectSQLiteGenuine(t *testing.T) {
 	dir := modelCallSession(t, "")
-	for _, tc := range []struct{ path, why string }{
-		{exportOf(t, dir, false), "a plain export"},
-		{exportOf(t, dir, true), "a scrubbed export"},
-		{filepath.Join("..", "..", "tests", "fixtures", "session.db"), "tests/fixtures/session.db"},
+	fixtures := filepath.Join("..", "..", "tests", "fixtures")
+	for _, tc := range []struct {
+		path, why string
+		args      []string
+	}{
+		{exportOf(t, dir, false), "a plain export", nil},
+		{exportOf(t, dir, true), "a scrubbed export", nil},
+		// Sealed by the key of the machine that recorded it, which is not
+		// this one's: trusted with --key.
+		{filepath.Join(fixtures, "session.db"), "tests/fixtures/session.db", []string{"--key", filepath.Join(fixtures, "session-seal.pub")}},
 	} {
-		if code, out := inspectWithin(t, 30*time.Second, "--sqlite", tc.path); code != 0 || strings.Contains(out, "FAIL") {
+		if code, out := inspectWithin(t, 30*time.Second, append([]string{"--sqlite", tc.path}, tc.args...)...); code != 0 || strings.Contains(out, "FAIL") {
 			t.Errorf("%s: exit %d:\n%s", tc.why, code, out)
 		}
 	}

@@ -35,7 +35,7 @@ func TestInspectOpenAICompatibleHost(t *testing.T) {
 		{func(m *store.ModelCall) { m.Provider = provider.Anthropic }, 1, "anthropic on an OpenAI path"},
 	} {
 		dir := t.TempDir()
-		st, err := store.Open(dir)
+		st, err := openTestStore(t, dir)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -17,7 +17,7 @@ import (
 // file for writing.
 func mcpLinkExport(t *testing.T) *sql.DB {
 	t.Helper()
-	st, err := store.Open(t.TempDir())
+	st, err := openTestStore(t, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -37,5 +38,13 @@ func inspectSQLite(c *cli.Context, file, id string, n int) error {
 	} else if err != nil {
 		return err
 	}
-	return reportAndCheck(c, r, summarize(sess), n)
+	res, err := sqliteexport.VerifyChain(context.Background(), r, sess.ID)
+	if err != nil {
+		return err
+	}
+	chain, err := chainCheck(c, res.Status, res.Scrubbed, res.Err)
+	if err != nil {
+		return err
+	}
+	return reportAndCheck(c, r, summarize(sess), n, chain)
 }

@@ -38,7 +38,7 @@ func TestExportUsageAndErrors(t *testing.T) {
 
 func TestExportNewestSessionByDefault(t *testing.T) {
 	dir := t.TempDir()
-	st, err := store.Open(dir)
+	st, err := openTestStore(t, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestExportNewestSessionByDefault(t *testing.T) {
 
 func TestInspectTextReport(t *testing.T) {
 	dir := t.TempDir()
-	st, err := store.Open(dir)
+	st, err := openTestStore(t, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func TestInspectTextReport(t *testing.T) {
 // check must fail.
 func TestInspectChecksFail(t *testing.T) {
 	dir := t.TempDir()
-	st, err := store.Open(dir)
+	st, err := openTestStore(t, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +166,7 @@ func TestInspectChecksFail(t *testing.T) {
 func modelCallSession(t *testing.T, extra string) string {
 	t.Helper()
 	dir := t.TempDir()
-	st, err := store.Open(dir)
+	st, err := openTestStore(t, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +242,7 @@ func TestInspectUnansweredToolResponse(t *testing.T) {
 	if !strings.Contains(out, "FAIL every tool response answers a tool call 1 rows: toolu_ghost") {
 		t.Errorf("output lacks the failed check naming toolu_ghost:\n%s", out)
 	}
-	if !strings.Contains(stderr.String(), "1 of 9 checks failed: every tool response answers a tool call") {
+	if !strings.Contains(stderr.String(), "1 of 10 checks failed: every tool response answers a tool call") {
 		t.Errorf("stderr %q does not say which check failed", stderr.String())
 	}
 	if n := strings.Count(out, "FAIL"); n != 1 {

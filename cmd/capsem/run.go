@@ -20,6 +20,7 @@ import (
 	"github.com/capsem/capsem/guest/image"
 	"github.com/capsem/capsem/guest/proto"
 	"github.com/capsem/capsem/hypervisor"
+	"github.com/capsem/capsem/mitm/ca"
 	"github.com/capsem/capsem/netstack"
 	"github.com/capsem/capsem/policy"
 	"github.com/capsem/capsem/ports"
@@ -239,6 +240,10 @@ func runRecorded(c *cli.Context, o *runOptions) error {
 	if err != nil {
 		return err
 	}
+	storeOpts := o.storeOpts
+	if storeOpts.SealKey, err = ca.LoadOrCreateSealKey(o.caDir); err != nil {
+		return err
+	}
 
 	// Published before the guest boots: a host port in use fails the run
 	// at once.
@@ -261,7 +266,7 @@ func runRecorded(c *cli.Context, o *runOptions) error {
 		command = []string{"(interactive shell)"}
 	}
 	phase("guest image and CA ready")
-	rs, err := sessionstore.Open(o.data, store.Session{Command: command, PolicySHA256: o.policy.SHA256, Image: guest.ID, Host: host}, o.storeOpts)
+	rs, err := sessionstore.Open(o.data, store.Session{Command: command, PolicySHA256: o.policy.SHA256, Image: guest.ID, Host: host}, storeOpts)
 	if err != nil {
 		return err
 	}

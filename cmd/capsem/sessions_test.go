@@ -15,7 +15,7 @@ import (
 // had reports dropped, and say nothing for a session without such events.
 func TestSessionsMarkTheAgent(t *testing.T) {
 	dir := t.TempDir()
-	st, err := store.Open(dir)
+	st, err := openTestStore(t, dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,4 +8,8 @@
 // the guest's TLS. Whoever holds the key can impersonate any site to any
 // guest that trusts it, so the key never leaves the host and a file with
 // looser permissions is refused rather than used.
+//
+// The same directory holds the seal key (sealkey.go): the ed25519 key that
+// signs each session's hash chain head, under the same rule, kept across
+// `ca rotate` so that records sealed before a rotation still verify.
 package ca

@@ -15,6 +15,7 @@ import (
 
 	"github.com/capsem/capsem/guest/proto"
 	"github.com/capsem/capsem/hypervisor"
+	"github.com/capsem/capsem/mitm/ca"
 	"github.com/capsem/capsem/ports"
 	"github.com/capsem/capsem/sandbox"
 	"github.com/capsem/capsem/sandbox/api"
@@ -116,6 +117,10 @@ func Run(ctx context.Context, data, name string, o Options, report func(Ready)) 
 	if err != nil {
 		return err
 	}
+	storeOpts := o.Store
+	if storeOpts.SealKey, err = ca.LoadOrCreateSealKey(o.CADir); err != nil {
+		return err
+	}
 	// The published ports are taken before anything boots: one another
 	// program or sandbox holds fails the start at once.
 	pub := ports.New(log)
@@ -124,7 +129,7 @@ func Run(ctx context.Context, data, name string, o Options, report func(Ready)) 
 		return err
 	}
 	host, _ := os.Hostname()
-	rs, err := sessionstore.Open(data, store.Session{Command: []string{"capsem", "start", name}, PolicySHA256: pol.SHA256, Image: settings.Image, Host: host, Sandbox: name}, o.Store)
+	rs, err := sessionstore.Open(data, store.Session{Command: []string{"capsem", "start", name}, PolicySHA256: pol.SHA256, Image: settings.Image, Host: host, Sandbox: name}, storeOpts)
 	if err != nil {
 		return err
 	}
