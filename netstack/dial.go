@@ -11,25 +11,34 @@ import (
 )
 
 // DialUpstream connects to name:port on the host's side as a flow's
-// upstream is, under the policy in force: [upstream] resolve, and private
-// answers refused unless allow_private. It does not decide whether name is
-// allowed: its caller connects to what the policy file itself names (the
-// url of an MCP gateway server).
+// upstream is, under the policy in force: [upstream] resolve, private
+// answers refused unless allow_private, and through [upstream] proxy when
+// one is set. It does not decide whether name is allowed: its caller
+// connects to what the policy file itself names (the url of an MCP
+// gateway server).
 func (s *Stack) DialUpstream(ctx context.Context, name string, port uint16) (net.Conn, error) {
 	c, _, _, err := s.dialUpstream(ctx, s.policy.Load(), name, port)
 	return c, err
 }
 
 // dialUpstream connects to the real endpoint of an allowed name
-// (resolveUpstream says which).
-func (s *Stack) dialUpstream(ctx context.Context, pol *policy.Policy, name string, port uint16) (net.Conn, netip.AddrPort, string, error) {
+// (resolveUpstream says which), or through the policy's proxy (the one
+// place every upstream TCP connection is made: flows, the MITM's
+// redials, the MCP gateway's remote servers). where says what it reached,
+// for the flow's event.
+func (s *Stack) dialUpstream(ctx context.Context, pol *policy.Policy, name string, port uint16) (c net.Conn, where, reason string, err error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.DialTimeout)
 	defer cancel()
+	if x := viaProxy(pol, name); x != nil {
+		c, reason, err = s.dialProxy(ctx, pol, x, name, port)
+		return c, "via the proxy " + x.Addr, reason, err
+	}
 	ips, port, reason, err := s.resolveUpstream(ctx, pol, name, port)
 	if err != nil {
-		return nil, netip.AddrPort{}, reason, err
+		return nil, "", reason, err
 	}
-	return s.dialAddrs(ctx, ips, port)
+	c, ap, reason, err := s.dialAddrs(ctx, ips, port)
+	return c, ap.String(), reason, err
 }
 
 // resolveUpstream returns the real addresses of an allowed name and the
@@ -107,6 +116,9 @@ func (s *Stack) upstreamAddrs(name string, port uint16, local bool) func(context
 	return func(ctx context.Context, pol *policy.Policy) ([]netip.AddrPort, error) {
 		if err := recheck(pol, name, port, local); err != nil {
 			return nil, err
+		}
+		if x := viaProxy(pol, name); x != nil {
+			return nil, fmt.Errorf("%s is reached through the proxy %s, by TCP only", name, x.URL)
 		}
 		ctx, cancel := context.WithTimeout(ctx, s.cfg.DialTimeout)
 		defer cancel()

@@ -66,16 +66,17 @@ const (
 	// TCP (syn.go, dial.go, limits.go): decided on the SYN, before the guest's
 	// handshake completes.
 
-	ReasonDirectIP        = "direct-ip"                // a SYN to an address capsem's DNS did not hand out: RST
-	ReasonGatewayPort     = "gateway-port-closed"      // a SYN to the gateway on a port other than 53: RST
-	ReasonSYNCap          = "syn-cap"                  // a SYN dropped: MaxInFlightSYN handshakes pending
-	ReasonFlowCap         = "flow-cap"                 // a SYN refused: MaxFlows flows open
-	ReasonDNSTCPCap       = "dns-tcp-cap"              // a SYN to port 53 refused: MaxDNSTCPConns open
-	ReasonUpstreamPrivate = "upstream-private-address" // the host resolved the allowed name to a private address (DNS rebinding): RST
-	ReasonUpstreamNoAddr  = "upstream-no-address"      // the host could not resolve the allowed name (or its [upstream] resolve target): RST
-	ReasonUpstreamFailed  = "upstream-unreachable"     // no address of the allowed name accepted the connection: RST
-	ReasonHandshakeFailed = "guest-handshake-failed"   // allowed and dialled, but the guest's side of the handshake failed
-	ReasonLocalUnserved   = "local-service-unserved"   // a flow to a name capsem serves itself (the MCP gateway) that its flow handler cannot serve
+	ReasonDirectIP             = "direct-ip"                // a SYN to an address capsem's DNS did not hand out: RST
+	ReasonGatewayPort          = "gateway-port-closed"      // a SYN to the gateway on a port other than 53: RST
+	ReasonSYNCap               = "syn-cap"                  // a SYN dropped: MaxInFlightSYN handshakes pending
+	ReasonFlowCap              = "flow-cap"                 // a SYN refused: MaxFlows flows open
+	ReasonDNSTCPCap            = "dns-tcp-cap"              // a SYN to port 53 refused: MaxDNSTCPConns open
+	ReasonUpstreamPrivate      = "upstream-private-address" // the host resolved the allowed name to a private address (DNS rebinding): RST
+	ReasonUpstreamNoAddr       = "upstream-no-address"      // the host could not resolve the allowed name (or its [upstream] resolve target): RST
+	ReasonUpstreamFailed       = "upstream-unreachable"     // no address of the allowed name accepted the connection (or the [upstream] proxy did not answer): RST
+	ReasonUpstreamProxyRefused = "upstream-proxy-refused"   // the [upstream] proxy answered the CONNECT for the allowed name with other than 2xx (407: credentials): RST
+	ReasonHandshakeFailed      = "guest-handshake-failed"   // allowed and dialled, but the guest's side of the handshake failed
+	ReasonLocalUnserved        = "local-service-unserved"   // a flow to a name capsem serves itself (the MCP gateway) that its flow handler cannot serve
 
 	// Inbound (inbound.go): a connection to a port published on the host.
 
@@ -120,7 +121,7 @@ func Reasons() []string {
 		ReasonWildcardCap, ReasonPoolExhausted, ReasonMalformedDNS, ReasonDNSNotSupported, ReasonDNSClassNotIN,
 
 		ReasonDirectIP, ReasonGatewayPort, ReasonSYNCap, ReasonFlowCap, ReasonDNSTCPCap,
-		ReasonUpstreamPrivate, ReasonUpstreamNoAddr, ReasonUpstreamFailed, ReasonHandshakeFailed, ReasonLocalUnserved,
+		ReasonUpstreamPrivate, ReasonUpstreamNoAddr, ReasonUpstreamFailed, ReasonUpstreamProxyRefused, ReasonHandshakeFailed, ReasonLocalUnserved,
 
 		ReasonPublished, ReasonGuestRefused, ReasonForwardFailed,
 

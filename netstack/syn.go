@@ -164,7 +164,7 @@ func (s *Stack) handleTCP(r *tcp.ForwarderRequest) {
 	// no [upstream] resolve entry can send it anywhere else.
 	local := !forwarded && pol.MCPGateway(name)
 	var upstream net.Conn
-	var upAddr netip.AddrPort
+	var upWhere string
 	pooled := !local && !forwarded && s.cfg.Pooled != nil && s.cfg.Pooled(pol, name, dst.Port())
 	if forwarded {
 		var err error
@@ -175,7 +175,7 @@ func (s *Stack) handleTCP(r *tcp.ForwarderRequest) {
 	} else if !local && !pooled {
 		var reason string
 		var err error
-		upstream, upAddr, reason, err = s.dialUpstream(s.ctx, pol, name, dst.Port())
+		upstream, upWhere, reason, err = s.dialUpstream(s.ctx, pol, name, dst.Port())
 		if err != nil {
 			deny(reason, err.Error())
 			return
@@ -230,7 +230,7 @@ func (s *Stack) handleTCP(r *tcp.ForwarderRequest) {
 	case pooled:
 		ev.Detail = "upstream connections kept alive by the handler (none dialled for this flow)"
 	default:
-		ev.Detail = "upstream " + upAddr.String()
+		ev.Detail = "upstream " + upWhere
 	}
 	if res.ConnType != "" {
 		ev.ConnType = res.ConnType

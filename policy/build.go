@@ -28,6 +28,7 @@ type builder struct {
 	mcpNames  []string             // the [mcp.servers] NAMEs written, built or not, sorted
 
 	extraSecrets []Secret // the --secret flags (ParseWith)
+	proxySecret  *leaf    // [upstream] proxy_secret, checked against the secrets
 }
 
 // build runs each table's build, then each table's late function, in the

@@ -15,6 +15,7 @@ type secretLeaves struct {
 func (b *builder) secretLate(t *table) {
 	b.secretTables(t)
 	b.secretConflicts(t)
+	b.proxySecretLate()
 }
 
 // secretTables checks and builds the [[secret]] tables, then the --secret
@@ -100,7 +101,9 @@ func (b *builder) secretTable(n, line int, el *secretLeaves, reported bool) *Sec
 		b.c.add(line, "[[secret]] %d says nowhere where its real value is; add from_env = \"VAR\" (a host environment variable) or from_file = \"path\" (its first line)", n)
 		ok = false
 	}
-	if len(el.hosts) == 0 && !reported {
+	// The proxy's secret goes to the proxy alone: it needs no hosts.
+	proxyOnly := b.proxySecret != nil && el.name != nil && el.name.value == b.proxySecret.value
+	if len(el.hosts) == 0 && !reported && !proxyOnly {
 		b.c.add(line, "[[secret]] %d has no hosts; add hosts = [\"api.example.com\"], the only hosts that may receive the real value", n)
 		ok = false
 	}

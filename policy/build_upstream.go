@@ -8,6 +8,7 @@ import (
 // upstream builds [upstream].
 func (b *builder) upstream(t *table) {
 	b.p.AllowPrivate, _ = b.cfg.boolAt(t, "allow_private")
+	b.proxy(t)
 	for k, l := range b.w.values(t) {
 		switch k.name {
 		case "ca_files":

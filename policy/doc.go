@@ -15,6 +15,9 @@
 //	resolve = { "api.anthropic.com" = "127.0.0.1:8443" }
 //	ca_files = ["extra-roots.pem"]
 //	allow_private = false
+//	proxy = "http://proxy.corp:3128"   # every upstream TCP connection: CONNECT through it
+//	no_proxy = ["*.corp.example"]      # names that go direct
+//	proxy_secret = "CORP_PROXY"        # a [[secret]] whose value is "user:password" (it needs no hosts)
 //
 //	[[http]]                      # request rules, first match wins
 //	host = "api.github.com"       # a name or "*.name"

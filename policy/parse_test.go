@@ -118,7 +118,7 @@ func TestParseErrors(t *testing.T) {
 
 		// Keys.
 		{"unknown key", "[network]\nallow = []\nalow = []\n", []string{`p.toml:3: unknown key "alow" in [network]: did you mean "allow"? the keys of [network] are default, allow, deny, unknown, ask_timeout; remove or rename it`}},
-		{"unknown key no hint", "[upstream]\nproxy = \"x\"\n", []string{`p.toml:2: unknown key "proxy" in [upstream]: the keys of [upstream] are resolve, ca_files, allow_private; remove or rename it`}},
+		{"unknown key no hint", "[upstream]\nvia = \"x\"\n", []string{`p.toml:2: unknown key "via" in [upstream]: the keys of [upstream] are resolve, ca_files, allow_private, proxy, no_proxy, proxy_secret; remove or rename it`}},
 		{"unknown table", "[netwrok]\nallow = []\n", []string{`p.toml:1: unknown table or key "netwrok": did you mean "network"? the policy file has only the tables [network], [upstream], [[http]], [tls], [mitm], [dns], [[secret]], [dlp], [mcp], [quic] and [[forward]]; remove or rename it`}},
 		{"unknown nested table", "[network.extra]\nx = 1\n", []string{`p.toml:1: unknown key "extra" in [network]: the keys of [network] are default, allow, deny, unknown, ask_timeout; remove or rename it`}},
 		{"unknown key in inline table", "\nnetwork = { allow = [], alow = [] }\n", []string{`p.toml:2: unknown key "alow" in [network]: did you mean "allow"? the keys of [network] are default, allow, deny, unknown, ask_timeout; remove or rename it`}},
@@ -132,7 +132,7 @@ func TestParseErrors(t *testing.T) {
 		}},
 		{"several unknown keys", "[network]\nx = 1\n[upstream]\ny = 2\n", []string{
 			`p.toml:2: unknown key "x" in [network]: the keys of [network] are default, allow, deny, unknown, ask_timeout; remove or rename it`,
-			`p.toml:4: unknown key "y" in [upstream]: the keys of [upstream] are resolve, ca_files, allow_private; remove or rename it`,
+			`p.toml:4: unknown key "y" in [upstream]: the keys of [upstream] are resolve, ca_files, allow_private, proxy, no_proxy, proxy_secret; remove or rename it`,
 		}},
 
 		// network.default.

@@ -59,6 +59,8 @@ type Policy struct {
 
 	grants Grants // what WithGrants added, in the order added
 
+	proxy *Proxy // [upstream] proxy; nil: upstream connections go direct
+
 	forwards    map[forwardKey]Forward // [[forward]], by name and port
 	forwardList []Forward              // the same, in file order
 

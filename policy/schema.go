@@ -3,7 +3,7 @@ package policy
 // The tables and keys of a policy file (doc.go draws a whole file):
 //
 //	[network]   default allow deny unknown ask_timeout
-//	[upstream]  resolve ca_files allow_private
+//	[upstream]  resolve ca_files allow_private proxy no_proxy proxy_secret
 //	[[http]]    host methods paths action        (an array of tables)
 //	[tls]       passthrough
 //	[mitm]      preview_bytes
@@ -127,6 +127,9 @@ var tables = []table{
 			{"resolve", kindStringMap, "upstream.resolve must map quoted host names to strings, like resolve = { \"api.example.com\" = \"127.0.0.1:8443\" } (quote names: a dotted key makes nested tables)"},
 			{"ca_files", kindStrings, "upstream.ca_files must be an array of path strings, like ca_files = [\"roots.pem\"]"},
 			{"allow_private", kindBool, "upstream.allow_private must be true or false, without quotes"},
+			{"proxy", kindString, "upstream.proxy must be a string, like proxy = \"http://proxy.corp:3128\""},
+			{"no_proxy", kindStrings, "upstream.no_proxy must be an array of host names, like no_proxy = [\"*.corp.example\"]"},
+			{"proxy_secret", kindString, "upstream.proxy_secret must be the name of a [[secret]], like proxy_secret = \"CORP_PROXY\""},
 		},
 		build: (*builder).upstream,
 	},

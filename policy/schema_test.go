@@ -69,7 +69,7 @@ passthrough = ["c.test"]
 	}
 	w.leaves = slices.DeleteFunc(w.leaves, func(l leaf) bool { return l.value == "b.test" })
 	w.crossCheck(cfg)
-	want := "f.toml:1: internal error: the policy was read two ways that disagree (default 1/1, unknown 0/0, allow 1/2, deny 0/0, resolve 1/1, ca_files 0/0, passthrough 1/1, action 0/0, detectors 0/0, allow_hosts 0/0, expected_hosts 0/0, unknown 0/0, mode 0/0, http [[1 1 1 0]]/[[1 1 1 0]], secret []/[], mcp.rules []/[], mcp.servers []/[], forward []/[]); please report this file to the capsem developers"
+	want := "f.toml:1: internal error: the policy was read two ways that disagree (default 1/1, unknown 0/0, allow 1/2, deny 0/0, proxy 0/0, proxy_secret 0/0, resolve 1/1, ca_files 0/0, no_proxy 0/0, passthrough 1/1, action 0/0, detectors 0/0, allow_hosts 0/0, expected_hosts 0/0, unknown 0/0, mode 0/0, http [[1 1 1 0]]/[[1 1 1 0]], secret []/[], mcp.rules []/[], mcp.servers []/[], forward []/[]); please report this file to the capsem developers"
 	if err := c.err(); err == nil || err.Error() != want {
 		t.Errorf("got  %v\nwant %s", err, want)
 	}

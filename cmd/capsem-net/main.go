@@ -443,6 +443,10 @@ func writePlaceholders(data string, pol *policy.Policy, out io.Writer) error {
 		return fmt.Errorf("capsem-net: writing %s: %w", path, err)
 	}
 	for _, s := range pol.Secrets() {
+		if x := pol.Proxy(); x != nil && x.Secret == s.Name && len(s.Hosts) == 0 {
+			fmt.Fprintf(out, "secret %s: the [upstream] proxy's credentials: sent to %s only (the guest needs no variable for it)\n", s.Name, x.Addr)
+			continue
+		}
 		fmt.Fprintf(out, "secret %s: give the guest %s=%s (real value only to %s)\n", s.Name, s.Name, s.InForce(), strings.Join(s.Hosts, ", "))
 	}
 	fmt.Fprintf(out, "placeholders in %s\n", path)
