@@ -15,15 +15,20 @@ type Summary struct {
 	SHA256       string            `json:"sha256"`
 	Allow        []string          `json:"allow"` // [network] allow entries: names, "*.x" patterns, ":port" suffixes
 	Deny         []string          `json:"deny"`
-	HTTP         []string          `json:"http_rules"`             // [[http]] rules, in file order, as a decision names them
-	Passthrough  []string          `json:"tls_passthrough"`        // names whose TLS is not intercepted
-	Resolve      map[string]string `json:"resolve,omitempty"`      // [upstream] resolve: name → where capsem connects
-	AllowPrivate bool              `json:"allow_private"`          // [upstream] allow_private
-	CAFiles      []string          `json:"upstream_ca_files"`      // [upstream] ca_files
-	PreviewBytes int               `json:"mitm_preview_bytes"`     // [mitm] preview_bytes in force
-	MaxWildcard  int               `json:"dns_max_wildcard_names"` // [dns] max_wildcard_names in force
-	Secrets      []string          `json:"secrets"`                // [[secret]] and --secret: NAME@host,… (never a value)
-	DLP          string            `json:"dlp"`                    // [dlp] action in force, with its detectors when not all
+	HTTP         []string          `json:"http_rules"`        // [[http]] rules, in file order, as a decision names them
+	Passthrough  []string          `json:"tls_passthrough"`   // names whose TLS is not intercepted
+	Resolve      map[string]string `json:"resolve,omitempty"` // [upstream] resolve: name → where capsem connects
+	AllowPrivate bool              `json:"allow_private"`     // [upstream] allow_private
+	CAFiles      []string          `json:"upstream_ca_files"` // [upstream] ca_files
+	// Proxy is [upstream] proxy ("" for none), NoProxy its no_proxy,
+	// ProxySecret the name of the secret of its credentials.
+	Proxy        string   `json:"upstream_proxy,omitempty"`
+	NoProxy      []string `json:"upstream_no_proxy,omitempty"`
+	ProxySecret  string   `json:"upstream_proxy_secret,omitempty"`
+	PreviewBytes int      `json:"mitm_preview_bytes"`     // [mitm] preview_bytes in force
+	MaxWildcard  int      `json:"dns_max_wildcard_names"` // [dns] max_wildcard_names in force
+	Secrets      []string `json:"secrets"`                // [[secret]] and --secret: NAME@host,… (never a value)
+	DLP          string   `json:"dlp"`                    // [dlp] action in force, with its detectors when not all
 	// MCPRules are the [[mcp.rules]], in file order, as a decision names
 	// them.
 	MCPRules []string `json:"mcp_rules"`
@@ -74,6 +79,9 @@ func (p *Policy) Summarize() Summary {
 	}
 	sort.Strings(s.Passthrough)
 	s.CAFiles = append(s.CAFiles, p.UpstreamCAFiles()...)
+	if x := p.proxy; x != nil {
+		s.Proxy, s.NoProxy, s.ProxySecret = x.URL, x.NoProxy, x.Secret
+	}
 	if len(p.resolve) > 0 {
 		s.Resolve = map[string]string{}
 		for name, t := range p.resolve {

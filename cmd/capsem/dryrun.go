@@ -135,6 +135,15 @@ func printPlan(w io.Writer, p plan, asJSON bool) error {
 	fmt.Fprintf(tw, "  request rules\t%s\n", list(p.Policy.HTTP))
 	fmt.Fprintf(tw, "  TLS not intercepted\t%s\n", list(p.Policy.Passthrough))
 	fmt.Fprintf(tw, "  host services\t%s\n", list(p.Policy.Forwards))
+	if x := p.Policy.Proxy; x != "" {
+		if p.Policy.ProxySecret != "" {
+			x += " (credentials: secret " + p.Policy.ProxySecret + ")"
+		}
+		if len(p.Policy.NoProxy) > 0 {
+			x += "; direct: " + list(p.Policy.NoProxy)
+		}
+		fmt.Fprintf(tw, "  upstream through the proxy\t%s\n", x)
+	}
 	unknown := "refused"
 	if p.Policy.Unknown == policy.UnknownAsk {
 		unknown = fmt.Sprintf("held while a person is asked (capsem ask), up to %d s", p.Policy.AskTimeoutS)
