@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capsem/capsem/guest/h3get"
 	"github.com/capsem/capsem/store"
 )
 
@@ -262,5 +263,37 @@ func TestProxyAuth(t *testing.T) {
 				t.Errorf("%s: no upstream-proxy-refused flow saying %q:\n%s", c.why, c.detail, dumpEvents(evs))
 			}
 		})
+	}
+}
+
+// TestProxyHTTP3: while a proxy is set, a guest's HTTP/3 request is
+// answered by capsem over QUIC and goes upstream over TCP through the
+// proxy, though the upstream speaks HTTP/3.
+func TestProxyHTTP3(t *testing.T) {
+	needHarness(t)
+	sq := startSquid(t, "open")
+	ca := newTestCA(t, "tests upstream CA")
+	up := startH3Upstream(t, ca, true, "h3.test")
+	e := startEnv(t, fmt.Sprintf(`
+[network]
+default = "deny"
+allow = ["h3.test"]
+
+[upstream]
+proxy = "http://127.0.0.1:%d"
+resolve = { "h3.test" = "127.0.0.1:%d" }
+ca_files = [%q]
+`, sq.port, up.port, ca.pemPath), envOptions{})
+	r := e.h3Get(h3get.Request{URL: "https://h3.test/via-proxy", Mark: "proxied"})
+	if r.Status != 200 || r.Proto != "HTTP/3.0" || !strings.Contains(r.Body, "upstream-saw proto=HTTP/2.0 path=/via-proxy") {
+		t.Errorf("the guest's HTTP/3 request: %+v; want it answered over HTTP/3 and sent upstream over HTTP/2", r)
+	}
+	if got := up.saw("/via-proxy"); len(got) != 1 || got[0] != "HTTP/2.0" {
+		t.Errorf("the upstream saw %v, want one HTTP/2.0 request (TCP, through the proxy)", got)
+	}
+	e.stop()
+	want := fmt.Sprintf("CONNECT 127.0.0.1:%d", up.port)
+	if log := sq.log(t, want); !strings.Contains(log, want) {
+		t.Errorf("squid's log lacks %q:\n%s", want, log)
 	}
 }
