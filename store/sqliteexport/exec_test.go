@@ -201,8 +201,8 @@ func TestShellJoin(t *testing.T) {
 		{[]string{"curl", "-H", "Authorization: [REDACTED:authorization]", "https://x.test/?a=1&b=2"},
 			`curl -H 'Authorization: [REDACTED:authorization]' 'https://x.test/?a=1&b=2'`},
 	} {
-		if got := shellJoin(c.argv); got != c.want {
-			t.Errorf("shellJoin(%q)\n = %s\nwant %s", c.argv, got, c.want)
+		if got := ShellJoin(c.argv); got != c.want {
+			t.Errorf("ShellJoin(%q)\n = %s\nwant %s", c.argv, got, c.want)
 		}
 	}
 }
@@ -218,7 +218,7 @@ func TestShellJoinReadsBack(t *testing.T) {
 		{"x", "", "café", "evil\u202etxt", "*", "~", "a=b", "#", "{a,b}", "[x]"},
 	}
 	for _, argv := range argvs {
-		line := shellJoin(argv)
+		line := ShellJoin(argv)
 		got, err := bashWords(bash, line)
 		if err != nil {
 			t.Errorf("bash on %s: %v", line, err)

@@ -454,7 +454,7 @@ var execEvents = &table{
 				if len(s.ev.Exec.Argv) == 0 {
 					return nil
 				}
-				return shellJoin(c.argv(s.ev.Exec.Argv))
+				return ShellJoin(c.argv(s.ev.Exec.Argv))
 			}},
 		{name: "exit_code", decl: "INTEGER", doc: "the exit status, or 128+N when killed by signal N; -1 when the guest went away before saying",
 			value: func(_ *converter, s *source) any { return int64(s.ev.Exec.ExitCode) }},

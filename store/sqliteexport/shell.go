@@ -7,14 +7,14 @@ import (
 	"unicode/utf8"
 )
 
-// shellJoin returns argv as one line, the way a POSIX shell (sh, bash)
+// ShellJoin returns argv as one line, the way a POSIX shell (sh, bash)
 // would read back the same words, kept readable: a word of characters the
 // shell takes literally stays bare; another is put in single quotes, or in
 // double quotes when it holds a ' and nothing double quotes would expand;
 // a word holding a control or invisible character (a newline, an escape,
 // a bidi override) is written as $'…' with those characters escaped, so
 // that the line is one line and shows what is there.
-func shellJoin(argv []string) string {
+func ShellJoin(argv []string) string {
 	var b strings.Builder
 	for i, w := range argv {
 		if i > 0 {
