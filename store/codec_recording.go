@@ -13,7 +13,7 @@ const (
 // this build knows in it.
 const recLo, recHi, recKnown = 448, 512, fRecCount
 
-var recordingStates = []string{RecordingOverBudget, RecordingDiskLow, RecordingResumed, RecordingUnstored}
+var recordingStates = []string{RecordingOverBudget, RecordingDiskLow, RecordingResumed, RecordingUnstored, RecordingAuditBehind, RecordingAuditResumed}
 
 func (r *Recording) appendTo(b []byte) []byte {
 	b = appendString(b, fRecState, r.State)

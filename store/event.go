@@ -315,6 +315,11 @@ const (
 	// the disk was full, writing stalled, or the session was past its
 	// budget's allowance; Detail says why, when, and of which kinds.
 	RecordingUnstored = "unstored"
+	// RecordingAuditBehind: the events the session streams to an audit
+	// collector (capsem --audit-otlp) have fallen behind past its bound;
+	// RecordingAuditResumed: they caught up. Detail says how far and why.
+	RecordingAuditBehind  = "audit-behind"
+	RecordingAuditResumed = "audit-resumed"
 )
 
 // MCPCall is one MCP request (a JSON-RPC 2.0 request or notification over

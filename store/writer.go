@@ -98,6 +98,7 @@ type Writer struct {
 	gap        gap       // events held since the last unstored event was written
 	unstored   int64     // events held as counts, in all (part of Counts.Lost)
 	diskSeen   diskState // the disk state the session's record last noted
+	refusal    error     // SetRefusal's: Admit refuses while it is set
 }
 
 func newWriter(s *Store, meta Session) *Writer {
@@ -562,6 +563,24 @@ func (w *Writer) End(exitCode *int) error {
 	return werr
 }
 
+// SetRefusal makes Admit refuse with why (wrapped in ErrNotRecording)
+// until it is called with nil: for a part of the record outside the store
+// that the session must not run without (an audit stream that is required
+// and has fallen behind). Events are still appended.
+func (w *Writer) SetRefusal(why error) {
+	w.mu.Lock()
+	w.refusal = why
+	w.mu.Unlock()
+}
+
+// Seq is the sequence number of the last event appended (0: none yet);
+// events up to it are readable once synced.
+func (w *Writer) Seq() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.seq
+}
+
 // ErrNotRecording wraps every reason Admit gives for refusing: the caller
 // must not start what it could not record.
 var ErrNotRecording = errors.New("store: events cannot be recorded")
@@ -587,6 +606,8 @@ func (w *Writer) Admit() error {
 			ErrNotRecording, w.id, w.s.dir, stallAfter)
 	case w.overBudget:
 		return fmt.Errorf("%w: %s", ErrNotRecording, w.budgetMessage())
+	case w.refusal != nil:
+		return fmt.Errorf("%w: %w", ErrNotRecording, w.refusal)
 	}
 	now := time.Now()
 	st, _ := w.s.disk.check(now, 0)

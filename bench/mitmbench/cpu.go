@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/capsem/capsem/bench/internal/cpu"
-	"github.com/capsem/capsem/bench/internal/guestns"
 	"github.com/capsem/capsem/bench/internal/upstream"
 )
 
@@ -24,14 +23,11 @@ func (c cpuUse) String() string {
 }
 
 // measureCPU runs cmd and returns the cores each party used meanwhile:
-// the client (cmd itself: ip netns exec execs it in place), e's
-// capsem-net, this process (the frame pump), the upstream up, and the
-// whole machine.
-func (b *bench) measureCPU(cmd *exec.Cmd, e *guestns.Env, up *upstream.Process) (cpuUse, error) {
-	capsemPID := 0
-	if e != nil {
-		capsemPID = e.PID()
-	}
+// the client (cmd itself: ip netns exec execs it in place), the path's
+// proxy (capsemPID: capsem-net, or mitmdump, counted in the capsem
+// column), this process (the frame pump), the upstream up, and the whole
+// machine.
+func (b *bench) measureCPU(cmd *exec.Cmd, capsemPID int, up *upstream.Process) (cpuUse, error) {
 	upPID, self := up.PID(), os.Getpid()
 	c0, u0, s0 := cpu.ProcSeconds(capsemPID), cpu.ProcSeconds(upPID), cpu.ProcSeconds(self)
 	j0 := cpu.Machine()

@@ -2,8 +2,8 @@
 // costs, side by side in one run over the namespace harness of
 // tests/harness: a guest namespace whose TAP is pumped to capsem-net, and an
 // HTTPS upstream (HTTP/2 and HTTP/1.1, a CA of the benchmark's own; HTTP/3
-// too for the HTTP/3 comparison below) on host loopback, reached three
-// ways, or four:
+// too for the HTTP/3 comparison below) on host loopback, reached four
+// ways, or five:
 //
 //   - direct: from the host straight to the upstream's loopback port;
 //   - pass: from the guest through capsem-net, name listed under
@@ -12,6 +12,12 @@
 //   - mitm: from the guest through capsem-net's MITM, which terminates TLS
 //     with a leaf of the capsem CA, decides and records every request and
 //     forwards it over verified TLS; no secret, [dlp] action = "off";
+//   - mitmproxy: Debian's mitmproxy (mitmdump) in transparent mode, the
+//     peer: a namespace of its own routed through the host over a veth
+//     pair, an nft table redirecting its port 443 to mitmdump, which
+//     streams large bodies and verifies the upstream as the MITM does
+//     (mitmproxy.go). Left out, with a message, when mitmdump or nft is
+//     missing; not in the HTTP/3 comparison (mitmproxy has no HTTP/3);
 //   - mitm-secrets (only when named in -paths): the same host through a
 //     second capsem-net whose policy has two [[secret]] tables, BENCH_TOKEN
 //     bound to the host (a fixed placeholder, the real value from a file)

@@ -75,12 +75,19 @@ func (b *bench) startEnv(rep int, secrets bool) (*guestns.Env, error) {
 	})
 }
 
-// stopEnvs stops the guests of the current repetition.
+// stopEnvs stops the guests of the current repetition, mitmproxy's
+// included.
 func (b *bench) stopEnvs() {
+	// Each is taken before it is stopped: a signal's cleanup (main) may
+	// run this beside the repetition's.
 	for _, e := range []**guestns.Env{&b.env, &b.senv} {
-		if *e != nil {
-			(*e).Stop()
+		if env := *e; env != nil {
 			*e = nil
+			env.Stop()
 		}
+	}
+	if mp := b.mp; mp != nil {
+		b.mp = nil
+		mp.Stop()
 	}
 }

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/capsem/capsem/bench/internal/guestns"
@@ -26,7 +29,7 @@ var (
 	flagDLProtos  = flag.String("dl-protos", "h1,h2", "protocols of the download and upload runs: any of h1,h2")
 	flagULBody    = flag.String("ul-body", "bytes", "what the upload sends: bytes (what the download receives: every byte value in turn) or text (JSON lines of English words, like an agent's prompts)")
 	flagRPSProtos = flag.String("rps-protos", "h1,h2", "protocols of the requests/s runs: any of h1,h2,h1-new (HTTP/1.1, a new TCP connection and TLS handshake per request, like curl in a loop)")
-	flagPaths     = flag.String("paths", "direct,pass,mitm", "paths to measure: direct (host to upstream), pass (guest, passthrough), mitm (guest, intercepted; no secret, DLP off), mitm-secrets (guest, intercepted by a capsem-net with two secrets and DLP log)")
+	flagPaths     = flag.String("paths", "direct,pass,mitm,mitmproxy", "paths to measure: direct (host to upstream), pass (guest, passthrough), mitm (guest, intercepted; no secret, DLP off), mitm-secrets (guest, intercepted by a capsem-net with two secrets and DLP log), mitmproxy (a namespace routed through mitmdump in transparent mode; skipped when mitmdump or nft is missing)")
 	flagSkip      = flag.String("skip", "", "measurements to skip: any of dl,ul,rps,lat,h3 (-skip dl,ul,rps,lat runs the HTTP/3 comparison alone)")
 	flagH3Paths   = flag.String("h3-paths", "direct,mitm,mitm-h2up", "paths of the HTTP/3 comparison (HTTP/3 beside HTTP/2, the same Go client): direct (host to upstream), mitm (its upstream serves HTTP/3 too), mitm-h2up (an upstream without HTTP/3: the MITM forwards HTTP/3 over HTTP/2)")
 	flagH3Bytes   = flag.Int64("h3-bytes", 1<<30, "size of the HTTP/3 comparison's download")
@@ -55,11 +58,21 @@ func main() {
 		fmt.Fprintln(os.Stderr, "mitmbench:", why)
 		os.Exit(2)
 	}
+	checkMitmproxy()
 	b, err := setup()
 	if err != nil {
 		fatal(err)
 	}
 	defer b.close()
+	// An interrupted run removes its namespaces, veth pair and nft table
+	// too: Go's default on SIGINT is to exit at once.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		fmt.Fprintf(os.Stderr, "mitmbench: %v: cleaning up\n", <-sig)
+		b.close()
+		os.Exit(1)
+	}()
 	start := time.Now()
 	for rep := 1; rep <= *flagReps; rep++ {
 		if err := b.rep(rep); err != nil {
@@ -91,10 +104,12 @@ type bench struct {
 	// path of the HTTP/3 comparison; nil when that is not measured.
 	upstreamH2 *upstream.Process
 
-	env     *guestns.Env // the current repetition's guest
-	senv    *guestns.Env // the current repetition's guest of the mitm-secrets path, or nil
+	env     *guestns.Env   // the current repetition's guest
+	senv    *guestns.Env   // the current repetition's guest of the mitm-secrets path, or nil
+	mp      *mitmproxyPeer // the current repetition's mitmdump and its client, or nil
 	tokens  tokens
 	ulFile  string // the upload's body, -bytes long
+	closeMu sync.Mutex
 	samples map[string][]sample
 	order   []string // keys of samples, in the order first measured
 }
@@ -141,8 +156,8 @@ func setup() (*bench, error) {
 	h3 := !listflag.Has(*flagSkip, "h3")
 	if h3 {
 		for _, where := range listflag.Split(*flagH3Paths) {
-			if _, ok := pathNames[where]; !ok || where == "pass" || where == "mitm-secrets" {
-				return nil, fmt.Errorf("-h3-paths: %q is not one of direct, mitm, mitm-h2up", where)
+			if _, ok := pathNames[where]; !ok || where == "pass" || where == "mitm-secrets" || where == "mitmproxy" {
+				return nil, fmt.Errorf("-h3-paths: %q is not one of direct, mitm, mitm-h2up (mitmproxy has no HTTP/3)", where)
 			}
 		}
 		if listflag.Has(*flagH3Paths, "mitm-h2up") {
@@ -170,6 +185,10 @@ func setup() (*bench, error) {
 }
 
 func (b *bench) close() {
+	// A signal's cleanup and a failed repetition's may both run: the
+	// second waits for the first, so that neither exits halfway.
+	b.closeMu.Lock()
+	defer b.closeMu.Unlock()
 	b.stopEnvs()
 	if b.relay != nil {
 		b.relay.close()

@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -33,6 +35,11 @@ func (b *bench) rep(rep int) error {
 	paths := listflag.Split(*flagPaths)
 	if slices.Contains(paths, "mitm-secrets") {
 		if b.senv, err = b.startEnv(rep, true); err != nil {
+			return err
+		}
+	}
+	if slices.Contains(paths, "mitmproxy") {
+		if b.mp, err = startMitmproxy(filepath.Join(b.dir, "mitmproxy-conf"), b.upPort, b.upstreamCA); err != nil {
 			return err
 		}
 	}
@@ -167,6 +174,7 @@ var pathNames = map[string]string{
 	"mitm":         "MITM",
 	"mitm-secrets": "MITM, 2 secrets + DLP log",
 	"mitm-h2up":    "MITM, upstream without HTTP/3",
+	"mitmproxy":    "mitmproxy (transparent)",
 }
 
 // target is where a path's client connects and what it trusts.
@@ -178,6 +186,8 @@ func (b *bench) target(where string) (addr, sni, ca string, inGuest bool) {
 		return "h2up.test:443", "h2up.test", b.capsemCA, true
 	case "pass":
 		return "pass.test:443", "pass.test", b.upstreamCA, true
+	case "mitmproxy":
+		return mpHostAddr + ":443", "mitm.test", b.mp.ca, true
 	default: // direct: the host to the upstream's loopback port
 		return "127.0.0.1:" + strconv.Itoa(b.upPort), "mitm.test", b.upstreamCA, false
 	}
@@ -200,7 +210,22 @@ func (b *bench) upstreamFor(where string) *upstream.Process {
 	return b.upstream
 }
 
+// proxyPID is the process id of a path's proxy: mitmdump on the
+// mitmproxy path, else capsem-net (direct: the other paths', idle).
+func (b *bench) proxyPID(where string) int {
+	if where == "mitmproxy" {
+		return b.mp.PID()
+	}
+	if e := b.envFor(where); e != nil {
+		return e.PID()
+	}
+	return 0
+}
+
 func (b *bench) command(ctx context.Context, where string, name string, args ...string) *exec.Cmd {
+	if where == "mitmproxy" {
+		return b.mp.Command(ctx, name, args...)
+	}
 	if _, _, _, inGuest := b.target(where); inGuest {
 		return b.envFor(where).NS.Command(ctx, name, args...)
 	}
@@ -211,7 +236,7 @@ func (b *bench) command(ctx context.Context, where string, name string, args ...
 // Gbit/s = size / curl's time_total. The upload POSTs the file written by
 // setup (-ul-body) to /upload, which answers how many bytes it read.
 func (b *bench) transfer(kind, where, proto string) (sample, error) {
-	_, sni, ca, inGuest := b.target(where)
+	addr, sni, ca, _ := b.target(where)
 	path := fmt.Sprintf("/bytes?n=%d", *flagBytes)
 	// Fields: bytes moved, seconds, HTTP version, status; curl prints them
 	// after the body (the upload's answer, the download goes to
@@ -230,9 +255,11 @@ func (b *bench) transfer(kind, where, proto string) (sample, error) {
 		args = append(args, "-o", "/dev/null", "-w", "\n%{size_download} %{time_total} %{http_version} %{http_code}")
 	}
 	url := "https://" + sni + path
-	if !inGuest {
-		url = fmt.Sprintf("https://%s:%d%s", sni, b.upPort, path)
-		args = append(args, "--resolve", fmt.Sprintf("%s:%d:127.0.0.1", sni, b.upPort))
+	if host, port, _ := net.SplitHostPort(addr); net.ParseIP(host) != nil {
+		// direct and mitmproxy: the client dials an address (the guests
+		// of capsem-net resolve names through it).
+		url = fmt.Sprintf("https://%s:%s%s", sni, port, path)
+		args = append(args, "--resolve", fmt.Sprintf("%s:%s:%s", sni, port, host))
 	}
 	want := "1.1"
 	switch proto {
@@ -249,7 +276,7 @@ func (b *bench) transfer(kind, where, proto string) (sample, error) {
 	cmd := b.command(context.Background(), where, "curl", args...)
 	cmd.Stdout, cmd.Stderr = &out, &out
 	var s sample
-	cpu, err := b.measureCPU(cmd, b.envFor(where), b.upstreamFor(where))
+	cpu, err := b.measureCPU(cmd, b.proxyPID(where), b.upstreamFor(where))
 	if err != nil {
 		return s, fmt.Errorf("curl %s: %v: %s", strings.Join(args, " "), err, out.String())
 	}
@@ -310,7 +337,7 @@ func (b *bench) runSub(where string, timeout time.Duration, args []string, res a
 	var out, errOut bytes.Buffer
 	cmd := b.command(ctx, where, b.exe, args...)
 	cmd.Stdout, cmd.Stderr = &out, &errOut
-	cpu, err := b.measureCPU(cmd, b.envFor(where), b.upstreamFor(where))
+	cpu, err := b.measureCPU(cmd, b.proxyPID(where), b.upstreamFor(where))
 	if err != nil {
 		return cpu, "", fmt.Errorf("%s: %v: %s", strings.Join(args, " "), err, errOut.String())
 	}

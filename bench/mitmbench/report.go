@@ -79,6 +79,7 @@ func (b *bench) print(w io.Writer) {
 		fmt.Fprintf(w, "The upstream is %s of round trip away from every path (-upstream-rtt: a relay on loopback holds each chunk half of it each way, and a connection's first bytes a round trip more).\n\n", *flagRTT)
 	}
 	b.printTCP(w, secrets, head, rule, cell, ratio, sec)
+	printMitmproxyNote(w)
 	if !listflag.Has(*flagSkip, "h3") {
 		b.printH3(w)
 	}
@@ -91,8 +92,9 @@ func (b *bench) printTCP(w io.Writer, secrets bool, head, rule string, cell func
 	if listflag.Has(*flagSkip, "dl") && listflag.Has(*flagSkip, "ul") && listflag.Has(*flagSkip, "rps") && listflag.Has(*flagSkip, "lat") {
 		return
 	}
-	fmt.Fprintf(w, "| measurement | direct (host → upstream) | passthrough (TCP forwarding) | MITM | MITM vs passthrough | MITM vs direct | target |%s\n", head)
-	fmt.Fprintf(w, "|---|---:|---:|---:|---:|---:|---|%s\n", rule)
+	mpHead, mpRule := mitmproxyColumns()
+	fmt.Fprintf(w, "| measurement | direct (host → upstream) | passthrough (TCP forwarding) | MITM | MITM vs passthrough | MITM vs direct | target |%s%s\n", head, mpHead)
+	fmt.Fprintf(w, "|---|---:|---:|---:|---:|---:|---|%s%s\n", rule, mpRule)
 	for _, kind := range []string{"dl", "ul"} {
 		if listflag.Has(*flagSkip, kind) {
 			continue
@@ -109,8 +111,8 @@ func (b *bench) printTCP(w io.Writer, secrets bool, head, rule string, cell func
 			if kind == "ul" {
 				what = sizeName(*flagBytes) + " upload (" + *flagULBody + ")"
 			}
-			fmt.Fprintf(w, "| %s, %s, Gbit/s | %s | %s | %s | %s | %s | %s |%s\n", what, protoName[proto],
-				cell(k+"direct", "%.2f"), cell(k+"pass", "%.2f"), cell(k+"mitm", "%.2f"), ratio(k+"mitm", k+"pass"), ratio(k+"mitm", k+"direct"), verdict, sec(k, "%.2f"))
+			fmt.Fprintf(w, "| %s, %s, Gbit/s | %s | %s | %s | %s | %s | %s |%s%s\n", what, protoName[proto],
+				cell(k+"direct", "%.2f"), cell(k+"pass", "%.2f"), cell(k+"mitm", "%.2f"), ratio(k+"mitm", k+"pass"), ratio(k+"mitm", k+"direct"), verdict, sec(k, "%.2f"), b.mitmproxyCells(k, "%.2f"))
 		}
 	}
 	if !listflag.Has(*flagSkip, "rps") {
@@ -129,8 +131,8 @@ func (b *bench) printTCP(w io.Writer, secrets bool, head, rule string, cell func
 					what = fmt.Sprintf("%d at a time", conns)
 					verdict = "–"
 				}
-				fmt.Fprintf(w, "| requests/s, %s, %s, GET /ping | %s | %s | %s | %s | %s | %s |%s\n", protoName[proto], what,
-					cell(k+"direct", "%.0f"), cell(k+"pass", "%.0f"), cell(k+"mitm", "%.0f"), ratio(k+"mitm", k+"pass"), ratio(k+"mitm", k+"direct"), verdict, sec(k, "%.0f"))
+				fmt.Fprintf(w, "| requests/s, %s, %s, GET /ping | %s | %s | %s | %s | %s | %s |%s%s\n", protoName[proto], what,
+					cell(k+"direct", "%.0f"), cell(k+"pass", "%.0f"), cell(k+"mitm", "%.0f"), ratio(k+"mitm", k+"pass"), ratio(k+"mitm", k+"direct"), verdict, sec(k, "%.0f"), b.mitmproxyCells(k, "%.0f"))
 			}
 		}
 	}
@@ -173,15 +175,15 @@ func (b *bench) printTCP(w io.Writer, secrets bool, head, rule string, cell func
 				}
 				extra = fmt.Sprintf(" %s | %s |", c("mitm-secrets"), vs)
 			}
-			fmt.Fprintf(w, "| latency %s, µs, HTTP/1.1 keep-alive, concurrency 1 | %s | %s | %s | %s | %s | added %s: %s |%s\n", pct,
-				c("direct"), c("pass"), c("mitm"), a, d, pct, d, extra)
+			fmt.Fprintf(w, "| latency %s, µs, HTTP/1.1 keep-alive, concurrency 1 | %s | %s | %s | %s | %s | added %s: %s |%s%s\n", pct,
+				c("direct"), c("pass"), c("mitm"), a, d, pct, d, extra, b.mitmproxyLatencyCells(pick))
 		}
 	}
 }
 
 // printCPU writes the CPU each party used in each run.
 func (b *bench) printCPU(w io.Writer) {
-	fmt.Fprintf(w, "\nCPU during each run, in cores of %d (median of the repetitions): the client (curl or the load generator), capsem-net, the frame pump (the benchmark process), the upstream server, interrupts and softirqs (network processing not charged to a process), other processes, and the whole machine.\n\n", runtime.NumCPU())
+	fmt.Fprintf(w, "\nCPU during each run, in cores of %d (median of the repetitions): the client (curl or the load generator), capsem-net (on the mitmproxy path: mitmdump), the frame pump (the benchmark process), the upstream server, interrupts and softirqs (network processing not charged to a process), other processes, and the whole machine.\n\n", runtime.NumCPU())
 	fmt.Fprintf(w, "| run | path | client | capsem-net | pump | upstream | softirq | other | machine |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, k := range b.order {
 		_, _, cpu, _ := b.med(k)

@@ -17,6 +17,7 @@ import (
 	"runtime/pprof"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -28,6 +29,7 @@ import (
 	"github.com/capsem/capsem/policy"
 	"github.com/capsem/capsem/ports"
 	"github.com/capsem/capsem/store"
+	"github.com/capsem/capsem/store/otlp"
 	"github.com/capsem/capsem/version"
 )
 
@@ -222,6 +224,10 @@ func serve(c *cli.Context, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	audit, err := storeflags.Audit(c)
+	if err != nil {
+		return usageError{err}
+	}
 	// The seal key signs the session's chain from Begin on: loaded before it.
 	if stOpt.SealKey, err = ca.LoadOrCreateSealKey(c.String("ca-dir")); err != nil {
 		return err
@@ -232,9 +238,19 @@ func serve(c *cli.Context, stdout io.Writer) error {
 	}
 	defer st.Close()
 	host, _ := os.Hostname()
-	w, err := st.Begin(store.Session{Command: os.Args, PolicySHA256: pol.SHA256, Host: host})
+	meta := store.Session{Command: os.Args, PolicySHA256: pol.SHA256, Host: host}
+	w, err := st.Begin(meta)
 	if err != nil {
 		return fmt.Errorf("start session: %w", err)
+	}
+	var shipper *otlp.Shipper
+	if audit.URL != "" {
+		meta.ID = w.ID()
+		audit.Resource, audit.Log = otlp.ResourceOf(meta), log
+		if shipper, err = otlp.Start(st, w, audit); err != nil {
+			w.End(nil)
+			return usageError{err}
+		}
 	}
 
 	var pcap *netstack.PCAP
@@ -337,6 +353,17 @@ func serve(c *cli.Context, stdout io.Writer) error {
 	if pcap != nil {
 		if err := pcap.Flush(); err != nil {
 			log.Error("pcap incomplete", "err", err)
+		}
+	}
+	if shipper != nil {
+		// The collector gets what the session recorded, for up to 30 s
+		// more; what it does not is in the store.
+		if _, err := shipper.Close(30 * time.Second); err != nil {
+			if audit.Required {
+				w.End(nil)
+				return err
+			}
+			log.Warn(err.Error())
 		}
 	}
 	if err := w.End(nil); err != nil {

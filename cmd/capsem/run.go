@@ -28,6 +28,7 @@ import (
 	"github.com/capsem/capsem/sandbox/home"
 	"github.com/capsem/capsem/sandbox/sessionstore"
 	"github.com/capsem/capsem/store"
+	"github.com/capsem/capsem/store/otlp"
 	"github.com/capsem/capsem/version"
 )
 
@@ -96,6 +97,7 @@ type runOptions struct {
 	cold       bool                         // boot the kernel, not the boot snapshot
 	consoleMax int64                        // the console log's cap in bytes (0: the default)
 	storeOpts  store.Options                // the session store's limits (zero: the defaults)
+	audit      otlp.Config                  // --audit-otlp and its flags (URL "": none)
 	noStdin    bool                         // the command gets no input (doctor)
 	onEvent    func(store.Event)            // sees each event of the session once it is recorded (doctor)
 	publish    []ports.Spec                 // --publish: guest ports published on the host for the run
@@ -110,6 +112,9 @@ func parseRunOptions(c *cli.Context) (*runOptions, error) {
 	}
 	var err error
 	if o.storeOpts, err = storeOptions(c); err != nil {
+		return nil, err
+	}
+	if o.audit, err = auditOptions(c); err != nil {
 		return nil, err
 	}
 	if o.publish, err = publishFlag(c); err != nil {
@@ -271,6 +276,11 @@ func runRecorded(c *cli.Context, o *runOptions) error {
 		return err
 	}
 	id := rs.ID()
+	rs.Warn = func(msg string) { fmt.Fprintf(c.App.ErrWriter, "capsem: warning: %s\n", msg) }
+	if err := rs.StartAudit(o.audit); err != nil {
+		_ = rs.End(nil)
+		return err
+	}
 	phase("session store open")
 	ra, err := rs.ServeStoreCopies()
 	if err != nil {

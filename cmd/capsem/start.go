@@ -9,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/capsem/capsem/cmd/internal/storeflags"
 	"github.com/capsem/capsem/guest/arch"
 	"github.com/capsem/capsem/guest/image"
 	"github.com/capsem/capsem/sandbox"
@@ -325,8 +326,8 @@ func spawnSupervisor(c *cli.Context, d home.Dir, cold bool) error {
 	if err != nil {
 		return err
 	}
-	args := []string{"supervise", "--data", c.String("data"), "--ca-dir", c.String("ca-dir"), "--log-level", c.String("log-level"),
-		"--max-session-bytes", c.String("max-session-bytes"), "--min-free-disk", c.String("min-free-disk")}
+	args := append([]string{"supervise", "--data", c.String("data"), "--ca-dir", c.String("ca-dir"), "--log-level", c.String("log-level")},
+		storeflags.Pass(c)...)
 	if cold {
 		args = append(args, "--cold")
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/capsem/capsem/cmd/internal/storeflags"
 	"github.com/capsem/capsem/store"
+	"github.com/capsem/capsem/store/otlp"
 )
 
 // storeFlags are the event store's flags, as capsem-net has them.
@@ -17,4 +18,13 @@ func storeOptions(c *cli.Context) (store.Options, error) {
 		return o, usageError{err}
 	}
 	return o, nil
+}
+
+// auditOptions reads the audit flags of storeFlags.
+func auditOptions(c *cli.Context) (otlp.Config, error) {
+	cfg, err := storeflags.Audit(c)
+	if err != nil {
+		return cfg, usageError{err}
+	}
+	return cfg, nil
 }

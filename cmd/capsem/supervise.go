@@ -46,6 +46,9 @@ func superviseOptionsFrom(c *cli.Context) (supervisor.Options, error) {
 	if o.Store, err = storeOptions(c); err != nil {
 		return o, err
 	}
+	if o.Audit, err = auditOptions(c); err != nil {
+		return o, err
+	}
 	if o.Log, err = loglevel.Logger(c.App.ErrWriter, c.String("log-level")); err != nil {
 		return o, usageError{err}
 	}

@@ -3,6 +3,7 @@ package sessionstore
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/capsem/capsem/sandbox/api"
 	"github.com/capsem/capsem/sandbox/home"
 	"github.com/capsem/capsem/store"
+	"github.com/capsem/capsem/store/otlp"
 )
 
 // Store is one session's own store and its writer.
@@ -17,6 +19,34 @@ type Store struct {
 	Data string        // the data directory it belongs to
 	St   *store.Store  // the session's own store
 	W    *store.Writer // the session's writer: the Recorder its guest records to
+
+	audit *otlp.Shipper // the stream to the team's collector (--audit-otlp); nil: none
+	// auditRequired: an undelivered event at End is an error, not a warning.
+	auditRequired bool
+	Warn          func(string) // where End says what it could not deliver; nil: slog
+}
+
+// auditDrain bounds End's wait for the collector to take the session's
+// last events: a run ends at most this much later when the collector is
+// away; what it has not taken then is in the store (capsem export).
+const auditDrain = 30 * time.Second
+
+// StartAudit streams the session's events to the collector cfg names
+// (cfg.URL "": none), resource attributes naming the session added.
+func (r *Store) StartAudit(cfg otlp.Config) error {
+	if cfg.URL == "" {
+		return nil
+	}
+	sess, err := r.St.Session(r.W.ID())
+	if err != nil {
+		return err
+	}
+	cfg.Resource = otlp.ResourceOf(sess)
+	if r.audit, err = otlp.Start(r.St, r.W, cfg); err != nil {
+		return err
+	}
+	r.auditRequired = cfg.Required
+	return nil
 }
 
 // Open makes the session's directory under data, opens its own store with
@@ -65,5 +95,17 @@ func (r *Store) StoreCopy(dir string) (api.StoreCopy, error) {
 // End records the exit code (nil: none, the session failed), flushes
 // every event and closes the store.
 func (r *Store) End(code *int) error {
-	return errors.Join(r.W.End(code), r.St.Close())
+	var auditErr error
+	if r.audit != nil {
+		if _, err := r.audit.Close(auditDrain); err != nil {
+			if r.auditRequired {
+				auditErr = err
+			} else if r.Warn != nil {
+				r.Warn(err.Error())
+			} else {
+				slog.Warn(err.Error())
+			}
+		}
+	}
+	return errors.Join(auditErr, r.W.End(code), r.St.Close())
 }

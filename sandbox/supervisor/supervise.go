@@ -22,11 +22,13 @@ import (
 	"github.com/capsem/capsem/sandbox/home"
 	"github.com/capsem/capsem/sandbox/sessionstore"
 	"github.com/capsem/capsem/store"
+	"github.com/capsem/capsem/store/otlp"
 )
 
 // Options are what a supervisor is run with.
 type Options struct {
 	Store store.Options // the session store's limits (zero: the store's defaults)
+	Audit otlp.Config   // the session's audit stream (URL "": none)
 	Log   *slog.Logger  // its log (nil: none)
 	CADir string        // the interception CA's directory ("": ca.DefaultDir())
 	Host  string        // how capsem names itself to the guest's agent (sandbox.Config.Host)
@@ -131,6 +133,11 @@ func Run(ctx context.Context, data, name string, o Options, report func(Ready)) 
 	host, _ := os.Hostname()
 	rs, err := sessionstore.Open(data, store.Session{Command: []string{"capsem", "start", name}, PolicySHA256: pol.SHA256, Image: settings.Image, Host: host, Sandbox: name}, storeOpts)
 	if err != nil {
+		return err
+	}
+	rs.Warn = func(msg string) { log.Warn(msg) }
+	if err := rs.StartAudit(o.Audit); err != nil {
+		_ = rs.End(nil)
 		return err
 	}
 	sup := &supervisor{dir: d, settings: settings, rs: rs, log: log, host: o.Host, stopping: make(chan struct{}), pub: pub}
