@@ -71,6 +71,6 @@ func printMitmproxyNote(w io.Writer) {
 	if !mitmproxyMeasured() || listflag.Has(*flagSkip, "dl") && listflag.Has(*flagSkip, "ul") && listflag.Has(*flagSkip, "rps") && listflag.Has(*flagSkip, "lat") {
 		return
 	}
-	fmt.Fprintf(w, "\nmitmproxy: %s, mitmdump --mode transparent %s, routing a namespace of its own over a veth pair (nft redirect); its CPU is in the capsem-net column below. It has no HTTP/3.\n",
+	fmt.Fprintf(w, "\nThe mitmproxy column: mitmdump (%s) --mode transparent %s, the router of a namespace of its own over a veth pair (nft redirect); its CPU is in the capsem-net column below. mitmproxy has no HTTP/3.\n",
 		mitmproxyVersionLine, strings.Join(mitmproxyFlags, " "))
 }

@@ -3,13 +3,13 @@ package otlp
 import (
 	"context"
 	"fmt"
-	"net"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/collector/consumer/consumertest"
 
 	"github.com/capsem/capsem/store"
+	"github.com/capsem/capsem/store/otlp/otlptest"
 )
 
 // BenchmarkAppend is store's BenchmarkAppend (one denied DNS event,
@@ -35,13 +35,8 @@ func benchAppend(b *testing.B, streamed bool) {
 	}
 	var sh *Shipper
 	if streamed {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			b.Fatal(err)
-		}
-		addr := ln.Addr().String()
-		ln.Close()
-		rcv := receiverAt(b, addr, new(consumertest.LogsSink))
+		addr := otlptest.FreeAddr(b)
+		rcv := otlptest.Start(b, addr, new(consumertest.LogsSink))
 		defer rcv.Shutdown(context.Background())
 		if sh, err = Start(st, w, Config{URL: "http://" + addr, Poll: 10 * time.Millisecond, Backlog: 1 << 40}); err != nil {
 			b.Fatal(err)

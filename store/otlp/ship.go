@@ -36,6 +36,16 @@ const (
 	batchMax = 512
 	// maxBackoff caps the wait between attempts while the collector fails.
 	maxBackoff = 10 * time.Second
+	// catchUpShare is the share of one core the stream takes while it
+	// catches up (full batches back to back): after each it rests as long
+	// as makes the batch this share of the time. Flat out, the stream and
+	// a collector beside it took about one of the test machine's two
+	// cores (~115k events/s delivered) and cut ingest ~45%; at 0.15 the
+	// stream still delivers ~10-15k events/s, two orders of magnitude
+	// above an agent's rate, and ingest stays within ~10% of no stream
+	// (docs/BENCHMARKS.md, bench:store). An agent's events never fill a
+	// batch, so they are not paced at all.
+	catchUpShare = 0.15
 )
 
 // Config says where and how to stream.
@@ -87,9 +97,9 @@ type Shipper struct {
 	stop chan struct{}
 	done chan struct{}
 
-	mu     sync.Mutex
-	sent   uint64 // the last seq the collector acknowledged
-	behind bool
+	mu      sync.Mutex
+	sent    uint64 // the last seq the collector acknowledged
+	behind  bool
 	lastErr error
 }
 
@@ -177,21 +187,24 @@ func (s *Shipper) run() {
 	defer close(s.done)
 	backoff := s.cfg.Poll
 	for {
+		t0 := time.Now()
 		n, err := s.step()
+		wait := s.cfg.Poll
 		switch {
 		case err != nil:
 			s.failed(err)
 			backoff = min(max(2*backoff, time.Second), maxBackoff)
+			wait = backoff
 		case n == batchMax:
 			backoff = s.cfg.Poll
-			continue // more are waiting
+			wait = time.Duration(float64(time.Since(t0)) * (1 - catchUpShare) / catchUpShare) // more are waiting
 		default:
 			backoff = s.cfg.Poll
 		}
 		select {
 		case <-s.stop:
 			return
-		case <-time.After(backoff):
+		case <-time.After(wait):
 		}
 	}
 }
@@ -278,14 +291,30 @@ func (s *Shipper) check(err error) {
 	}
 }
 
+// closeStall is how long Close waits on a collector that is failing and
+// takes nothing: a down collector does not hold a run's exit for the
+// whole timeout (its events are in the store).
+const closeStall = 5 * time.Second
+
 // Close sends what the session has appended, waiting at most timeout for
-// the collector, then stops. It returns how many events were left unsent
-// (they are in the store: capsem export).
+// the collector (closeStall when it fails and takes nothing), then stops.
+// It returns how many events were left unsent (they are in the store:
+// capsem export).
 func (s *Shipper) Close(timeout time.Duration) (unsent uint64, err error) {
 	_ = s.w.Sync() // what was appended is readable
 	target := s.w.Seq()
 	deadline := time.Now().Add(timeout)
+	last, moved := s.Sent(), time.Now()
 	for s.Sent() < target && time.Now().Before(deadline) {
+		if sent := s.Sent(); sent != last {
+			last, moved = sent, time.Now()
+		}
+		s.mu.Lock()
+		failing := s.lastErr != nil
+		s.mu.Unlock()
+		if failing && time.Since(moved) > closeStall {
+			break
+		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	close(s.stop)
