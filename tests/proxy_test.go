@@ -51,7 +51,7 @@ func startSquid(t *testing.T, access string) *squid {
 	// The names the guest uses are known to the proxy alone: capsem's host
 	// cannot resolve them, so a connection that works went through it.
 	hosts := filepath.Join(dir, "hosts")
-	if err := os.WriteFile(hosts, []byte("127.0.0.1 api.corp.test echo.corp.test\n"), 0o644); err != nil {
+	if err := os.WriteFile(hosts, []byte("127.0.0.1 api.corp.test echo.corp.test mcp.corp.test\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	sq := &squid{port: port, accessLog: filepath.Join(dir, "access.log")}
@@ -293,6 +293,40 @@ ca_files = [%q]
 	}
 	e.stop()
 	want := fmt.Sprintf("CONNECT 127.0.0.1:%d", up.port)
+	if log := sq.log(t, want); !strings.Contains(log, want) {
+		t.Errorf("squid's log lacks %q:\n%s", want, log)
+	}
+}
+
+// TestProxyMCPRemote: the MCP gateway's remote server ([mcp.servers] url)
+// is reached through the proxy too, by name, though the host cannot
+// resolve it.
+func TestProxyMCPRemote(t *testing.T) {
+	modules := mcpNodeModules(t)
+	sq := startSquid(t, "open")
+	ca := newTestCA(t, "tests upstream CA")
+	port, up := mcpFront(t, ca, startNode(t, modules, mcpEverything(modules), "streamableHttp"), "mcp.corp.test")
+	e := startEnv(t, fmt.Sprintf(`
+[network]
+allow = []
+
+[upstream]
+proxy = "http://127.0.0.1:%d"
+ca_files = [%q]
+
+[mcp.servers.remote]
+url = "https://mcp.corp.test:%d/mcp"
+`, sq.port, ca.pemPath, port), envOptions{})
+	got := e.mcpClient(modules, "https://mcp.capsem.internal/remote", "streamable",
+		mcpStep{Op: "call", Name: "echo", Args: map[string]any{"message": "through-the-proxy"}})
+	if len(got) != 1 || !got[0].OK || got[0].Text != "Echo: through-the-proxy" {
+		t.Fatalf("echo through the gateway's remote server: %+v", got)
+	}
+	if calls := up.posts("through-the-proxy"); len(calls) != 1 {
+		t.Errorf("the remote MCP server got %d echo calls, want 1", len(calls))
+	}
+	e.stop()
+	want := fmt.Sprintf("CONNECT mcp.corp.test:%d", port)
 	if log := sq.log(t, want); !strings.Contains(log, want) {
 		t.Errorf("squid's log lacks %q:\n%s", want, log)
 	}
