@@ -228,18 +228,10 @@ func startNode(t *testing.T, modules string, args ...string) int {
 			t.Logf("node %s output:\n%s", strings.Join(args, " "), out.String())
 		}
 	})
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err == nil {
-			c.Close()
-			return port
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("node %s did not listen on %d within 20s:\n%s", strings.Join(args, " "), port, out.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := waitListening(port, 20*time.Second); err != nil {
+		t.Fatalf("node %s: %v:\n%s", strings.Join(args, " "), err, out.String())
 	}
+	return port
 }
 
 // mcpUpstreamLog keeps what reached a plain-HTTP MCP server through

@@ -94,19 +94,11 @@ shutdown_lifetime 0 seconds
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		cmd.Wait()
 	})
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err == nil {
-			c.Close()
-			return sq
-		}
-		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(filepath.Join(dir, "cache.log"))
-			t.Fatalf("squid did not listen on %d: %v\n%s\n%s", port, err, out.String(), log)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := waitListening(port, 20*time.Second); err != nil {
+		log, _ := os.ReadFile(filepath.Join(dir, "cache.log"))
+		t.Fatalf("squid: %v\n%s\n%s", err, out.String(), log)
 	}
+	return sq
 }
 
 // log is squid's access log, a line per tunnel, once it holds every one
