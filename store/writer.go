@@ -322,8 +322,7 @@ func (w *Writer) loseLocked(ev *Event) {
 
 // commitLoop is the committer: it takes the batch being filled, adds the
 // session record with the current counts (at most every recordEvery),
-// commits it with a WAL sync, and
-// hands the batch back for reuse. Events that arrive while a commit is in
+// commits it with a WAL sync, and hands the batch back for reuse. Events that arrive while a commit is in
 // flight go into the next batch: that is the group commit.
 func (w *Writer) commitLoop() {
 	defer close(w.done)
