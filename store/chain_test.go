@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"encoding/hex"
 	"errors"
@@ -249,4 +250,32 @@ func editRecord(t *testing.T, s *Store, id string, f func(*Session)) {
 	if err := s.db.Set(sessionKey(id), encodeSession(&sess), pebble.Sync); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// FuzzChainCheck: values from a hostile store or export (a file someone
+// sent) never make PrevOf or the check panic, PrevOf finds what the
+// writer's fixed place holds, and a value chained to the genesis is
+// accepted as the first event of its session.
+func FuzzChainCheck(f *testing.F) {
+	ev := benchEvents()[2]
+	f.Add(appendChainedEvent(nil, &ev), uint64(1))
+	f.Add(appendEvent(nil, &ev), uint64(1))
+	f.Add([]byte{1, 0, 0, 0, 0, 0, 0, 0, 0, 0x12, 0x20}, uint64(2))
+	f.Fuzz(func(t *testing.T, v []byte, seq uint64) {
+		prev, ok := PrevOf(v)
+		if ok && len(v) >= chainedHeaderLen && v[prevTagOffset] == 0x12 && v[prevTagOffset+1] == 0x20 && !bytes.Equal(prev[:], v[prevOffset:chainedHeaderLen]) {
+			t.Fatalf("PrevOf %x, the fixed place holds %x", prev, v[prevOffset:chainedHeaderLen])
+		}
+		sess := &Session{ID: "s", Chain: &Chain{Seq: 1, Head: ValueHash(v)}}
+		c := NewChainCheck(sess)
+		err := c.Add(seq, v)
+		if seq == 1 && ok && prev == ChainGenesis("s") {
+			if err != nil {
+				t.Fatalf("a value chained to the genesis refused: %v", err)
+			}
+			if _, err := c.End(); err != nil {
+				t.Fatalf("End: %v", err)
+			}
+		}
+	})
 }
