@@ -37,9 +37,10 @@
 // (Gbit/s), over HTTP/1.1 and HTTP/2 (-dl-protos), keep-alive requests/s
 // with a small load generator (this program re-executed as "loadgen",
 // inside the namespace with ip netns exec or on the host), and the
-// per-request latency at concurrency 1 (p50, p99) — with -rps-protos
-// h1-new, also the requests/s of a client that opens a new connection,
-// with a full TLS handshake, for every request (curl in a loop), and with
+// per-request latency at concurrency 1 (p50, p99) — with h1-new in
+// -rps-protos (the default), also the requests/s of a client that opens a
+// new connection, with a full TLS handshake, for every request (curl in a
+// loop), one of the figures issue 34 compares with mitmproxy, and with
 // -upstream-rtt the upstream behind a relay that puts it that round trip
 // away from every path (rtt.go) — each the median of
 // -reps repetitions with a fresh capsem-net and namespace; and the CPU each

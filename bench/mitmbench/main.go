@@ -28,7 +28,7 @@ var (
 	flagMTU       = flag.Int("mtu", 1500, "guest link MTU")
 	flagDLProtos  = flag.String("dl-protos", "h1,h2", "protocols of the download and upload runs: any of h1,h2")
 	flagULBody    = flag.String("ul-body", "bytes", "what the upload sends: bytes (what the download receives: every byte value in turn) or text (JSON lines of English words, like an agent's prompts)")
-	flagRPSProtos = flag.String("rps-protos", "h1,h2", "protocols of the requests/s runs: any of h1,h2,h1-new (HTTP/1.1, a new TCP connection and TLS handshake per request, like curl in a loop)")
+	flagRPSProtos = flag.String("rps-protos", "h1,h2,h1-new", "protocols of the requests/s runs: any of h1,h2,h1-new (HTTP/1.1, a new TCP connection and TLS handshake per request, like curl in a loop)")
 	flagPaths     = flag.String("paths", "direct,pass,mitm,mitmproxy", "paths to measure: direct (host to upstream), pass (guest, passthrough), mitm (guest, intercepted; no secret, DLP off), mitm-secrets (guest, intercepted by a capsem-net with two secrets and DLP log), mitmproxy (a namespace routed through mitmdump in transparent mode; skipped when mitmdump or nft is missing)")
 	flagSkip      = flag.String("skip", "", "measurements to skip: any of dl,ul,rps,lat,h3 (-skip dl,ul,rps,lat runs the HTTP/3 comparison alone)")
 	flagH3Paths   = flag.String("h3-paths", "direct,mitm,mitm-h2up", "paths of the HTTP/3 comparison (HTTP/3 beside HTTP/2, the same Go client): direct (host to upstream), mitm (its upstream serves HTTP/3 too), mitm-h2up (an upstream without HTTP/3: the MITM forwards HTTP/3 over HTTP/2)")
