@@ -29,7 +29,7 @@ func (s *Stack) DialUpstream(ctx context.Context, name string, port uint16) (net
 func (s *Stack) dialUpstream(ctx context.Context, pol *policy.Policy, name string, port uint16) (c net.Conn, where, reason string, err error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.DialTimeout)
 	defer cancel()
-	if x := viaProxy(pol, name); x != nil {
+	if x := pol.ProxyFor(name); x != nil {
 		c, reason, err = s.dialProxy(ctx, pol, x, name, port)
 		return c, "via the proxy " + x.Addr, reason, err
 	}
@@ -117,7 +117,7 @@ func (s *Stack) upstreamAddrs(name string, port uint16, local bool) func(context
 		if err := recheck(pol, name, port, local); err != nil {
 			return nil, err
 		}
-		if x := viaProxy(pol, name); x != nil {
+		if x := pol.ProxyFor(name); x != nil {
 			return nil, fmt.Errorf("%s is reached through the proxy %s, by TCP only", name, x.URL)
 		}
 		ctx, cancel := context.WithTimeout(ctx, s.cfg.DialTimeout)

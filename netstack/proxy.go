@@ -14,15 +14,6 @@ import (
 	"github.com/capsem/capsem/policy"
 )
 
-// viaProxy reports whether a connection to name goes through the policy's
-// [upstream] proxy, and which.
-func viaProxy(pol *policy.Policy, name string) *policy.Proxy {
-	if x := pol.Proxy(); x != nil && !x.Bypass(name) {
-		return x
-	}
-	return nil
-}
-
 // proxyTarget is the host:port a CONNECT asks the proxy for: the name,
 // or its [upstream] resolve target, never an address capsem resolved (the
 // proxy resolves, so the host needs no DNS of its own).

@@ -28,6 +28,15 @@ func (p *Policy) Proxy() *Proxy {
 	return p.proxy
 }
 
+// ProxyFor returns the proxy a connection to name goes through: Proxy,
+// unless name is in its no_proxy; nil when it goes direct.
+func (p *Policy) ProxyFor(name string) *Proxy {
+	if x := p.Proxy(); x != nil && !x.Bypass(name) {
+		return x
+	}
+	return nil
+}
+
 // ProxyCredentials returns "user:password", the real value of the proxy's
 // secret once the policy is Bound; nil without proxy_secret.
 func (p *Policy) ProxyCredentials() []byte {

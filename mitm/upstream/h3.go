@@ -115,7 +115,7 @@ func (u *h3First) RoundTrip(r *http.Request) (*http.Response, error) {
 // over TCP, as a connection never carries two policies' requests.
 func (u *h3First) clientConn(ctx context.Context, pol *policy.Policy) *http3.ClientConn {
 	host := u.f.flow.Name
-	if x := pol.Proxy(); x != nil && !x.Bypass(host) {
+	if pol.ProxyFor(host) != nil {
 		return nil // through an HTTP proxy: TCP only
 	}
 	quicOK, known := u.f.t.h3.get(host)
